@@ -1,0 +1,181 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/sbxhq/sbx/schema"
+)
+
+// Exit codes, as documented in the README.
+const (
+	exitOK      = 0
+	exitError   = 1
+	exitChanges = 2 // plan --detailed-exitcode only
+)
+
+// app is one invocation: its streams and environment. Nothing here outlives
+// the call to Main.
+type app struct {
+	stdin     io.Reader
+	stdout    io.Writer
+	stderr    io.Writer
+	lookupEnv func(string) (string, bool)
+}
+
+// verb is one sbx command.
+type verb struct {
+	name    string
+	summary string
+	usage   string // after "sbx NAME"
+	help    string // paragraphs after the usage line
+	hidden  bool
+	// setup registers the verb's flags on a fresh flag set and returns the
+	// function that runs it with the remaining arguments.
+	setup func(fs *pflag.FlagSet) runFunc
+}
+
+type runFunc func(ctx context.Context, a *app, args []string) int
+
+// run parses args with a fresh flag set and runs the verb.
+func (v *verb) run(ctx context.Context, a *app, args []string) int {
+	fs := pflag.NewFlagSet("sbx "+v.name, pflag.ContinueOnError)
+	fs.SortFlags = false
+	run := v.setup(fs)
+	if code, ok := a.parse(v, fs, args); !ok {
+		return code
+	}
+	return run(ctx, a, fs.Args())
+}
+
+func verbs() []*verb {
+	return []*verb{
+		validateVerb(),
+		initVerb(),
+		schemaVerb(),
+		versionVerb(),
+	}
+}
+
+// Main runs sbx with args (without the program name) and returns the exit
+// code. It never calls os.Exit, so tests run it in-process.
+func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) int {
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, lookupEnv: lookupEnv}
+	if len(args) == 0 {
+		a.usage(stderr)
+		return exitError
+	}
+	name := args[0]
+	switch name {
+	case "-h", "--help", "help":
+		if len(args) > 1 && name == "help" {
+			if v := findVerb(args[1]); v != nil {
+				v.printHelp(stdout)
+				return exitOK
+			}
+			return a.unknown(args[1])
+		}
+		a.usage(stdout)
+		return exitOK
+	case "--version":
+		return findVerb("version").run(ctx, a, nil)
+	}
+	v := findVerb(name)
+	if v == nil {
+		return a.unknown(name)
+	}
+	return v.run(ctx, a, args[1:])
+}
+
+func findVerb(name string) *verb {
+	for _, v := range verbs() {
+		if v.name == name {
+			return v
+		}
+	}
+	return nil
+}
+
+func (a *app) unknown(name string) int {
+	var names []string
+	for _, v := range verbs() {
+		if !v.hidden {
+			names = append(names, v.name)
+		}
+	}
+	msg := fmt.Sprintf("sbx: unknown command %q", name)
+	if s := schema.Suggest(name, names); s != "" {
+		msg += fmt.Sprintf(" (did you mean %q?)", s)
+	}
+	fmt.Fprintln(a.stderr, msg)
+	fmt.Fprintf(a.stderr, "sbx commands: %s\nRun 'sbx help' for usage.\n", strings.Join(names, ", "))
+	return exitError
+}
+
+func (a *app) usage(w io.Writer) {
+	fmt.Fprint(w, `sbx declares an AI-agent sandbox in sandbox.yaml and keeps it that way.
+
+Usage:
+  sbx COMMAND [flags]
+
+Commands:
+`)
+	for _, v := range verbs() {
+		if !v.hidden {
+			fmt.Fprintf(w, "  %-10s %s\n", v.name, v.summary)
+		}
+	}
+	fmt.Fprint(w, `
+Run 'sbx help COMMAND' for a command's flags.
+Exit codes: 0 success, 1 error, 2 changes pending (plan --detailed-exitcode).
+`)
+}
+
+func (v *verb) printHelp(w io.Writer) {
+	fmt.Fprintf(w, "Usage: sbx %s %s\n\n%s\n", v.name, v.usage, v.summary)
+	if v.help != "" {
+		fmt.Fprintf(w, "\n%s\n", strings.TrimSpace(v.help))
+	}
+	if fs := v.flags(); fs.HasFlags() {
+		fmt.Fprintf(w, "\nFlags:\n%s", fs.FlagUsages())
+	}
+}
+
+func (v *verb) flags() *pflag.FlagSet {
+	fs := pflag.NewFlagSet("sbx "+v.name, pflag.ContinueOnError)
+	fs.SortFlags = false
+	v.setup(fs)
+	fs.BoolP("help", "h", false, "show this help")
+	return fs
+}
+
+// parse parses a verb's flags. It returns ok=false with the exit code when
+// the verb should stop (a usage error, or --help).
+func (a *app) parse(v *verb, fs *pflag.FlagSet, args []string) (code int, ok bool) {
+	fs.SetOutput(io.Discard)
+	help := fs.BoolP("help", "h", false, "show this help")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			v.printHelp(a.stdout)
+			return exitOK, false
+		}
+		fmt.Fprintf(a.stderr, "sbx %s: %v\nUsage: sbx %s %s\nRun 'sbx help %s' for details.\n", v.name, err, v.name, v.usage, v.name)
+		return exitError, false
+	}
+	if *help {
+		v.printHelp(a.stdout)
+		return exitOK, false
+	}
+	return 0, true
+}
+
+// errorf prints a runtime error, prefixed as every sbx message is.
+func (a *app) errorf(format string, args ...any) int {
+	fmt.Fprintf(a.stderr, "sbx: "+format+"\n", args...)
+	return exitError
+}

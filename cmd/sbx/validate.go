@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/pflag"
+
+	"github.com/sbxhq/sbx/schema"
+	"github.com/sbxhq/sbx/spec"
+)
+
+// defaultFile is the sandbox file verbs read when none is named.
+const defaultFile = "sandbox.yaml"
+
+func validateVerb() *verb {
+	return &verb{
+		name:    "validate",
+		summary: "check sandbox files without touching any sandbox",
+		usage:   "[flags] [FILE...]",
+		help: `Checks each file against the schema and the rules the schema cannot
+express (names, host patterns, CIDRs, sizes, durations, that referenced
+files exist, that required variables are set) and reports every problem at
+once as FILE:LINE:COL: field.path: message, sorted. Exit status 0 when all
+files are valid, 1 otherwise.
+
+A file with a top-level version key is a sandbox; a file without one is a
+layer merged over the sandbox named before it. sandbox.local.yaml next to a
+file is merged over it unless --no-local is given.`,
+		setup: func(fs *pflag.FlagSet) runFunc {
+			var files []string
+			asJSON := fs.Bool("json", false, "print the result as JSON on stdout")
+			offline := fs.Bool("offline", false, "report unset required variables as needed instead of failing")
+			noLocal := fs.Bool("no-local", false, "do not merge sandbox.local.yaml")
+			fs.StringArrayVarP(&files, "file", "f", nil, "sandbox file or layer (repeatable; default ./sandbox.yaml)")
+			return func(ctx context.Context, a *app, args []string) int {
+				return a.validate(append(files, args...), *asJSON, spec.Options{Offline: *offline, NoLocal: *noLocal})
+			}
+		},
+	}
+}
+
+// validateReport is the --json output of validate.
+type validateReport struct {
+	Valid     bool               `json:"valid"`
+	Sandboxes []validatedSandbox `json:"sandboxes"`
+	Problems  spec.Diagnostics   `json:"problems"`
+	Needed    spec.Diagnostics   `json:"needed"`
+}
+
+type validatedSandbox struct {
+	Name   string   `json:"name"`
+	Agent  string   `json:"agent"`
+	Driver string   `json:"driver"`
+	Files  []string `json:"files"`
+}
+
+func (a *app) validate(files []string, asJSON bool, opts spec.Options) int {
+	res, err := a.load(files, opts)
+	var problems spec.Diagnostics
+	if err != nil && !errors.As(err, &problems) {
+		return a.errorf("%v", err)
+	}
+	if asJSON {
+		rep := validateReport{Valid: len(problems) == 0, Problems: problems, Needed: res.Needed}
+		if rep.Problems == nil {
+			rep.Problems = spec.Diagnostics{}
+		}
+		if rep.Needed == nil {
+			rep.Needed = spec.Diagnostics{}
+		}
+		rep.Sandboxes = []validatedSandbox{}
+		if rep.Valid {
+			for _, s := range res.Specs {
+				rep.Sandboxes = append(rep.Sandboxes, validatedSandbox{Name: s.Name, Agent: s.Agent, Driver: s.Driver, Files: s.Files})
+			}
+		}
+		enc := json.NewEncoder(a.stdout)
+		enc.SetIndent("", "  ")
+		enc.Encode(rep)
+	} else {
+		for _, d := range problems {
+			fmt.Fprintln(a.stderr, d)
+		}
+		for _, d := range res.Needed {
+			d.Message = "needed: " + d.Message
+			fmt.Fprintln(a.stderr, d)
+		}
+		if len(problems) == 0 {
+			for _, s := range res.Specs {
+				fmt.Fprintf(a.stdout, "%s: valid (sandbox %q, agent %s)\n", s.Files[0], s.Name, s.Agent)
+			}
+		}
+	}
+	if len(problems) > 0 {
+		return exitError
+	}
+	return exitOK
+}
+
+// load reads sandbox files for any verb; with no files it reads
+// ./sandbox.yaml. A failure to read a file is reported as a diagnostic.
+func (a *app) load(files []string, opts spec.Options) (*spec.Result, error) {
+	if len(files) == 0 {
+		if _, err := os.Stat(defaultFile); err != nil {
+			return &spec.Result{}, fmt.Errorf("no %s in this directory; run 'sbx init' to create one, or name a file with -f", defaultFile)
+		}
+		files = []string{defaultFile}
+	}
+	sch, err := schema.Compile()
+	if err != nil {
+		return &spec.Result{}, err
+	}
+	opts.Schema = sch
+	opts.LookupEnv = a.lookupEnv
+	return spec.Load(files, opts)
+}

@@ -1,0 +1,491 @@
+package spec
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+		"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// decode builds the Spec from the merged tree, applying defaults and the
+// semantic checks the schema cannot express. It tolerates values of the
+// wrong type (the schema has reported those) so that every other problem is
+// still found.
+func (st *state) decode(root *yaml.Node) *Spec {
+	s := &Spec{
+		Dir:       st.base.dir,
+		Driver:    "auto",
+		Sensitive: map[string]bool{},
+		Network:   Network{Policy: "deny", AgentHosts: true},
+	}
+	s.Agent, _ = st.str(root, "agent", s)
+	if v, ok := st.str(root, "driver", s); ok {
+		s.Driver = v
+	}
+	st.template(root, s)
+	st.workspace(root, s)
+	if k, v := lookupKey(root, "name"); k != nil && v.Kind == yaml.ScalarNode {
+		s.Name = v.Value
+		if err := CheckName(s.Name); err != nil && !st.unresolved[v] {
+			st.errorf(v, "name", "%v", err)
+		}
+	} else if s.Agent != "" {
+		s.Name, s.NameDerived = DeriveName(s.Agent, s.Workspace.Path), true
+	}
+	st.mounts(root, s)
+	s.Env = st.stringMap(root, "env", s)
+	st.secrets(root, s)
+	st.resources(root, s)
+	st.ports(root, s)
+	st.network(root, s)
+	if _, d := lookupKey(root, "docker"); d != nil {
+		s.Docker.Runtime, _ = st.str(d, "runtime", s, "docker")
+	}
+	st.loop(root, s)
+	return s
+}
+
+// scalar returns a scalar child of m and records its sensitivity.
+func (st *state) scalar(m *yaml.Node, key string, s *Spec, prefix ...string) (*yaml.Node, string, bool) {
+	_, v := lookupKey(m, key)
+	if v == nil || v.Kind != yaml.ScalarNode || v.ShortTag() == "!!null" {
+		return nil, "", false
+	}
+	path := joinKey(strings.Join(prefix, "."), key)
+	if st.sensitive[v] {
+		s.Sensitive[path] = true
+	}
+	return v, path, true
+}
+
+func (st *state) str(m *yaml.Node, key string, s *Spec, prefix ...string) (string, bool) {
+	v, _, ok := st.scalar(m, key, s, prefix...)
+	if !ok {
+		return "", false
+	}
+	return v.Value, true
+}
+
+func (st *state) boolean(m *yaml.Node, key string, def bool) bool {
+	_, v := lookupKey(m, key)
+	if v == nil || v.Kind != yaml.ScalarNode || v.ShortTag() != "!!bool" {
+		return def
+	}
+	b, err := strconv.ParseBool(strings.ToLower(v.Value))
+	if err != nil {
+		return def
+	}
+	return b
+}
+
+func (st *state) integer(m *yaml.Node, key string, def int) int {
+	_, v := lookupKey(m, key)
+	if v == nil {
+		return def
+	}
+	if i, ok := scalarValue(v).(int); ok {
+		return i
+	}
+	return def
+}
+
+// strings returns a list of scalars.
+func (st *state) strings(m *yaml.Node, key string) ([]string, []*yaml.Node) {
+	_, v := lookupKey(m, key)
+	if v == nil || v.Kind != yaml.SequenceNode {
+		return nil, nil
+	}
+	var out []string
+	var nodes []*yaml.Node
+	for _, e := range v.Content {
+		e = deref(e)
+		if e.Kind == yaml.ScalarNode {
+			out = append(out, e.Value)
+			nodes = append(nodes, e)
+		}
+	}
+	return out, nodes
+}
+
+func (st *state) stringMap(m *yaml.Node, key string, s *Spec, prefix ...string) map[string]string {
+	_, v := lookupKey(m, key)
+	if v == nil || v.Kind != yaml.MappingNode {
+		return nil
+	}
+	out := map[string]string{}
+	base := joinKey(strings.Join(prefix, "."), key)
+	for i := 0; i+1 < len(v.Content); i += 2 {
+		k, val := v.Content[i], deref(v.Content[i+1])
+		if val.Kind != yaml.ScalarNode {
+			continue
+		}
+		if st.sensitive[val] {
+			s.Sensitive[base+"."+k.Value] = true
+		}
+		if val.ShortTag() == "!!null" && val.Value != "" && val.Value != "~" && val.Value != "null" {
+			out[k.Value] = val.Value
+			continue
+		}
+		out[k.Value] = val.Value
+	}
+	return out
+}
+
+// path resolves a host path: ~ is the home directory, and a relative path is
+// relative to the directory of the file that wrote it.
+func (st *state) path(n *yaml.Node, p string) string {
+	if p == "~" || strings.HasPrefix(p, "~/") {
+		home, _ := st.opts.LookupEnv("HOME")
+		if home == "" {
+			home, _ = os.UserHomeDir()
+		}
+		p = filepath.Join(home, strings.TrimPrefix(p, "~"))
+	}
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(st.fileOf(n).dir, p)
+	}
+	return filepath.Clean(p)
+}
+
+type fileKind int
+
+const (
+	isAny fileKind = iota
+	isDir
+	isFile
+)
+
+// mustExist reports a missing file or directory at n.
+func (st *state) mustExist(n *yaml.Node, path, p string, want fileKind, what string) {
+	if st.unresolved[n] {
+		return
+	}
+	fi, err := os.Stat(p)
+	switch {
+	case err != nil:
+		st.errorf(n, path, "%s %s does not exist", what, p)
+	case want == isDir && !fi.IsDir():
+		st.errorf(n, path, "%s %s is not a directory", what, p)
+	case want == isFile && fi.IsDir():
+		st.errorf(n, path, "%s %s is a directory, not a file", what, p)
+	}
+}
+
+func (st *state) template(root *yaml.Node, s *Spec) {
+	_, t := lookupKey(root, "template")
+	switch {
+	case t == nil:
+		if s.Agent != "" {
+			s.Template.Image = DefaultTemplate(s.Agent)
+		}
+	case t.Kind == yaml.ScalarNode:
+		s.Template.Image = t.Value
+	case t.Kind == yaml.MappingNode:
+		s.Template.Image, _ = st.str(t, "image", s, "template")
+		_, b := lookupKey(t, "build")
+		if b == nil || b.Kind != yaml.MappingNode {
+			return
+		}
+		build := &Build{Dockerfile: "Dockerfile"}
+		if v, path, ok := st.scalar(b, "context", s, "template.build"); ok {
+			build.Context = st.path(v, v.Value)
+			st.mustExist(v, path, build.Context, isDir, "build context")
+			if v2, path2, ok := st.scalar(b, "dockerfile", s, "template.build"); ok {
+				build.Dockerfile = v2.Value
+				st.mustExist(v2, path2, filepath.Join(build.Context, v2.Value), isFile, "Dockerfile")
+			} else if _, err := os.Stat(build.Context); err == nil {
+				st.mustExist(v, path, filepath.Join(build.Context, "Dockerfile"), isFile, "Dockerfile")
+			}
+		}
+		build.Args = st.stringMap(b, "args", s, "template.build")
+		build.Target, _ = st.str(b, "target", s, "template.build")
+		s.Template.Build = build
+	}
+}
+
+func (st *state) workspace(root *yaml.Node, s *Spec) {
+	_, w := lookupKey(root, "workspace")
+	var v *yaml.Node
+	path := "workspace"
+	switch {
+	case w == nil:
+		s.Workspace.Path = st.base.dir
+		return
+	case w.Kind == yaml.ScalarNode:
+		v = w
+	case w.Kind == yaml.MappingNode:
+		v, path, _ = st.scalar(w, "path", s, "workspace")
+		s.Workspace.ReadOnly = st.boolean(w, "readOnly", false)
+	}
+	if v == nil {
+		s.Workspace.Path = st.base.dir
+		return
+	}
+	s.Workspace.Path = st.path(v, v.Value)
+	st.mustExist(v, path, s.Workspace.Path, isDir, "workspace")
+}
+
+func (st *state) mounts(root *yaml.Node, s *Spec) {
+	_, ms := lookupKey(root, "mounts")
+	if ms == nil || ms.Kind != yaml.SequenceNode {
+		return
+	}
+	targets := map[string]int{}
+	for i, e := range ms.Content {
+		e = deref(e)
+		path := fmt.Sprintf("mounts[%d]", i)
+		var m Mount
+		var srcNode, dstNode *yaml.Node
+		switch e.Kind {
+		case yaml.ScalarNode:
+			parts := strings.Split(e.Value, ":")
+			if len(parts) < 2 || len(parts) > 3 || parts[0] == "" || parts[1] == "" {
+				if !st.unresolved[e] {
+					st.errorf(e, path, "invalid mount %q: use SOURCE:TARGET or SOURCE:TARGET:ro", e.Value)
+				}
+				continue
+			}
+			if len(parts) == 3 {
+				switch parts[2] {
+				case "ro":
+					m.ReadOnly = true
+				case "rw":
+				default:
+					st.errorf(e, path, "invalid mount %q: the mode must be ro or rw, got %q", e.Value, parts[2])
+					continue
+				}
+			}
+			m.Source, m.Target = parts[0], parts[1]
+			srcNode, dstNode = e, e
+			if st.sensitive[e] {
+				s.Sensitive[path] = true
+			}
+		case yaml.MappingNode:
+			var ok bool
+			if srcNode, _, ok = st.scalar(e, "source", s, path); ok {
+				m.Source = srcNode.Value
+			}
+			if dstNode, _, ok = st.scalar(e, "target", s, path); ok {
+				m.Target = dstNode.Value
+			}
+			m.ReadOnly = st.boolean(e, "readOnly", false)
+			if srcNode == nil || dstNode == nil {
+				continue
+			}
+		default:
+			continue
+		}
+		m.Source = st.path(srcNode, m.Source)
+		st.mustExist(srcNode, path, m.Source, isAny, "mount source")
+		if !strings.HasPrefix(m.Target, "/") {
+			st.errorf(dstNode, path, "mount target %q must be an absolute path", m.Target)
+			continue
+		}
+		m.Target = filepath.Clean(m.Target)
+		if j, dup := targets[m.Target]; dup {
+			st.errorf(dstNode, path, "mount target %s is already used by mounts[%d]", m.Target, j)
+			continue
+		}
+		if m.Target == s.Workspace.Path {
+			st.errorf(dstNode, path, "mount target %s is where the workspace is mounted", m.Target)
+			continue
+		}
+		targets[m.Target] = i
+		s.Mounts = append(s.Mounts, m)
+	}
+}
+
+
+func (st *state) secrets(root *yaml.Node, s *Spec) {
+	_, sec := lookupKey(root, "secrets")
+	if sec == nil || sec.Kind != yaml.MappingNode {
+		return
+	}
+	s.Secrets = map[string]Secret{}
+	for i := 0; i+1 < len(sec.Content); i += 2 {
+		k, v := sec.Content[i], deref(sec.Content[i+1])
+		var x Secret
+		x.Env, _ = st.str(v, "env", s)
+		x.Command, _ = st.strings(v, "command")
+		s.Secrets[k.Value] = x
+		if _, clash := s.Env[k.Value]; clash {
+			st.errorf(k, "secrets."+k.Value, "%q is also set in env; a variable is either env (stored in the sandbox) or a secret (never stored), not both", k.Value)
+		}
+	}
+}
+
+func (st *state) resources(root *yaml.Node, s *Spec) {
+	_, r := lookupKey(root, "resources")
+	if r == nil || r.Kind != yaml.MappingNode {
+		return
+	}
+	if _, c := lookupKey(r, "cpus"); c != nil {
+		switch x := scalarValue(c).(type) {
+		case int:
+			s.Resources.CPUs = float64(x)
+		case float64:
+			s.Resources.CPUs = x
+		}
+	}
+	if v, path, ok := st.scalar(r, "memory", s, "resources"); ok && !st.unresolved[v] {
+		var n int64
+		var err error
+		switch x := scalarValue(v).(type) {
+		case int:
+			n = int64(x)
+		case string:
+			n, err = ParseSize(x)
+		default:
+			err = fmt.Errorf("invalid size %q", v.Value)
+		}
+		switch {
+		case err != nil:
+			st.errorf(v, path, "%v", err)
+		case n < MinMemory:
+			st.errorf(v, path, "memory %s is below the minimum of 6m", v.Value)
+		default:
+			s.Resources.Memory = n
+		}
+	}
+	if s.Driver == "docker-sandbox" {
+		k, _ := lookupKey(root, "resources")
+		st.errorf(k, "resources", "the docker-sandbox driver cannot set resources; remove them or choose the sbx or docker driver")
+	}
+}
+
+func (st *state) ports(root *yaml.Node, s *Spec) {
+	k, ps := lookupKey(root, "ports")
+	if ps == nil || ps.Kind != yaml.SequenceNode {
+		return
+	}
+	if s.Driver == "docker-sandbox" {
+		st.errorf(k, "ports", "the docker-sandbox driver cannot publish ports; remove them or choose the sbx or docker driver")
+	}
+	hostPorts := map[string]int{}
+	for i, e := range ps.Content {
+		e = deref(e)
+		if e.Kind != yaml.ScalarNode || st.unresolved[e] {
+			continue
+		}
+		path := fmt.Sprintf("ports[%d]", i)
+		p, err := ParsePort(e.Value)
+		if err != nil {
+			st.errorf(e, path, "%v", err)
+			continue
+		}
+		if p.HostPort != 0 {
+			key := p.HostIP + "|" + strconv.Itoa(p.HostPort) + "/" + p.Protocol
+			if j, dup := hostPorts[key]; dup {
+				st.errorf(e, path, "host port %d/%s is already published by ports[%d]", p.HostPort, p.Protocol, j)
+				continue
+			}
+			hostPorts[key] = i
+		}
+		s.Ports = append(s.Ports, p)
+	}
+}
+
+func (st *state) network(root *yaml.Node, s *Spec) {
+	_, n := lookupKey(root, "network")
+	for _, c := range DefaultBlockCIDRs {
+		p, _ := ParseCIDR(c)
+		s.Network.BlockCIDRs = append(s.Network.BlockCIDRs, p)
+	}
+	if n == nil || n.Kind != yaml.MappingNode {
+		return
+	}
+	if v, ok := st.str(n, "policy", s, "network"); ok {
+		s.Network.Policy = v
+	}
+	s.Network.AgentHosts = st.boolean(n, "agentHosts", true)
+	s.Network.Allow = st.hosts(n, "allow")
+	s.Network.Deny = st.hosts(n, "deny")
+	s.Network.Presets, _ = st.strings(n, "presets")
+	if _, v := lookupKey(n, "blockCIDRs"); v != nil && v.Kind == yaml.SequenceNode {
+		s.Network.BlockCIDRs = nil
+		cidrs, nodes := st.strings(n, "blockCIDRs")
+		for i, c := range cidrs {
+			p, err := ParseCIDR(c)
+			if err != nil {
+				st.errorf(nodes[i], fmt.Sprintf("network.blockCIDRs[%d]", i), "%v", err)
+				continue
+			}
+			s.Network.BlockCIDRs = append(s.Network.BlockCIDRs, p)
+		}
+	}
+}
+
+// hosts parses a host pattern list into canonical, de-duplicated strings.
+func (st *state) hosts(n *yaml.Node, key string) []string {
+	list, nodes := st.strings(n, key)
+	var out []string
+	seen := map[string]bool{}
+	for i, h := range list {
+		if st.unresolved[nodes[i]] {
+			continue
+		}
+		p, err := ParseHost(h)
+		if err != nil {
+			st.errorf(nodes[i], fmt.Sprintf("network.%s[%d]", key, i), "%v", err)
+			continue
+		}
+		if c := p.String(); !seen[c] {
+			seen[c] = true
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func (st *state) loop(root *yaml.Node, s *Spec) {
+	lk, l := lookupKey(root, "loop")
+	if l == nil || l.Kind != yaml.MappingNode {
+		return
+	}
+	loop := &Loop{
+		IterationTimeout: DefaultIterationTimeout,
+		Breaker:          Breaker{NoProgress: DefaultNoProgress, SameError: DefaultSameError},
+	}
+	if v, path, ok := st.scalar(l, "prompt", s, "loop"); ok {
+		loop.Prompt = st.path(v, v.Value)
+		st.mustExist(v, path, loop.Prompt, isFile, "prompt file")
+	}
+	loop.MaxIterations = st.integer(l, "maxIterations", 0)
+	if _, c := lookupKey(l, "completion"); c != nil && c.Kind == yaml.MappingNode {
+		loop.Completion.Promise, _ = st.str(c, "promise", s, "loop.completion")
+		loop.Completion.Verify, _ = st.strings(c, "verify")
+	}
+	loop.IterationTimeout = st.duration(l, "iterationTimeout", s, loop.IterationTimeout)
+	loop.MaxDuration = st.duration(l, "maxDuration", s, 0)
+	if _, b := lookupKey(l, "breaker"); b != nil {
+		loop.Breaker.NoProgress = st.integer(b, "noProgress", loop.Breaker.NoProgress)
+		loop.Breaker.SameError = st.integer(b, "sameError", loop.Breaker.SameError)
+	}
+	loop.Command, _ = st.strings(l, "command")
+	loop.Ephemeral = st.boolean(l, "ephemeral", false)
+	if s.Agent == "shell" && len(loop.Command) == 0 {
+		st.errorf(lk, "loop.command", "required when agent is shell: sbx has no default command for a plain shell")
+	}
+	s.Loop = loop
+}
+
+func (st *state) duration(m *yaml.Node, key string, s *Spec, def time.Duration) time.Duration {
+	v, path, ok := st.scalar(m, key, s, "loop")
+	if !ok || st.unresolved[v] {
+		return def
+	}
+	d, err := time.ParseDuration(v.Value)
+	switch {
+	case err != nil:
+		st.errorf(v, path, "invalid duration %q: use a number and a unit, as in 90s, 15m or 4h", v.Value)
+	case d <= 0:
+		st.errorf(v, path, "must be greater than zero, got %s", v.Value)
+	default:
+		return d
+	}
+	return def
+}

@@ -1,0 +1,170 @@
+package spec
+
+import (
+	"fmt"
+	"strings"
+)
+
+// expansion is the result of interpolating one string.
+type expansion struct {
+	value string
+	// sensitive is set when any part of value came from the host
+	// environment (a default written in the file is not sensitive).
+	sensitive bool
+	// needed lists variables that must be set but are not (offline mode
+	// only; otherwise they are errors).
+	needed []string
+}
+
+// interpolator expands Compose-style variables: ${VAR}, ${VAR:-default},
+// ${VAR-default}, ${VAR:?message}, ${VAR?message}, ${VAR:+alt},
+// ${VAR+alt}, $VAR, and $$ for a literal dollar sign. Defaults may nest.
+type interpolator struct {
+	lookup  func(string) (string, bool)
+	offline bool
+}
+
+func (ip *interpolator) expand(s string) (expansion, error) {
+	var out expansion
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c != '$' {
+			b.WriteByte(c)
+			i++
+			continue
+		}
+		if i+1 >= len(s) {
+			b.WriteByte('$')
+			i++
+			continue
+		}
+		switch next := s[i+1]; {
+		case next == '$':
+			b.WriteByte('$')
+			i += 2
+		case next == '{':
+			end, err := closing(s, i+2)
+			if err != nil {
+				return out, err
+			}
+			e, err := ip.braced(s[i+2 : end])
+			if err != nil {
+				return out, err
+			}
+			b.WriteString(e.value)
+			out.sensitive = out.sensitive || e.sensitive
+			out.needed = append(out.needed, e.needed...)
+			i = end + 1
+		case isNameStart(next):
+			j := i + 1
+			for j < len(s) && isNameChar(s[j]) {
+				j++
+			}
+			e, err := ip.variable(s[i+1:j], "", "")
+			if err != nil {
+				return out, err
+			}
+			b.WriteString(e.value)
+			out.sensitive = out.sensitive || e.sensitive
+			out.needed = append(out.needed, e.needed...)
+			i = j
+		default:
+			b.WriteByte('$')
+			i++
+		}
+	}
+	out.value = b.String()
+	return out, nil
+}
+
+// closing finds the } that closes the ${ whose body starts at start.
+func closing(s string, start int) (int, error) {
+	depth := 0
+	for j := start; j < len(s); j++ {
+		switch {
+		case s[j] == '$' && j+1 < len(s) && s[j+1] == '$':
+			j++
+		case s[j] == '$' && j+1 < len(s) && s[j+1] == '{':
+			depth++
+			j++
+		case s[j] == '}':
+			if depth == 0 {
+				return j, nil
+			}
+			depth--
+		}
+	}
+	return 0, fmt.Errorf("unterminated variable reference %q: missing }", s[start-2:])
+}
+
+var operators = []string{":-", ":?", ":+", "-", "?", "+"}
+
+func (ip *interpolator) braced(body string) (expansion, error) {
+	j := 0
+	for j < len(body) && (isNameChar(body[j]) && (j > 0 || isNameStart(body[j]))) {
+		j++
+	}
+	name, rest := body[:j], body[j:]
+	if name == "" {
+		return expansion{}, fmt.Errorf("invalid variable reference ${%s}: expected a variable name", body)
+	}
+	if rest == "" {
+		return ip.variable(name, "", "")
+	}
+	for _, op := range operators {
+		if strings.HasPrefix(rest, op) {
+			return ip.variable(name, op, rest[len(op):])
+		}
+	}
+	return expansion{}, fmt.Errorf("invalid variable reference ${%s}: expected }, :-, -, :?, ?, :+ or + after %q", body, name)
+}
+
+func (ip *interpolator) variable(name, op, word string) (expansion, error) {
+	val, set := ip.lookup(name)
+	nonEmpty := set && val != ""
+	fromEnv := expansion{value: val, sensitive: true}
+	switch op {
+	case "":
+		if set {
+			return fromEnv, nil
+		}
+		if ip.offline {
+			return expansion{needed: []string{name}}, nil
+		}
+		return expansion{}, fmt.Errorf("variable %q is not set (write ${%s:-default} to give a default)", name, name)
+	case ":-", "-":
+		if nonEmpty || (op == "-" && set) {
+			return fromEnv, nil
+		}
+		return ip.expand(word)
+	case ":?", "?":
+		if nonEmpty || (op == "?" && set) {
+			return fromEnv, nil
+		}
+		if ip.offline {
+			return expansion{needed: []string{name}}, nil
+		}
+		msg, err := ip.expand(word)
+		if err != nil {
+			return expansion{}, err
+		}
+		if msg.value == "" {
+			return expansion{}, fmt.Errorf("required variable %q is not set", name)
+		}
+		return expansion{}, fmt.Errorf("required variable %q is not set: %s", name, msg.value)
+	default: // ":+", "+"
+		if nonEmpty || (op == "+" && set) {
+			return ip.expand(word)
+		}
+		return expansion{}, nil
+	}
+}
+
+func isNameStart(c byte) bool {
+	return c == '_' || ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z')
+}
+
+func isNameChar(c byte) bool {
+	return isNameStart(c) || ('0' <= c && c <= '9')
+}

@@ -1,0 +1,369 @@
+package spec
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/sbxhq/sbx/schema"
+)
+
+// Options control how files are loaded.
+type Options struct {
+	// Schema is the compiled schema; compile it once per process.
+	Schema *schema.Schema
+	// LookupEnv reads the host environment for interpolation and ~.
+	LookupEnv func(string) (string, bool)
+	// Offline reports unset required variables as Needed instead of
+	// failing, and skips the checks that depend on their values.
+	Offline bool
+	// NoLocal skips the sandbox.local.yaml overlay.
+	NoLocal bool
+}
+
+// Result is what Load found.
+type Result struct {
+	Specs []*Spec
+	// Needed lists, in offline mode, the variables that must be set before
+	// the file can be applied, each at the value that uses it.
+	Needed Diagnostics
+}
+
+// Load reads sandbox files. A file with a top-level "version" key starts a
+// sandbox; a file without one is a layer merged over the sandbox before it.
+// The base file's sandbox.local.yaml (api.sandbox.yaml →
+// api.sandbox.local.yaml) is merged last when present. Naming a
+// sandbox.local.yaml loads it over its base. All problems are returned at
+// once as Diagnostics, sorted.
+func Load(paths []string, opts Options) (*Result, error) {
+	var docs []*document
+	var ds Diagnostics
+	seen := map[string]bool{}
+	for _, p := range expandLocal(paths) {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return nil, err
+		}
+		if seen[abs] {
+			continue
+		}
+		seen[abs] = true
+		data, err := readFile(p)
+		if err != nil {
+			ds = append(ds, Diagnostic{File: p, Message: readError(err)})
+			continue
+		}
+		doc, problems := readDocument(p, filepath.Dir(abs), data)
+		ds = append(ds, problems...)
+		if doc != nil {
+			docs = append(docs, doc)
+		}
+	}
+	groups := group(docs)
+	if !opts.NoLocal {
+		for i, g := range groups {
+			local := localPath(g[0].name)
+			abs, _ := filepath.Abs(local)
+			if seen[abs] {
+				continue
+			}
+			data, err := readFile(local)
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				ds = append(ds, Diagnostic{File: local, Message: readError(err)})
+				continue
+			}
+			doc, problems := readDocument(local, filepath.Dir(abs), data)
+			ds = append(ds, problems...)
+			if doc != nil {
+				groups[i] = append(groups[i], doc)
+			}
+		}
+	}
+	res := &Result{}
+	for _, g := range groups {
+		s, needed, problems := resolve(g, opts)
+		ds = append(ds, problems...)
+		res.Needed = append(res.Needed, needed...)
+		if s != nil {
+			res.Specs = append(res.Specs, s)
+		}
+	}
+	res.Needed = res.Needed.Sort()
+	if len(ds) > 0 {
+		return res, ds.Sort()
+	}
+	return res, nil
+}
+
+// Parse loads one file from memory, without overlays; the fuzz test and
+// tools that read from stdin use it. dir resolves relative paths.
+func Parse(name, dir string, data []byte, opts Options) (*Result, error) {
+	doc, ds := readDocument(name, dir, data)
+	res := &Result{}
+	if doc != nil {
+		s, needed, problems := resolve([]*document{doc}, opts)
+		ds = append(ds, problems...)
+		res.Needed = needed.Sort()
+		if s != nil {
+			res.Specs = append(res.Specs, s)
+		}
+	}
+	if len(ds) > 0 {
+		return res, ds.Sort()
+	}
+	return res, nil
+}
+
+func readError(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return "no such file"
+	}
+	return "cannot read: " + err.Error()
+}
+
+// expandLocal replaces a named X.local.yaml by its base X.yaml when that
+// exists, since the overlay is merged over it anyway.
+func expandLocal(paths []string) []string {
+	out := make([]string, 0, len(paths))
+	for _, p := range paths {
+		for _, ext := range []string{".yaml", ".yml"} {
+			if stem, ok := strings.CutSuffix(p, ".local"+ext); ok {
+				if _, err := os.Stat(stem + ext); err == nil {
+					p = stem + ext
+				}
+				break
+			}
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// localPath names the personal overlay of a base file.
+func localPath(base string) string {
+	ext := filepath.Ext(base)
+	return strings.TrimSuffix(base, ext) + ".local" + ext
+}
+
+// group splits documents into sandboxes: a document with a version key
+// starts one, the others layer over the one before.
+func group(docs []*document) [][]*document {
+	var groups [][]*document
+	for _, d := range docs {
+		if k, _ := lookupKey(d.root, "version"); k != nil || len(groups) == 0 {
+			groups = append(groups, []*document{d})
+			continue
+		}
+		groups[len(groups)-1] = append(groups[len(groups)-1], d)
+	}
+	return groups
+}
+
+// state is what the loader knows about nodes while resolving one sandbox.
+type state struct {
+	opts       Options
+	base       *document
+	origin     map[*yaml.Node]*document
+	sensitive  map[*yaml.Node]bool
+	unresolved map[*yaml.Node]bool
+	diags      Diagnostics
+	needed     Diagnostics
+}
+
+func (st *state) fileOf(n *yaml.Node) *document {
+	if d := st.origin[n]; d != nil {
+		return d
+	}
+	return st.base
+}
+
+func (st *state) errorf(n *yaml.Node, path, format string, args ...any) {
+	d := Diagnostic{File: st.base.name, Path: path, Message: fmt.Sprintf(format, args...)}
+	if n != nil {
+		d.File = st.fileOf(n).name
+		d.Line, d.Col = n.Line, n.Column
+	}
+	st.diags = append(st.diags, d)
+}
+
+// resolve turns the layers of one sandbox into a Spec.
+func resolve(layers []*document, opts Options) (*Spec, Diagnostics, Diagnostics) {
+	st := &state{
+		opts:       opts,
+		base:       layers[0],
+		origin:     map[*yaml.Node]*document{},
+		sensitive:  map[*yaml.Node]bool{},
+		unresolved: map[*yaml.Node]bool{},
+	}
+	if st.opts.LookupEnv == nil {
+		st.opts.LookupEnv = func(string) (string, bool) { return "", false }
+	}
+	for _, d := range layers {
+		markOrigin(d.root, d, st.origin)
+	}
+	for _, d := range layers {
+		st.interpolate(d.root, "")
+	}
+	root := layers[0].root
+	for _, d := range layers[1:] {
+		root = merge(root, d.root)
+	}
+	v, err := newConverter(root).value(root)
+	if err != nil {
+		st.errorf(root, "", "%v", err)
+		return nil, st.needed, st.diags
+	}
+	var schemaDiags Diagnostics
+	if opts.Schema != nil {
+		for _, e := range opts.Schema.Validate(v) {
+			n, path := locate(root, e.Location, e.Anchor)
+			if st.unresolved[n] {
+				continue
+			}
+			st.errorf(n, path, "%s", e.Message)
+		}
+		schemaDiags, st.diags = st.diags, nil
+	}
+	s := st.decode(root)
+	// Where the semantic checks found a problem, their message is the more
+	// specific one; drop the schema's message at the same place.
+	at := map[[3]any]bool{}
+	for _, d := range st.diags {
+		at[[3]any{d.File, d.Line, d.Col}] = true
+	}
+	for _, d := range schemaDiags {
+		if !at[[3]any{d.File, d.Line, d.Col}] {
+			st.diags = append(st.diags, d)
+		}
+	}
+	for _, d := range layers {
+		s.Files = append(s.Files, d.name)
+	}
+	return s, st.needed, st.diags
+}
+
+func markOrigin(n *yaml.Node, d *document, origin map[*yaml.Node]*document) {
+	if n == nil || origin[n] != nil {
+		return
+	}
+	origin[n] = d
+	for _, c := range n.Content {
+		markOrigin(c, d, origin)
+	}
+}
+
+// interpolate expands variables in every string value (never in keys).
+func (st *state) interpolate(n *yaml.Node, path string) {
+	switch n.Kind {
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			st.interpolate(n.Content[i+1], joinKey(path, n.Content[i].Value))
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			st.interpolate(c, path+"["+strconv.Itoa(i)+"]")
+		}
+	case yaml.ScalarNode:
+		if !strings.Contains(n.Value, "$") || (n.ShortTag() != "!!str" && n.Style == 0) {
+			return
+		}
+		ip := &interpolator{lookup: st.opts.LookupEnv, offline: st.opts.Offline}
+		e, err := ip.expand(n.Value)
+		if err != nil {
+			st.errorf(n, path, "%v", err)
+			st.unresolved[n] = true
+			return
+		}
+		for _, name := range e.needed {
+			d := st.fileOf(n)
+			st.needed = append(st.needed, Diagnostic{File: d.name, Line: n.Line, Col: n.Column, Path: path, Message: fmt.Sprintf("variable %q must be set", name)})
+			st.unresolved[n] = true
+		}
+		n.Value = e.value
+		retag(n)
+		if e.sensitive {
+			st.sensitive[n] = true
+		}
+	}
+}
+
+// merge lays over on top of base: mappings merge by key, anything else is
+// replaced. base is modified and returned.
+func merge(base, over *yaml.Node) *yaml.Node {
+	base, over = deref(base), deref(over)
+	if base == nil || base.Kind != yaml.MappingNode || over.Kind != yaml.MappingNode {
+		return over
+	}
+	for i := 0; i+1 < len(over.Content); i += 2 {
+		k, v := over.Content[i], over.Content[i+1]
+		replaced := false
+		for j := 0; j+1 < len(base.Content); j += 2 {
+			if base.Content[j].Value == k.Value {
+				base.Content[j+1] = merge(base.Content[j+1], v)
+				replaced = true
+				break
+			}
+		}
+		if !replaced {
+			base.Content = append(base.Content, k, v)
+		}
+	}
+	return base
+}
+
+// locate finds the node a schema error points at, and its field path.
+func locate(root *yaml.Node, loc []string, anchor schema.Anchor) (*yaml.Node, string) {
+	n, key := deref(root), (*yaml.Node)(nil)
+	path := ""
+	steps := loc
+	if anchor == schema.AtParent && len(loc) > 0 {
+		steps = loc[:len(loc)-1]
+	}
+	for _, tok := range steps {
+		switch n.Kind {
+		case yaml.MappingNode:
+			k, v := lookupKey(n, tok)
+			if k == nil {
+				return n, joinKey(path, tok)
+			}
+			key, n = k, v
+			path = joinKey(path, tok)
+		case yaml.SequenceNode:
+			i, err := strconv.Atoi(tok)
+			if err != nil || i >= len(n.Content) {
+				return n, path
+			}
+			key, n = nil, deref(n.Content[i])
+			path += "[" + tok + "]"
+		default:
+			return n, path
+		}
+	}
+	switch anchor {
+	case schema.AtKey:
+		if key != nil {
+			return key, path
+		}
+	case schema.AtParent:
+		if len(loc) > 0 {
+			path = joinKey(path, loc[len(loc)-1])
+		}
+		if key != nil {
+			return key, path
+		}
+	}
+	return n, path
+}

@@ -1,0 +1,109 @@
+package spec_test
+
+import (
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/sbxhq/sbx/schema"
+	"github.com/sbxhq/sbx/spec"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func compile(t testing.TB) *schema.Schema {
+	t.Helper()
+	s, err := schema.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) {
+		v, ok := m[k]
+		return v, ok
+	}
+}
+
+// TestInvalid checks the exact messages for every invalid file in
+// testdata/invalid. Run with -update to rewrite the .golden files, then
+// review the diff.
+func TestInvalid(t *testing.T) {
+	sch := compile(t)
+	files, err := filepath.Glob("testdata/invalid/*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := filepath.Abs("testdata/invalid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 40 {
+		t.Fatalf("only %d invalid files", len(files))
+	}
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".yaml")
+		t.Run(name, func(t *testing.T) {
+			_, err := spec.Load([]string{f}, spec.Options{Schema: sch, LookupEnv: env(map[string]string{"HOME": "/home/u"})})
+			var ds spec.Diagnostics
+			if !errors.As(err, &ds) || len(ds) == 0 {
+				t.Fatalf("Load(%s) = %v, want diagnostics", f, err)
+			}
+			// Resolved paths are absolute; keep the golden files portable.
+			got := strings.ReplaceAll(ds.Error()+"\n", dir, "$DIR")
+			golden := strings.TrimSuffix(f, ".yaml") + ".golden"
+			if *update {
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(string(want), got); diff != "" {
+				t.Errorf("messages (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestTooLarge(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "sandbox.yaml")
+	data := []byte("version: 1\nagent: claude\n#" + strings.Repeat("x", spec.MaxFileSize) + "\n")
+	if err := os.WriteFile(f, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := spec.Load([]string{f}, spec.Options{Schema: compile(t)})
+	want := f + ": file is larger than 1048576 bytes (1 MiB); sandbox files are small, is this the right file?"
+	if err == nil || err.Error() != want {
+		t.Errorf("Load = %v, want %s", err, want)
+	}
+}
+
+// TestAliasBombBounded checks that a billion-laughs document is rejected
+// without expanding it: the allocation bound is far below what expansion
+// (9^9 strings) would need.
+func TestAliasBombBounded(t *testing.T) {
+	sch := compile(t)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err := spec.Load([]string{"testdata/invalid/alias-bomb.yaml"}, spec.Options{Schema: sch})
+	runtime.ReadMemStats(&after)
+	if err == nil || !strings.Contains(err.Error(), "too many values") {
+		t.Fatalf("Load = %v, want the alias bomb rejected", err)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 32<<20 {
+		t.Errorf("rejecting the alias bomb allocated %d bytes, want under 32 MiB", alloc)
+	}
+}

@@ -1,0 +1,211 @@
+package spec_test
+
+import (
+	"net/netip"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/sbxhq/sbx/spec"
+)
+
+func write(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func defaultCIDRs() []netip.Prefix {
+	var out []netip.Prefix
+	for _, c := range spec.DefaultBlockCIDRs {
+		out = append(out, netip.MustParsePrefix(c))
+	}
+	return out
+}
+
+func TestResolveDefaults(t *testing.T) {
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "api")
+	f := write(t, ws, "sandbox.yaml", "version: 1\nagent: claude\n")
+	res, err := spec.Load([]string{f}, spec.Options{Schema: compile(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &spec.Spec{
+		Files:       []string{f},
+		Dir:         ws,
+		Name:        "claude-api",
+		NameDerived: true,
+		Agent:       "claude",
+		Driver:      "auto",
+		Template:    spec.Template{Image: "docker/sandbox-templates:claude-code"},
+		Workspace:   spec.Workspace{Path: ws},
+		Network:     spec.Network{Policy: "deny", AgentHosts: true, BlockCIDRs: defaultCIDRs()},
+		Sensitive:   map[string]bool{},
+	}
+	if diff := cmp.Diff([]*spec.Spec{want}, res.Specs, cmpopts.EquateComparable(netip.Prefix{})); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestResolveLayersAndInterpolation(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "PROMPT.md", "do it\n")
+	write(t, dir, "data/x", "")
+	base := write(t, dir, "sandbox.yaml", `version: 1
+name: api-box
+agent: codex
+template: {image: "myorg/agent:${TAG:-dev}", build: {context: ., dockerfile: PROMPT.md, args: {V: 1.26}}}
+mounts: ["~/cache:/cache:ro", {source: ./data, target: /data}]
+env:
+  NODE_ENV: development
+  DATABASE_URL: ${DATABASE_URL:-postgresql://localhost/app}
+  TOKENISH: ${SECRET_THING}
+  PORT: ${PORT:-3000}
+  MODE: 0755
+resources: {cpus: "${CPUS:-2}", memory: 8g}
+ports: [3000, "127.0.0.1:8080:3000"]
+network:
+  allow: [GitHub.com, "*.npmjs.org"]
+  presets: [golang]
+loop:
+  prompt: PROMPT.md
+  maxIterations: 5
+  completion: {promise: COMPLETE}
+  iterationTimeout: 10m
+`)
+	write(t, dir, "home/cache/.keep", "")
+	layer := write(t, dir, "ci.yaml", "env:\n  NODE_ENV: test\nnetwork:\n  allow: [example.com]\n")
+	write(t, dir, "sandbox.local.yaml", "resources: {cpus: 4}\n")
+	vars := map[string]string{"HOME": filepath.Join(dir, "home"), "SECRET_THING": "s3cret", "CPUS": "3"}
+	res, err := spec.Load([]string{base, layer}, spec.Options{Schema: compile(t), LookupEnv: env(vars)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Specs) != 1 {
+		t.Fatalf("got %d specs, want 1", len(res.Specs))
+	}
+	s := res.Specs[0]
+	want := &spec.Spec{
+		Files:  []string{base, layer, filepath.Join(dir, "sandbox.local.yaml")},
+		Dir:    dir,
+		Name:   "api-box",
+		Agent:  "codex",
+		Driver: "auto",
+		Template: spec.Template{Image: "myorg/agent:dev", Build: &spec.Build{
+			Context: dir, Dockerfile: "PROMPT.md", Args: map[string]string{"V": "1.26"},
+		}},
+		Workspace: spec.Workspace{Path: dir},
+		Mounts: []spec.Mount{
+			{Source: filepath.Join(dir, "home/cache"), Target: "/cache", ReadOnly: true},
+			{Source: filepath.Join(dir, "data"), Target: "/data"},
+		},
+		Env: map[string]string{
+			"NODE_ENV":     "test",
+			"DATABASE_URL": "postgresql://localhost/app",
+			"TOKENISH":     "s3cret",
+			"PORT":         "3000",
+			"MODE":         "0755",
+		},
+		Resources: spec.Resources{CPUs: 4, Memory: 8 << 30},
+		Ports: []spec.Port{
+			{ContainerPort: 3000, Protocol: "tcp"},
+			{HostIP: "127.0.0.1", HostPort: 8080, ContainerPort: 3000, Protocol: "tcp"},
+		},
+		Network: spec.Network{Policy: "deny", Allow: []string{"example.com"}, Presets: []string{"golang"}, AgentHosts: true, BlockCIDRs: defaultCIDRs()},
+		Loop: &spec.Loop{
+			Prompt:           filepath.Join(dir, "PROMPT.md"),
+			MaxIterations:    5,
+			Completion:       spec.Completion{Promise: "COMPLETE"},
+			IterationTimeout: 10 * time.Minute,
+			Breaker:          spec.Breaker{NoProgress: 3, SameError: 5},
+		},
+		Sensitive: map[string]bool{"env.TOKENISH": true},
+	}
+	if diff := cmp.Diff(want, s, cmpopts.EquateComparable(netip.Prefix{})); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestResolveSeveralSandboxes(t *testing.T) {
+	dir := t.TempDir()
+	a := write(t, dir, "a/sandbox.yaml", "version: 1\nagent: claude\n")
+	b := write(t, dir, "b/sandbox.yaml", "version: 1\nagent: codex\n")
+	res, err := spec.Load([]string{a, b}, spec.Options{Schema: compile(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range res.Specs {
+		names = append(names, s.Name)
+	}
+	if diff := cmp.Diff([]string{"claude-a", "codex-b"}, names); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestLocalFileNamedLoadsBase(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "sandbox.yaml", "version: 1\nagent: claude\n")
+	local := write(t, dir, "sandbox.local.yaml", "name: mine\n")
+	res, err := spec.Load([]string{local}, spec.Options{Schema: compile(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Specs[0].Name; got != "mine" {
+		t.Errorf("name = %q, want mine", got)
+	}
+}
+
+func TestOfflineNeeded(t *testing.T) {
+	dir := t.TempDir()
+	f := write(t, dir, "sandbox.yaml", "version: 1\nagent: claude\nenv:\n  DB: ${DATABASE_URL:?set it}\nmounts: [\"${DATA_DIR}:/data\"]\n")
+	res, err := spec.Load([]string{f}, spec.Options{Schema: compile(t), Offline: true})
+	if err != nil {
+		t.Fatalf("offline load failed: %v", err)
+	}
+	want := spec.Diagnostics{
+		{File: f, Line: 4, Col: 7, Path: "env.DB", Message: `variable "DATABASE_URL" must be set`},
+		{File: f, Line: 5, Col: 10, Path: "mounts[0]", Message: `variable "DATA_DIR" must be set`},
+	}
+	if diff := cmp.Diff(want, res.Needed); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestAllowRules(t *testing.T) {
+	n := spec.Network{Allow: []string{"api.anthropic.com", "example.com"}, Presets: []string{"pypi"}, AgentHosts: true}
+	got := n.AllowRules("claude")
+	var hosts []string
+	for _, r := range got {
+		if r.Host == "api.anthropic.com" && r.Source != "network.allow" {
+			t.Errorf("api.anthropic.com from %q, want network.allow (first source wins)", r.Source)
+		}
+		hosts = append(hosts, r.Host+" <- "+r.Source)
+	}
+	want := []string{
+		"api.anthropic.com <- network.allow",
+		"claude.ai <- agent claude",
+		"console.anthropic.com <- agent claude",
+		"example.com <- network.allow",
+		"files.pythonhosted.org <- preset pypi",
+		"platform.claude.com <- agent claude",
+		"pypi.org <- preset pypi",
+		"sentry.io <- agent claude",
+		"statsig.anthropic.com <- agent claude",
+		"statsig.com <- agent claude",
+	}
+	if diff := cmp.Diff(want, hosts); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
