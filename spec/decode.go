@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-		"strconv"
+	"strconv"
 	"strings"
 	"time"
 
@@ -298,7 +298,6 @@ func (st *state) mounts(root *yaml.Node, s *Spec) {
 		s.Mounts = append(s.Mounts, m)
 	}
 }
-
 
 func (st *state) secrets(root *yaml.Node, s *Spec) {
 	_, sec := lookupKey(root, "secrets")
