@@ -59,9 +59,17 @@ loop:
   iterationTimeout: 15m
   maxDuration: 4h
   breaker: {noProgress: 3, sameError: 5}
-# Padding comment lines so the file is about 2 KB, like a real one with
-# explanations for reviewers: why each host is allowed, who owns the
-# template, and where the prompt lives.
+# Notes for reviewers, as a real file carries them:
+# - api.example.com is our staging API; the agent runs integration tests
+#   against it. Owner: platform team.
+# - *.cdn.example.com serves test fixtures; read-only.
+# - registry.example.org:443 is the internal package mirror.
+# - 203.0.113.7 is the license server (documentation range in this sample).
+# - pastebin.com and *.paste.example.com are denied explicitly so that a
+#   later policy: allow experiment cannot leak code there.
+# The template is maintained in the agent-images repository; bump the tag
+# there, not here. The prompt lives next to this file and is reviewed like
+# code. Iteration bounds were chosen from last quarter's runs.
 YAML
 done
 ls "$work"/many/*/sandbox.yaml > "$work/list"

@@ -13,7 +13,7 @@ import (
 	"github.com/sbxhq/sbx/spec"
 )
 
-func write(t *testing.T, dir, name, content string) string {
+func write(t testing.TB, dir, name, content string) string {
 	t.Helper()
 	p := filepath.Join(dir, name)
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {

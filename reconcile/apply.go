@@ -1,0 +1,154 @@
+package reconcile
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/sbxhq/sbx/spec"
+)
+
+// Recorder keeps last-applied records. Store is the CLI drivers' Recorder;
+// a backend that keeps records with the sandbox provides its own.
+type Recorder interface {
+	Put(r *Record) error
+	Delete(driver, name string) error
+}
+
+// ApplyOptions are what Apply needs besides the plan.
+type ApplyOptions struct {
+	// Records receives StepRecord and StepForget.
+	Records Recorder
+	// Secrets holds each sandbox's secret values, by sandbox name.
+	Secrets map[string]Secrets
+	// Progress, when set, is called before each step (i counts from 1).
+	Progress func(i, n int, s Step)
+}
+
+// Apply runs the plan's steps in order and decides nothing. The first
+// failing step stops it with `apply step 3/6 (create sandbox "api"): cause`.
+// The record is written only by a StepRecord, after every other step of its
+// sandbox succeeded, so an interrupted or failed apply leaves the previous
+// record and the next plan redoes the work. Afterwards the caller observes
+// again, plans again and checks Converged.
+func Apply(ctx context.Context, d Driver, p *Changes, opts ApplyOptions) error {
+	if err := p.Err(); err != nil {
+		return fmt.Errorf("plan has errors: %w", err)
+	}
+	if d.Name() != p.Driver {
+		return fmt.Errorf("plan was made for driver %s, not %s", p.Driver, d.Name())
+	}
+	var steps []Step
+	for _, c := range p.Sandboxes {
+		steps = append(steps, c.Steps...)
+	}
+	for i, s := range steps {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("apply stopped before step %d/%d (%s): %w", i+1, len(steps), s, err)
+		}
+		if opts.Progress != nil {
+			opts.Progress(i+1, len(steps), s)
+		}
+		if err := runStep(ctx, d, p, opts, s); err != nil {
+			return fmt.Errorf("apply step %d/%d (%s): %w", i+1, len(steps), s, err)
+		}
+	}
+	return nil
+}
+
+func runStep(ctx context.Context, d Driver, p *Changes, opts ApplyOptions, s Step) error {
+	switch s.Kind {
+	case StepRecord:
+		if opts.Records == nil {
+			return errors.New("no record store")
+		}
+		if s.Record == nil {
+			return errors.New("the step has no record")
+		}
+		return opts.Records.Put(s.Record)
+	case StepForget:
+		if opts.Records == nil {
+			return errors.New("no record store")
+		}
+		return opts.Records.Delete(p.Driver, s.Sandbox)
+	}
+	sb := p.specs[s.Sandbox]
+	if sb == nil && p.Kind != "destroy" {
+		return errors.New("the plan has no sandbox.yaml for it (a saved plan must be rebound first)")
+	}
+	return d.Do(ctx, s, sb, opts.Secrets[s.Sandbox])
+}
+
+// Converged checks the plan made after an apply: it must be empty.
+func Converged(after *Changes) error {
+	var problems []string
+	problems = append(problems, after.Errors...)
+	for _, c := range after.Sandboxes {
+		if c.Action == ActionNoOp {
+			continue
+		}
+		var ds []string
+		for _, d := range c.Changes {
+			ds = append(ds, d.String())
+		}
+		msg := fmt.Sprintf("sandbox %q still needs %s", c.Sandbox, c.Action)
+		if len(ds) > 0 {
+			msg += " (" + strings.Join(ds, "; ") + ")"
+		}
+		problems = append(problems, msg)
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	return errors.New("did not converge: " + strings.Join(problems, "; "))
+}
+
+// Save writes the plan so `sbx apply FILE` can apply exactly it: the JSON
+// document of WriteJSON, which carries digests of what the plan was made
+// from.
+func (p *Changes) Save(w io.Writer) error { return WriteJSON(w, p) }
+
+// LoadPlan reads a saved plan. Before Apply, the caller observes again and
+// calls Rebind.
+func LoadPlan(r io.Reader) (*Changes, error) {
+	var p Changes
+	dec := json.NewDecoder(r)
+	if err := dec.Decode(&p); err != nil {
+		return nil, fmt.Errorf("read saved plan: %w", err)
+	}
+	if p.FormatVersion != FormatVersion {
+		return nil, fmt.Errorf("saved plan has format version %q; this sbx reads %q", p.FormatVersion, FormatVersion)
+	}
+	if p.Errors == nil {
+		p.Errors = []string{}
+	}
+	return &p, nil
+}
+
+// Rebind checks that a saved plan still describes the world, then attaches
+// the resolved sandbox.yaml so Apply can run it. desired, live and records
+// are observed afresh; if the live state or the file moved since the plan
+// was made, the plan is stale and must be made again.
+func (p *Changes) Rebind(desired []Desired, live map[string]*Live, records map[string]*Record) error {
+	var names []string
+	for _, c := range p.Sandboxes {
+		names = append(names, c.Sandbox)
+	}
+	if p.Kind == "destroy" {
+		desired = nil
+	}
+	if observedDigest(names, live, records) != p.Observed {
+		return errors.New("saved plan is stale: the live sandbox changed since the plan was made")
+	}
+	if desiredDigest(p.Driver, desired) != p.Desired {
+		return errors.New("saved plan is stale: sandbox.yaml changed since the plan was made")
+	}
+	p.specs = map[string]*spec.Spec{}
+	for _, d := range desired {
+		p.specs[d.Spec.Name] = d.Spec
+	}
+	return nil
+}

@@ -1,0 +1,347 @@
+// Package reconcile turns a resolved sandbox.yaml into ordered actions on a
+// backend: it observes the live sandbox once, decides once in a pure planner
+// (desired, live, last-applied record and the driver's capabilities in, a
+// Plan out), renders the plan for people and machines, and applies it step by
+// step without making any further decision.
+package reconcile
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/sbxhq/sbx/spec"
+)
+
+// Driver is what reconcile needs from a backend. Drivers satisfy it
+// implicitly; each asserts it once.
+type Driver interface {
+	// Name is the driver's name as sandbox.yaml spells it ("sbx",
+	// "docker-sandbox", "docker").
+	Name() string
+	// Caps says, per field, whether the backend changes it in place, must
+	// replace the sandbox, or cannot do it at all, and what it can read back.
+	Caps() Caps
+	// Observe reads the named sandboxes with one listing call plus at most one
+	// policy read per existing sandbox. A name missing from the result, or
+	// present with Exists false, does not exist.
+	Observe(ctx context.Context, names []string) (map[string]*Live, error)
+	// Do carries out one step. sb is the desired sandbox (nil in a destroy
+	// plan); secrets holds the values of its secrets, to be passed to the
+	// backend and nowhere else.
+	// Do is never called for StepRecord or StepForget: Apply hands those to
+	// its Recorder.
+	Do(ctx context.Context, s Step, sb *spec.Spec, secrets Secrets) error
+}
+
+// Secrets maps a secret's name to its value. Values never enter a plan, a
+// record or an error message.
+type Secrets map[string]string
+
+// Live is what a backend reads back about one sandbox. Which fields mean
+// anything is given by the driver's Caps (Cap.Readable); the planner ignores
+// the others.
+type Live struct {
+	Name   string `json:"name"`
+	Exists bool   `json:"exists"`
+	// Managed is true when the backend itself carries sbx's identity marker
+	// (the docker driver's labels). Backends without labels leave it false;
+	// there the record in the state directory is the marker.
+	Managed   bool           `json:"managed,omitempty"`
+	Status    string         `json:"status,omitempty"`
+	Agent     string         `json:"agent,omitempty"`
+	Template  string         `json:"template,omitempty"`
+	Workspace spec.Workspace `json:"workspace"`
+	Mounts    []spec.Mount   `json:"mounts,omitempty"`
+	Ports     []spec.Port    `json:"ports,omitempty"`
+	Network   LiveNetwork    `json:"network"`
+	Resources spec.Resources `json:"resources"`
+	Runtime   string         `json:"runtime,omitempty"`
+	// Record is the last-applied record when the backend stores it with the
+	// sandbox (docker labels); nil otherwise.
+	Record *Record `json:"record,omitempty"`
+}
+
+// LiveNetwork is a sandbox's network policy as the backend reports it.
+type LiveNetwork struct {
+	Policy     string   `json:"policy,omitempty"`
+	Allow      []string `json:"allow,omitempty"`
+	Deny       []string `json:"deny,omitempty"`
+	BlockCIDRs []string `json:"blockCIDRs,omitempty"`
+}
+
+// StepKind enumerates what a step does.
+type StepKind int
+
+// The step kinds, in the order a replace or an update runs them.
+const (
+	StepBuild           StepKind = iota + 1 // build the template image
+	StepStop                                // stop the sandbox
+	StepRemove                              // remove the sandbox
+	StepCreate                              // create the sandbox with every create-time field
+	StepSetEnv                              // change env in place (docker-sandbox: applied per exec)
+	StepUpdateResources                     // change cpu/memory limits in place
+	StepSetPorts                            // publish/unpublish ports (Step.Ports)
+	StepSetNetwork                          // change network rules (Step.Network)
+	StepSetSecrets                          // set/unset secrets (Step.Secrets)
+	StepVerify                              // check the sandbox runs
+	StepRecord                              // write the last-applied record (Step.Record)
+	StepForget                              // delete the last-applied record
+)
+
+var stepNames = map[StepKind]string{
+	StepBuild: "build", StepStop: "stop", StepRemove: "remove", StepCreate: "create",
+	StepSetEnv: "set-env", StepUpdateResources: "update-resources", StepSetPorts: "set-ports",
+	StepSetNetwork: "set-network", StepSetSecrets: "set-secrets", StepVerify: "verify",
+	StepRecord: "record", StepForget: "forget",
+}
+
+func (k StepKind) String() string {
+	if n, ok := stepNames[k]; ok {
+		return n
+	}
+	return fmt.Sprintf("StepKind(%d)", int(k))
+}
+
+// MarshalText writes the kind's name, so saved plans read well.
+func (k StepKind) MarshalText() ([]byte, error) {
+	if _, ok := stepNames[k]; !ok {
+		return nil, fmt.Errorf("unknown step kind %d", int(k))
+	}
+	return []byte(k.String()), nil
+}
+
+// UnmarshalText reads a kind's name.
+func (k *StepKind) UnmarshalText(b []byte) error {
+	for kind, n := range stepNames {
+		if n == string(b) {
+			*k = kind
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown step kind %q", b)
+}
+
+// Step is one action of a plan. Its payload says exactly what to do, so the
+// driver executes it without comparing anything itself.
+type Step struct {
+	Kind    StepKind `json:"kind"`
+	Sandbox string   `json:"sandbox"`
+	// Reason is the change that caused the step, as users read it.
+	Reason  string        `json:"reason"`
+	Env     *NameDelta    `json:"env,omitempty"`     // StepSetEnv
+	Secrets *NameDelta    `json:"secrets,omitempty"` // StepSetSecrets
+	Ports   *PortDelta    `json:"ports,omitempty"`   // StepSetPorts
+	Network *NetworkDelta `json:"network,omitempty"` // StepSetNetwork
+	Record  *Record       `json:"record,omitempty"`  // StepCreate (for backends keeping it in labels) and StepRecord
+}
+
+// String names the step the way apply's messages do: `create sandbox "api"`.
+func (s Step) String() string {
+	q := fmt.Sprintf("%q", s.Sandbox)
+	switch s.Kind {
+	case StepBuild:
+		return "build template of sandbox " + q
+	case StepStop, StepRemove, StepCreate, StepVerify, StepForget:
+		return s.Kind.String() + " sandbox " + q
+	case StepSetEnv:
+		return "set env of sandbox " + q
+	case StepUpdateResources:
+		return "update resources of sandbox " + q
+	case StepSetPorts:
+		return "update ports of sandbox " + q
+	case StepSetNetwork:
+		return "update network rules of sandbox " + q
+	case StepSetSecrets:
+		return "set secrets of sandbox " + q
+	case StepRecord:
+		return "record sandbox " + q
+	}
+	return s.Kind.String() + " sandbox " + q
+}
+
+// NameDelta lists names to set (their values come from the spec or from
+// Secrets) and names to unset.
+type NameDelta struct {
+	Set   []string `json:"set,omitempty"`
+	Unset []string `json:"unset,omitempty"`
+}
+
+// PortDelta lists ports to publish and to unpublish.
+type PortDelta struct {
+	Publish   []spec.Port `json:"publish,omitempty"`
+	Unpublish []spec.Port `json:"unpublish,omitempty"`
+}
+
+// NetworkDelta is a change of network rules. On a new sandbox every rule is
+// an addition and Policy is always set.
+type NetworkDelta struct {
+	Policy           string   `json:"policy,omitempty"` // new default policy; "" keeps it
+	AllowAdd         []string `json:"allowAdd,omitempty"`
+	AllowRemove      []string `json:"allowRemove,omitempty"`
+	DenyAdd          []string `json:"denyAdd,omitempty"`
+	DenyRemove       []string `json:"denyRemove,omitempty"`
+	BlockCIDRsAdd    []string `json:"blockCIDRsAdd,omitempty"`
+	BlockCIDRsRemove []string `json:"blockCIDRsRemove,omitempty"`
+}
+
+// Field is a part of a sandbox whose change a backend handles one way.
+type Field int
+
+// The fields Caps describes.
+const (
+	FieldAgent Field = iota + 1
+	FieldTemplate
+	FieldWorkspace
+	FieldMounts
+	FieldEnv
+	FieldSecrets
+	FieldResources
+	FieldPorts
+	FieldNetworkAdd    // an added allow/deny rule or blocked range, or a policy change
+	FieldNetworkRemove // a removed allow/deny rule or blocked range
+	FieldRuntime       // docker.runtime
+)
+
+var fieldNames = map[Field]string{
+	FieldAgent: "agent", FieldTemplate: "template", FieldWorkspace: "workspace",
+	FieldMounts: "mounts", FieldEnv: "env", FieldSecrets: "secrets", FieldResources: "resources",
+	FieldPorts: "ports", FieldNetworkAdd: "network-add", FieldNetworkRemove: "network-remove",
+	FieldRuntime: "docker.runtime",
+}
+
+func (f Field) String() string {
+	if n, ok := fieldNames[f]; ok {
+		return n
+	}
+	return fmt.Sprintf("Field(%d)", int(f))
+}
+
+// MarshalText writes the field's name.
+func (f Field) MarshalText() ([]byte, error) { return []byte(f.String()), nil }
+
+// UnmarshalText reads a field's name.
+func (f *Field) UnmarshalText(b []byte) error {
+	for field, n := range fieldNames {
+		if n == string(b) {
+			*f = field
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown field %q", b)
+}
+
+// Mode is how a backend applies a change of a field.
+type Mode int
+
+// The modes.
+const (
+	// Unsupported: the backend cannot do it; a plan that needs it is an error.
+	Unsupported Mode = iota
+	// InPlace: the live sandbox is changed without recreating it.
+	InPlace
+	// Replace: the sandbox is removed and created again (Terraform's ForceNew).
+	Replace
+	// Ignored: the field means nothing to this backend (docker.runtime
+	// outside the docker driver); it never causes a change.
+	Ignored
+)
+
+func (m Mode) String() string {
+	return [...]string{"unsupported", "in place", "replace", "ignored"}[m]
+}
+
+// Cap is one row of a driver's capability table.
+type Cap struct {
+	Mode Mode
+	// Readable means Observe reports the field, so it is compared live and
+	// changes made by hand show as drift; otherwise it is compared with the
+	// last-applied record.
+	Readable bool
+	// Reason explains the mode in the plan: "the sbx backend cannot change
+	// env in place".
+	Reason string
+}
+
+// Caps is a driver's capability table, data the pure planner reads.
+type Caps struct {
+	Driver string
+	Fields map[Field]Cap
+}
+
+// Of returns the row for f; a field the table omits is unsupported.
+func (c Caps) Of(f Field) Cap {
+	if r, ok := c.Fields[f]; ok {
+		return r
+	}
+	return Cap{Mode: Unsupported, Reason: fmt.Sprintf("the %s backend does not support %s", c.Driver, f)}
+}
+
+func replace(driver, what string, readable bool) Cap {
+	return Cap{Mode: Replace, Readable: readable, Reason: fmt.Sprintf("the %s backend cannot change %s in place", driver, what)}
+}
+
+func inPlace(how string, readable bool) Cap {
+	return Cap{Mode: InPlace, Readable: readable, Reason: how}
+}
+
+// SbxCaps is the table of the sbx driver (Docker's standalone sbx CLI),
+// from docker-sandboxes-cli.md §3.3 and §4.3. Resources are readable only
+// since 0.45 under unconfirmed field names, so they are compared with the
+// record.
+func SbxCaps() Caps {
+	const d = "sbx"
+	return Caps{Driver: d, Fields: map[Field]Cap{
+		FieldAgent:         replace(d, "the agent", true),
+		FieldTemplate:      replace(d, "the template", true),
+		FieldWorkspace:     replace(d, "the workspace", true),
+		FieldMounts:        replace(d, "mounts", true),
+		FieldEnv:           replace(d, "env", false),
+		FieldSecrets:       inPlace("sbx secret set --sandbox changes secrets in place", false),
+		FieldResources:     replace(d, "resources", false),
+		FieldPorts:         inPlace("sbx ports changes ports in place", true),
+		FieldNetworkAdd:    inPlace("sbx policy changes network rules in place", true),
+		FieldNetworkRemove: inPlace("sbx policy changes network rules in place", true),
+		FieldRuntime:       {Mode: Ignored, Reason: "docker.runtime applies only to the docker driver"},
+	}}
+}
+
+// DockerSandboxCaps is the table of the docker-sandbox driver (the Docker
+// Desktop plugin), from docker-sandboxes-cli.md §3.2, §3.5 and §4.2: ls
+// --json reports agent and workspaces only, and the proxy configuration's
+// field names are undocumented, so the network is compared with the record.
+func DockerSandboxCaps() Caps {
+	const d = "docker-sandbox"
+	return Caps{Driver: d, Fields: map[Field]Cap{
+		FieldAgent:         replace(d, "the agent", true),
+		FieldTemplate:      replace(d, "the template", false),
+		FieldWorkspace:     replace(d, "the workspace", true),
+		FieldMounts:        replace(d, "mounts", true),
+		FieldEnv:           inPlace("the docker-sandbox backend applies env per exec", false),
+		FieldSecrets:       inPlace("the docker-sandbox backend passes secrets per exec", false),
+		FieldResources:     {Mode: Unsupported, Reason: "the docker-sandbox backend cannot set resources"},
+		FieldPorts:         {Mode: Unsupported, Reason: "the docker-sandbox backend cannot publish ports"},
+		FieldNetworkAdd:    inPlace("docker sandbox network proxy adds network rules in place", false),
+		FieldNetworkRemove: {Mode: Replace, Reason: "the docker-sandbox backend cannot remove a network rule"},
+		FieldRuntime:       {Mode: Ignored, Reason: "docker.runtime applies only to the docker driver"},
+	}}
+}
+
+// DockerCaps is the table of the docker driver (plain Docker Engine with
+// sbx's egress proxy). Env is compared with the record kept in the
+// container's labels.
+func DockerCaps() Caps {
+	const d = "docker"
+	return Caps{Driver: d, Fields: map[Field]Cap{
+		FieldAgent:         replace(d, "the agent", true),
+		FieldTemplate:      replace(d, "the template", true),
+		FieldWorkspace:     replace(d, "the workspace", true),
+		FieldMounts:        replace(d, "mounts", true),
+		FieldEnv:           replace(d, "env", false),
+		FieldSecrets:       inPlace("the docker backend passes secrets per exec", false),
+		FieldResources:     inPlace("docker update changes resources in place", true),
+		FieldPorts:         replace(d, "ports", true),
+		FieldNetworkAdd:    inPlace("the egress proxy reloads its policy in place", true),
+		FieldNetworkRemove: inPlace("the egress proxy reloads its policy in place", true),
+		FieldRuntime:       replace(d, "docker.runtime", true),
+	}}
+}

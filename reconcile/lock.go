@@ -1,0 +1,93 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Lock serialises applies to one sandbox: an flock on
+// STATE/locks/NAME.lock, which the kernel releases if the process dies.
+type Lock struct {
+	f *os.File
+}
+
+// LockOptions tune Acquire.
+type LockOptions struct {
+	// Timeout is how long to wait for another holder; 0 tries once.
+	Timeout time.Duration
+	// Poll is the interval between attempts (default 100ms).
+	Poll time.Duration
+	// Command describes the holder for whoever waits ("sbx apply").
+	Command string
+}
+
+// AcquireLock takes the lock of sandbox name under the state directory
+// dir, retrying until opts.Timeout, and writes the holder's pid, host and
+// command into the lock file. On timeout the error names the holder.
+func AcquireLock(ctx context.Context, dir, name string, opts LockOptions) (*Lock, error) {
+	ldir := filepath.Join(dir, "locks")
+	if err := os.MkdirAll(ldir, 0o700); err != nil {
+		return nil, fmt.Errorf("lock sandbox %q: %w", name, err)
+	}
+	path := filepath.Join(ldir, name+".lock")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock sandbox %q: %w", name, err)
+	}
+	poll := opts.Poll
+	if poll <= 0 {
+		poll = 100 * time.Millisecond
+	}
+	deadline := time.Now().Add(opts.Timeout)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
+			f.Close()
+			return nil, fmt.Errorf("lock sandbox %q: %w", name, err)
+		}
+		if !time.Now().Before(deadline) {
+			holder, _ := os.ReadFile(path)
+			f.Close()
+			h := strings.TrimSpace(string(holder))
+			if h == "" {
+				h = "another process"
+			}
+			return nil, fmt.Errorf("sandbox %q is locked by %s; gave up after %s", name, h, opts.Timeout)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("lock sandbox %q: %w", name, ctx.Err())
+		case <-time.After(poll):
+		}
+	}
+	host, _ := os.Hostname()
+	info := fmt.Sprintf("pid %d on %s (%s)\n", os.Getpid(), host, opts.Command)
+	if err := f.Truncate(0); err == nil {
+		_, _ = f.WriteAt([]byte(info), 0)
+	}
+	return &Lock{f: f}, nil
+}
+
+// Release clears the holder and unlocks.
+func (l *Lock) Release() error {
+	if l == nil || l.f == nil {
+		return nil
+	}
+	_ = l.f.Truncate(0)
+	err := syscall.Flock(int(l.f.Fd()), syscall.LOCK_UN)
+	if cerr := l.f.Close(); err == nil {
+		err = cerr
+	}
+	l.f = nil
+	return err
+}

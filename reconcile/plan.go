@@ -1,0 +1,951 @@
+package reconcile
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/sbxhq/sbx/spec"
+)
+
+// FormatVersion is the version of the plan document (--json, --out).
+const FormatVersion = "1"
+
+// Action is what a plan does to one sandbox.
+type Action string
+
+// The actions.
+const (
+	ActionNoOp    Action = "no-op"
+	ActionCreate  Action = "create"
+	ActionUpdate  Action = "update"
+	ActionReplace Action = "replace"
+	ActionDestroy Action = "destroy"
+)
+
+// Op is the kind of one field change.
+type Op string
+
+// The field operations.
+const (
+	Add    Op = "add"
+	Change Op = "change"
+	Remove Op = "remove"
+)
+
+// Symbol is the margin mark of the operation: +, ~ or -.
+func (o Op) Symbol() string {
+	switch o {
+	case Add:
+		return "+"
+	case Remove:
+		return "-"
+	}
+	return "~"
+}
+
+// Diff is one field that differs. Before and After are empty when the value
+// is sensitive: sensitive values never enter a plan.
+type Diff struct {
+	Op     Op     `json:"op"`
+	Field  Field  `json:"field"`
+	Path   string `json:"path"`
+	Before string `json:"before,omitempty"`
+	After  string `json:"after,omitempty"`
+	// Source says where a network rule came from ("preset npm").
+	Source            string `json:"source,omitempty"`
+	Sensitive         bool   `json:"sensitive,omitempty"`
+	ForcesReplacement bool   `json:"forces_replacement,omitempty"`
+	WidensEgress      bool   `json:"widens_egress,omitempty"`
+	// Restores marks a change that undoes a change made outside sbx.
+	Restores bool `json:"restores,omitempty"`
+}
+
+// String renders the diff without annotations:
+// `~ env.NODE_ENV: "development" → "production"`.
+func (d Diff) String() string {
+	var v string
+	switch {
+	case d.Sensitive:
+		v = "(sensitive)"
+	case d.Op == Add:
+		v = strconv.Quote(d.After)
+	case d.Op == Remove:
+		v = strconv.Quote(d.Before)
+	default:
+		v = strconv.Quote(d.Before) + " → " + strconv.Quote(d.After)
+	}
+	return d.Op.Symbol() + " " + d.Path + ": " + v
+}
+
+// annotations are the comments the renderer puts after a diff.
+func (d Diff) annotations() []string {
+	var a []string
+	if d.Source != "" && d.Source != "network.allow" {
+		a = append(a, d.Source)
+	}
+	if d.ForcesReplacement {
+		a = append(a, "forces replacement")
+	}
+	if d.Restores {
+		a = append(a, "restores sandbox.yaml")
+	}
+	if d.WidensEgress {
+		a = append(a, "widens egress")
+	}
+	return a
+}
+
+// SandboxChange is the plan of one sandbox: its action, the field changes
+// that cause it, drift found, and the ordered steps.
+type SandboxChange struct {
+	Sandbox string `json:"sandbox"`
+	Action  Action `json:"action"`
+	// Adopt is set when sbx takes over a sandbox it did not create.
+	Adopt bool `json:"adopt,omitempty"`
+	// Reasons say why the action is needed beyond the diffs themselves:
+	// the backend reasons that force a replacement.
+	Reasons []string `json:"reasons"`
+	Changes []Diff   `json:"changes"`
+	// Drift lists what changed outside sbx since the last apply (before:
+	// as applied, after: as found).
+	Drift []Diff `json:"drift"`
+	// Notes are caveats the user should read (what adopting assumes).
+	Notes []string `json:"notes,omitempty"`
+	// Deleted is set when a sandbox sbx applied no longer exists.
+	Deleted bool   `json:"deleted_outside_sbx,omitempty"`
+	Steps   []Step `json:"steps"`
+}
+
+// WidensEgress reports whether the change lets the sandbox reach more.
+func (c *SandboxChange) WidensEgress() bool {
+	for _, d := range c.Changes {
+		if d.WidensEgress {
+			return true
+		}
+	}
+	return false
+}
+
+// Changes is a plan: data that says, per sandbox, what apply will do and
+// why. It is made by Plan or PlanDestroy, rendered by Render and WriteJSON,
+// saved by Save and run by Apply.
+type Changes struct {
+	FormatVersion string `json:"format_version"`
+	// Kind is "apply" or "destroy".
+	Kind          string           `json:"kind"`
+	Driver        string           `json:"driver"`
+	DriverVersion string           `json:"driver_version,omitempty"`
+	Sandboxes     []*SandboxChange `json:"sandboxes"`
+	Errors        []string         `json:"errors"`
+	// Observed is a digest of the live state and records the plan was made
+	// from; Desired a digest of the (redacted) desired configs.
+	Observed string `json:"observed"`
+	Desired  string `json:"desired"`
+
+	specs map[string]*spec.Spec
+}
+
+// Options tune planning.
+type Options struct {
+	// Adopt lets sbx manage a same-named sandbox it did not create.
+	Adopt bool
+	// DriverVersion is shown next to the driver name.
+	DriverVersion string
+}
+
+// Err joins the plan's errors; nil when it can be applied.
+func (p *Changes) Err() error {
+	if len(p.Errors) == 0 {
+		return nil
+	}
+	return errors.New(strings.Join(p.Errors, "\n"))
+}
+
+// Empty reports whether applying the plan would change nothing.
+func (p *Changes) Empty() bool {
+	for _, c := range p.Sandboxes {
+		if c.Action != ActionNoOp {
+			return false
+		}
+	}
+	return len(p.Errors) == 0
+}
+
+// Count returns how many sandboxes the plan creates, updates, replaces and
+// destroys.
+func (p *Changes) Count() (create, update, replace, destroy int) {
+	for _, c := range p.Sandboxes {
+		switch c.Action {
+		case ActionCreate:
+			create++
+		case ActionUpdate:
+			update++
+		case ActionReplace:
+			replace++
+		case ActionDestroy:
+			destroy++
+		}
+	}
+	return
+}
+
+// Plan compares each desired sandbox with what the backend reported (live)
+// and what sbx last applied (records) under the driver's capabilities, and
+// returns the ordered actions. It is pure: same input, same plan.
+func Plan(desired []Desired, live map[string]*Live, records map[string]*Record, caps Caps, opts Options) *Changes {
+	p := &Changes{
+		FormatVersion: FormatVersion, Kind: "apply", Driver: caps.Driver, DriverVersion: opts.DriverVersion,
+		Errors: []string{}, specs: map[string]*spec.Spec{},
+	}
+	ds := append([]Desired(nil), desired...)
+	sort.Slice(ds, func(i, j int) bool { return ds[i].Spec.Name < ds[j].Spec.Name })
+	var names []string
+	for _, d := range ds {
+		name := d.Spec.Name
+		names = append(names, name)
+		p.specs[name] = d.Spec
+		l, rec := existing(live[name]), records[name]
+		if rec == nil && l != nil {
+			rec = l.Record
+		}
+		if l != nil && rec == nil && !l.Managed && !opts.Adopt {
+			p.Errors = append(p.Errors, fmt.Sprintf("sandbox %q exists but was not created by sbx; use --adopt to manage it", name))
+			continue
+		}
+		c, errs := planOne(d, l, rec, caps)
+		p.Sandboxes = append(p.Sandboxes, c)
+		p.Errors = append(p.Errors, errs...)
+	}
+	p.Observed = observedDigest(names, live, records)
+	p.Desired = desiredDigest(caps.Driver, ds)
+	return p
+}
+
+func existing(l *Live) *Live {
+	if l == nil || !l.Exists {
+		return nil
+	}
+	return l
+}
+
+// PlanDestroy plans removing the named sandboxes and forgetting their
+// records. A sandbox sbx did not create is refused without opts.Adopt.
+func PlanDestroy(names []string, live map[string]*Live, records map[string]*Record, caps Caps, opts Options) *Changes {
+	p := &Changes{
+		FormatVersion: FormatVersion, Kind: "destroy", Driver: caps.Driver, DriverVersion: opts.DriverVersion,
+		Errors: []string{},
+	}
+	names = append([]string(nil), names...)
+	sort.Strings(names)
+	for _, name := range names {
+		l, rec := existing(live[name]), records[name]
+		if rec == nil && l != nil {
+			rec = l.Record
+		}
+		c := &SandboxChange{Sandbox: name, Action: ActionNoOp, Reasons: []string{}, Changes: []Diff{}, Drift: []Diff{}, Steps: []Step{}}
+		step := func(k StepKind, reason string) {
+			c.Steps = append(c.Steps, Step{Kind: k, Sandbox: name, Reason: reason})
+		}
+		switch {
+		case l != nil && rec == nil && !l.Managed && !opts.Adopt:
+			p.Errors = append(p.Errors, fmt.Sprintf("sandbox %q exists but was not created by sbx; use --adopt to manage it", name))
+			continue
+		case l != nil:
+			c.Action = ActionDestroy
+			step(StepStop, "sbx destroy")
+			step(StepRemove, "sbx destroy")
+			if rec != nil {
+				step(StepForget, "sbx destroy")
+			}
+		case rec != nil:
+			c.Action, c.Deleted = ActionDestroy, true
+			step(StepForget, "the sandbox was deleted outside sbx")
+		}
+		p.Sandboxes = append(p.Sandboxes, c)
+	}
+	p.Observed = observedDigest(names, live, records)
+	p.Desired = desiredDigest(caps.Driver, nil)
+	return p
+}
+
+// planner decides one sandbox.
+type planner struct {
+	caps  Caps
+	d     Desired
+	sb    *spec.Spec
+	live  *Live   // nil: does not exist
+	rec   *Record // nil: never applied (or adopted)
+	diffs []Diff
+	drift []Diff
+	errs  []string
+	notes []string
+	// knownPorts are the live and recorded ports, to unpublish by value.
+	knownPorts []spec.Port
+}
+
+func planOne(d Desired, live *Live, rec *Record, caps Caps) (*SandboxChange, []string) {
+	deleted := live == nil && rec != nil
+	if live == nil {
+		rec = nil // a new sandbox gets everything, whatever was applied before
+	}
+	pl := &planner{caps: caps, d: d, sb: d.Spec, live: live, rec: rec}
+	sb := d.Spec
+	var rc spec.Spec
+	if rec != nil {
+		rc = rec.Config
+	}
+	var l Live
+	if live != nil {
+		l = *live
+	}
+	livePorts := normalisePorts(sb.Ports, l.Ports)
+	pl.knownPorts = append(append([]spec.Port(nil), livePorts...), rc.Ports...)
+
+	pl.scalar(FieldAgent, "agent", sb.Agent, l.Agent, rc.Agent)
+	pl.scalar(FieldTemplate, "template.image", sb.Template.Image, l.Template, rc.Template.Image)
+	buildChanged := false
+	if live != nil && rec != nil && d.BuildHash != rec.BuildHash {
+		buildChanged = true
+		pl.add(Diff{Op: Change, Field: FieldTemplate, Path: "template.build", Before: rec.BuildHash, After: d.BuildHash})
+	}
+	pl.scalar(FieldWorkspace, "workspace", workspaceString(sb.Workspace), workspaceString(l.Workspace), workspaceString(rc.Workspace))
+	pl.set(FieldMounts, FieldMounts, "mounts", mountItems(sb), mountStrings(l.Mounts), mountStrings(rc.Mounts), true, false, false)
+	pl.env()
+	pl.secrets()
+	pl.scalar(FieldResources, "resources.cpus", cpusString(sb.Resources.CPUs), cpusString(l.Resources.CPUs), cpusString(rc.Resources.CPUs))
+	pl.scalar(FieldResources, "resources.memory", memoryString(sb.Resources.Memory), memoryString(l.Resources.Memory), memoryString(rc.Resources.Memory))
+	pl.set(FieldPorts, FieldPorts, "ports", portItems(sb), portStrings(livePorts), portStrings(rc.Ports), true, false, false)
+	pl.scalar(FieldRuntime, "docker.runtime", sb.Docker.Runtime, l.Runtime, rc.Docker.Runtime)
+	pl.scalar(FieldNetworkAdd, "network.policy", sb.Network.Policy, l.Network.Policy, rc.Network.Policy)
+	var recAllow []string
+	if rec != nil {
+		for _, r := range rc.Network.AllowRules(rc.Agent) {
+			recAllow = append(recAllow, r.Host)
+		}
+	}
+	var allow []item
+	for _, r := range sb.Network.AllowRules(sb.Agent) {
+		allow = append(allow, item{value: r.Host, source: r.Source})
+	}
+	pl.set(FieldNetworkAdd, FieldNetworkRemove, "network.allow", allow, l.Network.Allow, recAllow, true, true, false)
+	pl.set(FieldNetworkAdd, FieldNetworkRemove, "network.deny", plainItems(sb.Network.Deny), l.Network.Deny, rc.Network.Deny, true, false, true)
+	pl.set(FieldNetworkAdd, FieldNetworkRemove, "network.blockCIDRs", plainItems(prefixStrings(sb.Network.BlockCIDRs)), nil, prefixStrings(rc.Network.BlockCIDRs), false, false, true)
+
+	c := &SandboxChange{Sandbox: sb.Name, Reasons: []string{}, Changes: pl.diffs, Drift: pl.drift, Notes: pl.notes, Steps: []Step{}}
+	if c.Changes == nil {
+		c.Changes = []Diff{}
+	}
+	if c.Drift == nil {
+		c.Drift = []Diff{}
+	}
+	record, err := newRecord(pl.caps.Driver, d)
+	if err != nil {
+		pl.errs = append(pl.errs, err.Error())
+	}
+	step := func(k StepKind, reason string) *Step {
+		c.Steps = append(c.Steps, Step{Kind: k, Sandbox: sb.Name, Reason: reason})
+		return &c.Steps[len(c.Steps)-1]
+	}
+	full := func(reason string) {
+		step(StepCreate, reason).Record = record
+		step(StepSetNetwork, "set the network rules of sandbox.yaml").Network = fullNetwork(sb)
+		if len(sb.Secrets) > 0 {
+			step(StepSetSecrets, "set the secrets of sandbox.yaml").Secrets = &NameDelta{Set: sortedKeys(sb.Secrets)}
+		}
+	}
+	var forcing []string
+	for _, df := range pl.diffs {
+		if df.ForcesReplacement {
+			forcing = append(forcing, df.Path)
+			if r := pl.caps.Of(df.Field).Reason; !contains(c.Reasons, r) {
+				c.Reasons = append(c.Reasons, r)
+			}
+		}
+	}
+	switch {
+	case live == nil:
+		c.Action = ActionCreate
+		c.Deleted = deleted
+		reason := fmt.Sprintf("sandbox %q does not exist", sb.Name)
+		if c.Deleted {
+			reason = fmt.Sprintf("sandbox %q was deleted outside sbx", sb.Name)
+		}
+		if sb.Template.Build != nil {
+			step(StepBuild, "the template is built from template.build")
+		}
+		full(reason)
+	case len(forcing) > 0:
+		c.Action = ActionReplace
+		reason := strings.Join(dedupe(forcing), ", ") + " changed; " + strings.Join(c.Reasons, "; ")
+		if sb.Template.Build != nil && (buildChanged || rec == nil) {
+			step(StepBuild, "the template build context changed")
+		}
+		step(StepStop, reason)
+		step(StepRemove, reason)
+		full(reason)
+	case len(pl.diffs) > 0 || rec == nil:
+		c.Action = ActionUpdate
+		c.Adopt = rec == nil
+		pl.updateSteps(step)
+	default:
+		c.Action = ActionNoOp
+		return c, pl.errs
+	}
+	step(StepVerify, "check the sandbox runs")
+	step(StepRecord, "remember what was applied").Record = record
+	return c, pl.errs
+}
+
+// updateSteps adds the in-place steps, in their fixed order.
+func (pl *planner) updateSteps(step func(StepKind, string) *Step) {
+	of := func(match func(Diff) bool) (ds []Diff, reason string) {
+		var rs []string
+		for _, d := range pl.diffs {
+			if match(d) {
+				ds = append(ds, d)
+				rs = append(rs, d.String())
+			}
+		}
+		return ds, strings.Join(rs, "; ")
+	}
+	names := func(ds []Diff, prefix string) *NameDelta {
+		nd := &NameDelta{}
+		for _, d := range ds {
+			n := strings.TrimPrefix(d.Path, prefix)
+			if d.Op == Remove {
+				nd.Unset = append(nd.Unset, n)
+			} else {
+				nd.Set = append(nd.Set, n)
+			}
+		}
+		return nd
+	}
+	if ds, r := of(func(d Diff) bool { return d.Field == FieldEnv }); len(ds) > 0 {
+		step(StepSetEnv, r).Env = names(ds, "env.")
+	}
+	if ds, r := of(func(d Diff) bool { return d.Field == FieldResources }); len(ds) > 0 {
+		step(StepUpdateResources, r)
+	}
+	if ds, r := of(func(d Diff) bool { return d.Field == FieldPorts }); len(ds) > 0 {
+		pd := &PortDelta{}
+		for _, d := range ds {
+			if d.Op == Add {
+				pd.Publish = append(pd.Publish, findPort(pl.sb.Ports, d.After))
+			} else {
+				pd.Unpublish = append(pd.Unpublish, findPort(pl.knownPorts, d.Before))
+			}
+		}
+		step(StepSetPorts, r).Ports = pd
+	}
+	if ds, r := of(func(d Diff) bool { return d.Field == FieldNetworkAdd || d.Field == FieldNetworkRemove }); len(ds) > 0 {
+		nd := &NetworkDelta{}
+		for _, d := range ds {
+			add := d.Op == Add
+			switch d.Path {
+			case "network.policy":
+				nd.Policy = d.After
+			case "network.allow":
+				appendTo(add, &nd.AllowAdd, &nd.AllowRemove, d)
+			case "network.deny":
+				appendTo(add, &nd.DenyAdd, &nd.DenyRemove, d)
+			case "network.blockCIDRs":
+				appendTo(add, &nd.BlockCIDRsAdd, &nd.BlockCIDRsRemove, d)
+			}
+		}
+		step(StepSetNetwork, r).Network = nd
+	}
+	if ds, r := of(func(d Diff) bool { return d.Field == FieldSecrets }); len(ds) > 0 {
+		step(StepSetSecrets, r).Secrets = names(ds, "secrets.")
+	}
+}
+
+func appendTo(add bool, adds, removes *[]string, d Diff) {
+	if add {
+		*adds = append(*adds, d.After)
+	} else {
+		*removes = append(*removes, d.Before)
+	}
+}
+
+func fullNetwork(sb *spec.Spec) *NetworkDelta {
+	nd := &NetworkDelta{Policy: sb.Network.Policy}
+	for _, r := range sb.Network.AllowRules(sb.Agent) {
+		nd.AllowAdd = append(nd.AllowAdd, r.Host)
+	}
+	nd.DenyAdd = sortedCopy(sb.Network.Deny)
+	nd.BlockCIDRsAdd = sortedCopy(prefixStrings(sb.Network.BlockCIDRs))
+	return nd
+}
+
+// add records a diff, applying the driver's mode for its field: an
+// unsupported change is an error, a replacing change is marked.
+func (pl *planner) add(d Diff) {
+	cp := pl.caps.Of(d.Field)
+	switch cp.Mode {
+	case Ignored:
+		return
+	case Unsupported:
+		top := d.Path
+		if i := strings.IndexAny(top, ".["); i > 0 && d.Field != FieldRuntime {
+			top = top[:i]
+		}
+		msg := fmt.Sprintf("sandbox %q: %s: %s", pl.sb.Name, top, cp.Reason)
+		if !contains(pl.errs, msg) {
+			pl.errs = append(pl.errs, msg)
+		}
+		return
+	case Replace:
+		if pl.live != nil && pl.rec == nil && !cp.Readable {
+			// Adopting: the backend cannot show this field and there is
+			// no record, so replacing would be a guess that destroys what
+			// the user asked sbx to keep. Assume it matches and say so.
+			note := fmt.Sprintf("%s cannot be read back from the %s backend; adopting assumes the sandbox already has the values in sandbox.yaml", d.Field, pl.caps.Driver)
+			if !contains(pl.notes, note) {
+				pl.notes = append(pl.notes, note)
+			}
+			return
+		}
+		d.ForcesReplacement = pl.live != nil
+	}
+	if d.Sensitive {
+		d.Before, d.After = "", ""
+	}
+	pl.diffs = append(pl.diffs, d)
+}
+
+func (pl *planner) sensitive(path string) bool {
+	for p := range pl.sb.Sensitive {
+		if coversPath(p, path) {
+			return true
+		}
+	}
+	return pl.rec != nil && pl.rec.sensitive(path)
+}
+
+func opOf(before, after string) Op {
+	switch {
+	case before == "":
+		return Add
+	case after == "":
+		return Remove
+	}
+	return Change
+}
+
+// scalar decides a single-valued field: live when readable, else against
+// the record. A live value the record does not explain is drift.
+func (pl *planner) scalar(f Field, path, dv, lv, rv string) {
+	cp := pl.caps.Of(f)
+	if cp.Mode == Ignored {
+		return
+	}
+	sens := pl.sensitive(path)
+	recRedacted := pl.rec != nil && pl.rec.sensitive(path)
+	recIsDesired := pl.rec != nil && rv == dv
+	if recRedacted {
+		recIsDesired = pl.rec.Fingerprints[path] != "" && pl.rec.Fingerprints[path] == pl.d.Fingerprints[path]
+	}
+	widens := path == "network.policy"
+	if cp.Readable && pl.live != nil {
+		if dv == lv {
+			return
+		}
+		drift := false
+		if pl.rec != nil {
+			drift = rv != lv
+			if recRedacted {
+				drift = recIsDesired
+			}
+		}
+		if drift {
+			pl.drift = append(pl.drift, redacted(Diff{Op: opOf(rv, lv), Field: f, Path: path, Before: rv, After: lv, Sensitive: sens}))
+		}
+		pl.add(Diff{Op: opOf(lv, dv), Field: f, Path: path, Before: lv, After: dv, Sensitive: sens, Restores: drift,
+			WidensEgress: widens && dv == "allow"})
+		return
+	}
+	if pl.rec == nil {
+		if dv != "" {
+			pl.add(Diff{Op: Add, Field: f, Path: path, After: dv, Sensitive: sens,
+				WidensEgress: widens && dv == "allow" && pl.live != nil})
+		}
+		return
+	}
+	if recIsDesired {
+		return
+	}
+	pl.add(Diff{Op: opOf(rv, dv), Field: f, Path: path, Before: rv, After: dv, Sensitive: sens,
+		WidensEgress: widens && dv == "allow"})
+}
+
+func redacted(d Diff) Diff {
+	if d.Sensitive {
+		d.Before, d.After = "", ""
+	}
+	return d
+}
+
+// item is one element of a set-valued field.
+type item struct {
+	value, source string
+	sensitive     bool
+}
+
+func plainItems(vs []string) []item {
+	out := make([]item, len(vs))
+	for i, v := range vs {
+		out[i] = item{value: v}
+	}
+	return out
+}
+
+// set decides a set-valued field. Additions use fAdd's mode, removals
+// fRemove's; widenAdd/widenRemove say which direction opens egress.
+func (pl *planner) set(fAdd, fRemove Field, path string, desired []item, lv, rv []string, liveReadable, widenAdd, widenRemove bool) {
+	cp := pl.caps.Of(fAdd)
+	if cp.Mode == Ignored {
+		return
+	}
+	readable := liveReadable && cp.Readable && pl.live != nil
+	var base []string
+	switch {
+	case readable:
+		base = lv
+	case pl.rec != nil:
+		base = rv
+	}
+	recKnown := pl.rec != nil
+	for _, v := range rv {
+		if strings.HasPrefix(v, fingerprintPrefix) {
+			recKnown = false
+		}
+	}
+	inBase, inRec, inDesired := toSet(base), toSet(rv), map[string]bool{}
+	var diffs []Diff
+	for _, it := range desired {
+		inDesired[it.value] = true
+		if inBase[it.value] {
+			continue
+		}
+		drift := readable && recKnown && inRec[it.value]
+		if drift {
+			pl.drift = append(pl.drift, redacted(Diff{Op: Remove, Field: fRemove, Path: path, Before: it.value, Sensitive: it.sensitive}))
+		}
+		diffs = append(diffs, Diff{Op: Add, Field: fAdd, Path: path, After: it.value, Source: it.source,
+			Sensitive: it.sensitive, Restores: drift, WidensEgress: widenAdd && pl.live != nil})
+	}
+	for _, v := range sortedCopy(base) {
+		if inDesired[v] {
+			continue
+		}
+		sens := strings.HasPrefix(v, fingerprintPrefix)
+		drift := readable && recKnown && !inRec[v]
+		if drift {
+			pl.drift = append(pl.drift, redacted(Diff{Op: Add, Field: fAdd, Path: path, After: v, Sensitive: sens}))
+		}
+		diffs = append(diffs, Diff{Op: Remove, Field: fRemove, Path: path, Before: v, Sensitive: sens,
+			Restores: drift, WidensEgress: widenRemove})
+	}
+	sort.SliceStable(diffs, func(i, j int) bool { return diffValue(diffs[i]) < diffValue(diffs[j]) })
+	for _, d := range diffs {
+		pl.add(d)
+	}
+}
+
+func diffValue(d Diff) string {
+	if d.Op == Remove {
+		return d.Before
+	}
+	return d.After
+}
+
+// env compares env with the record's fingerprints: no backend reads env
+// back.
+func (pl *planner) env() {
+	if pl.caps.Of(FieldEnv).Mode == Ignored {
+		return
+	}
+	var recEnv map[string]string
+	if pl.rec != nil {
+		recEnv = pl.rec.Config.Env
+	}
+	for _, k := range unionKeys(pl.sb.Env, recEnv) {
+		path := "env." + k
+		dv, inD := pl.sb.Env[k]
+		rv, inR := recEnv[k]
+		d := Diff{Field: FieldEnv, Path: path, Sensitive: pl.sensitive(path)}
+		switch {
+		case inD && !inR:
+			d.Op, d.After = Add, dv
+		case !inD && inR:
+			d.Op, d.Before = Remove, rv
+		default:
+			same := pl.rec.Fingerprints[path] == pl.d.Fingerprints[path]
+			if pl.rec.Fingerprints[path] == "" && !pl.rec.sensitive(path) {
+				same = rv == dv
+			}
+			if same {
+				continue
+			}
+			d.Op, d.Before, d.After = Change, rv, dv
+		}
+		pl.add(d)
+	}
+}
+
+// secrets compares secret values by fingerprint; they are always sensitive.
+func (pl *planner) secrets() {
+	var recSecrets map[string]spec.Secret
+	if pl.rec != nil {
+		recSecrets = pl.rec.Config.Secrets
+	}
+	for _, k := range unionKeys(pl.sb.Secrets, recSecrets) {
+		path := "secrets." + k
+		_, inD := pl.sb.Secrets[k]
+		_, inR := recSecrets[k]
+		d := Diff{Field: FieldSecrets, Path: path, Sensitive: true}
+		switch {
+		case inD && !inR:
+			d.Op = Add
+		case !inD && inR:
+			d.Op = Remove
+		case pl.rec.Fingerprints[path] == pl.d.Fingerprints[path]:
+			continue
+		default:
+			d.Op = Change
+		}
+		pl.add(d)
+	}
+}
+
+func unionKeys[V any](a, b map[string]V) []string {
+	seen := map[string]bool{}
+	var keys []string
+	for _, m := range []map[string]V{a, b} {
+		for k := range m {
+			if !seen[k] {
+				seen[k] = true
+				keys = append(keys, k)
+			}
+		}
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	return unionKeys(m, nil)
+}
+
+func toSet(vs []string) map[string]bool {
+	s := map[string]bool{}
+	for _, v := range vs {
+		s[v] = true
+	}
+	return s
+}
+
+func sortedCopy(vs []string) []string {
+	out := append([]string(nil), vs...)
+	sort.Strings(out)
+	return out
+}
+
+func contains(vs []string, v string) bool {
+	for _, x := range vs {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func dedupe(vs []string) []string {
+	var out []string
+	for _, v := range vs {
+		if !contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func workspaceString(w spec.Workspace) string {
+	if w.ReadOnly && w.Path != "" {
+		return w.Path + ":ro"
+	}
+	return w.Path
+}
+
+func mountString(m spec.Mount) string {
+	s := m.Source + ":" + m.Target
+	if m.ReadOnly {
+		s += ":ro"
+	}
+	return s
+}
+
+func mountStrings(ms []spec.Mount) []string {
+	var out []string
+	for _, m := range ms {
+		out = append(out, mountString(m))
+	}
+	return out
+}
+
+func mountItems(sb *spec.Spec) []item {
+	var out []item
+	for i, m := range sb.Mounts {
+		out = append(out, item{value: mountString(m), sensitive: sensitiveIn(sb, fmt.Sprintf("mounts[%d]", i))})
+	}
+	return out
+}
+
+// sensitiveIn reports whether a desired path is sensitive.
+func sensitiveIn(sb *spec.Spec, path string) bool {
+	for p := range sb.Sensitive {
+		if coversPath(p, path) {
+			return true
+		}
+	}
+	return false
+}
+
+// PortString formats a port as docker run -p does: [ip:][hostPort:]port/proto.
+func PortString(p spec.Port) string {
+	s := ""
+	if p.HostIP != "" {
+		s = p.HostIP + ":"
+	}
+	if p.HostPort != 0 {
+		s += strconv.Itoa(p.HostPort) + ":"
+	} else if p.HostIP != "" {
+		s += ":"
+	}
+	proto := p.Protocol
+	if proto == "" {
+		proto = "tcp"
+	}
+	return s + strconv.Itoa(p.ContainerPort) + "/" + proto
+}
+
+func portStrings(ps []spec.Port) []string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, PortString(p))
+	}
+	return out
+}
+
+func portItems(sb *spec.Spec) []item {
+	var out []item
+	for i, p := range sb.Ports {
+		out = append(out, item{value: PortString(p), sensitive: sensitiveIn(sb, fmt.Sprintf("ports[%d]", i))})
+	}
+	return out
+}
+
+func findPort(ps []spec.Port, s string) spec.Port {
+	for _, p := range ps {
+		if PortString(p) == s {
+			return p
+		}
+	}
+	return spec.Port{}
+}
+
+// normalisePorts forgets the host port the OS picked for a live port whose
+// desired host port is "any" (0), so a fresh port on each start is no
+// change.
+func normalisePorts(desired, live []spec.Port) []spec.Port {
+	out := append([]spec.Port(nil), live...)
+	for i, l := range out {
+		for _, d := range desired {
+			if d.HostPort == 0 && d.ContainerPort == l.ContainerPort && d.Protocol == l.Protocol &&
+				(d.HostIP == "" || d.HostIP == l.HostIP) {
+				out[i].HostPort, out[i].HostIP = 0, d.HostIP
+			}
+		}
+	}
+	return out
+}
+
+func cpusString(c float64) string {
+	if c == 0 {
+		return ""
+	}
+	return strconv.FormatFloat(c, 'g', -1, 64)
+}
+
+func memoryString(m int64) string {
+	switch {
+	case m == 0:
+		return ""
+	case m%(1<<30) == 0:
+		return strconv.FormatInt(m>>30, 10) + "g"
+	case m%(1<<20) == 0:
+		return strconv.FormatInt(m>>20, 10) + "m"
+	}
+	return strconv.FormatInt(m, 10)
+}
+
+func prefixStrings[T fmt.Stringer](ps []T) []string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, p.String())
+	}
+	return out
+}
+
+// observedDigest summarises what the plan was made from, so a saved plan
+// can tell that the live sandbox moved since.
+func observedDigest(names []string, live map[string]*Live, records map[string]*Record) string {
+	type obs struct {
+		Live   *Live   `json:"live"`
+		Record *Record `json:"record"`
+	}
+	all := map[string]obs{}
+	for _, n := range names {
+		l := existing(live[n])
+		if l != nil {
+			c := *l
+			c.Mounts = append([]spec.Mount(nil), c.Mounts...)
+			sort.Slice(c.Mounts, func(i, j int) bool { return mountString(c.Mounts[i]) < mountString(c.Mounts[j]) })
+			c.Ports = append([]spec.Port(nil), c.Ports...)
+			sort.Slice(c.Ports, func(i, j int) bool { return PortString(c.Ports[i]) < PortString(c.Ports[j]) })
+			c.Network.Allow = sortedCopy(c.Network.Allow)
+			c.Network.Deny = sortedCopy(c.Network.Deny)
+			c.Network.BlockCIDRs = sortedCopy(c.Network.BlockCIDRs)
+			l = &c
+		}
+		all[n] = obs{Live: l, Record: records[n]}
+	}
+	return digest(all)
+}
+
+func desiredDigest(driver string, ds []Desired) string {
+	all := map[string]*Record{}
+	for _, d := range ds {
+		r, err := newRecord(driver, d)
+		if err != nil {
+			continue
+		}
+		all[d.Spec.Name] = r
+	}
+	return digest(all)
+}
+
+func digest(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}

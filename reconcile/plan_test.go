@@ -1,0 +1,371 @@
+package reconcile
+
+import (
+	"bytes"
+	"flag"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/sbxhq/sbx/spec"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
+
+// testKey is a fixed fingerprint key so plans are reproducible.
+var testKey = Key(bytes.Repeat([]byte{7}, KeySize))
+
+// baseSpec is a small resolved sandbox; tests change copies of it.
+func baseSpec() *spec.Spec {
+	return &spec.Spec{
+		Name:      "api",
+		Agent:     "claude",
+		Driver:    "auto",
+		Template:  spec.Template{Image: "docker/sandbox-templates:claude-code"},
+		Workspace: spec.Workspace{Path: "/src/api"},
+		Env:       map[string]string{"NODE_ENV": "development", "DATABASE_URL": "postgresql://db/app"},
+		Secrets:   map[string]spec.Secret{"GITHUB_TOKEN": {Command: []string{"gh", "auth", "token"}}},
+		Network: spec.Network{
+			Policy: "deny",
+			Allow:  []string{"github.com"},
+			Deny:   []string{"pastebin.com"},
+		},
+		Sensitive: map[string]bool{"env.DATABASE_URL": true},
+	}
+}
+
+var testSecrets = Secrets{"GITHUB_TOKEN": "ghp_secret_value", "NPM_TOKEN": "npm_secret_value", "OLD": "old_secret_value"}
+
+func desiredOf(t *testing.T, sb *spec.Spec) Desired {
+	t.Helper()
+	return desiredWith(t, sb, testSecrets)
+}
+
+func desiredWith(t *testing.T, sb *spec.Spec, secrets Secrets) Desired {
+	t.Helper()
+	d, err := NewDesired(sb, testKey, secrets, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// liveOf is what a backend would read back from a sandbox applied from sb.
+func liveOf(sb *spec.Spec) *Live {
+	l := &Live{
+		Name: sb.Name, Exists: true, Status: "running", Agent: sb.Agent,
+		Template: sb.Template.Image, Workspace: sb.Workspace,
+		Mounts: append([]spec.Mount(nil), sb.Mounts...), Ports: append([]spec.Port(nil), sb.Ports...),
+		Resources: sb.Resources, Runtime: sb.Docker.Runtime,
+		Network: LiveNetwork{Policy: sb.Network.Policy, Deny: append([]string(nil), sb.Network.Deny...)},
+	}
+	for _, r := range sb.Network.AllowRules(sb.Agent) {
+		l.Network.Allow = append(l.Network.Allow, r.Host)
+	}
+	return l
+}
+
+func recordOf(t *testing.T, caps Caps, sb *spec.Spec, secrets Secrets) *Record {
+	t.Helper()
+	if secrets == nil {
+		secrets = testSecrets
+	}
+	r, err := newRecord(caps.Driver, desiredWith(t, sb, secrets))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+type planCase struct {
+	name           string
+	caps           Caps
+	adopt          bool
+	applied        *spec.Spec          // what was last applied (record), nil for none
+	appliedSecrets Secrets             // the secret values last applied (default testSecrets)
+	live           func(l *Live) *Live // the live sandbox, from liveOf(applied or want); nil: absent
+	want           func(sb *spec.Spec) // changes to baseSpec for the desired sandbox
+	build          string              // desired build hash
+	steps          []StepKind          // expected steps of the single sandbox
+	errs           []string            // expected plan errors
+}
+
+func changed(fs ...func(*spec.Spec)) *spec.Spec {
+	sb := baseSpec()
+	for _, f := range fs {
+		f(sb)
+	}
+	return sb
+}
+
+func asIs(l *Live) *Live { return l }
+
+func TestPlan(t *testing.T) {
+	allowAdd := func(sb *spec.Spec) { sb.Network.Allow = append(sb.Network.Allow, "registry.npmjs.org") }
+	prod := func(sb *spec.Spec) {
+		sb.Env["NODE_ENV"] = "production"
+		sb.Env["DATABASE_URL"] = "postgresql://prod-db/app"
+	}
+	replaceSteps := []StepKind{StepStop, StepRemove, StepCreate, StepSetNetwork, StepSetSecrets, StepVerify, StepRecord}
+	tests := []planCase{
+		{
+			name: "create_from_nothing",
+			caps: SbxCaps(),
+			want: func(sb *spec.Spec) {
+				sb.Network.AgentHosts = true
+				sb.Network.Presets = []string{"npm"}
+				sb.Network.BlockCIDRs = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+				sb.Ports = []spec.Port{{HostIP: "127.0.0.1", HostPort: 8080, ContainerPort: 3000, Protocol: "tcp"}}
+			},
+			steps: []StepKind{StepCreate, StepSetNetwork, StepSetSecrets, StepVerify, StepRecord},
+		},
+		{
+			name:    "no_op",
+			caps:    SbxCaps(),
+			applied: baseSpec(),
+			live:    asIs,
+		},
+		{
+			name:    "env_change_replaces_on_sbx",
+			caps:    SbxCaps(),
+			applied: baseSpec(),
+			live:    asIs,
+			want:    func(sb *spec.Spec) { prod(sb); allowAdd(sb) },
+			steps:   replaceSteps,
+		},
+		{
+			name:    "env_change_in_place_on_docker_sandbox",
+			caps:    DockerSandboxCaps(),
+			applied: baseSpec(),
+			live:    asIs,
+			want:    prod,
+			steps:   []StepKind{StepSetEnv, StepVerify, StepRecord},
+		},
+		{
+			name:    "allow_add_in_place",
+			caps:    SbxCaps(),
+			applied: baseSpec(),
+			live:    asIs,
+			want:    allowAdd,
+			steps:   []StepKind{StepSetNetwork, StepVerify, StepRecord},
+		},
+		{
+			name:    "allow_add_in_place_on_docker_sandbox",
+			caps:    DockerSandboxCaps(),
+			applied: baseSpec(),
+			live:    asIs,
+			want:    allowAdd,
+			steps:   []StepKind{StepSetNetwork, StepVerify, StepRecord},
+		},
+		{
+			name:    "allow_remove_replaces_on_docker_sandbox",
+			caps:    DockerSandboxCaps(),
+			applied: changed(allowAdd),
+			live:    asIs,
+			steps:   replaceSteps,
+		},
+		{
+			name:    "allow_remove_in_place_on_sbx",
+			caps:    SbxCaps(),
+			applied: changed(allowAdd),
+			live:    asIs,
+			steps:   []StepKind{StepSetNetwork, StepVerify, StepRecord},
+		},
+		{
+			name:    "rule_added_by_hand_is_drift",
+			caps:    SbxCaps(),
+			applied: baseSpec(),
+			live: func(l *Live) *Live {
+				l.Network.Allow = append(l.Network.Allow, "evil.example.com")
+				return l
+			},
+			steps: []StepKind{StepSetNetwork, StepVerify, StepRecord},
+		},
+		{
+			name:    "rule_removed_by_hand_is_drift",
+			caps:    SbxCaps(),
+			applied: baseSpec(),
+			live: func(l *Live) *Live {
+				l.Network.Allow = nil
+				l.Network.Policy = "allow"
+				return l
+			},
+			steps: []StepKind{StepSetNetwork, StepVerify, StepRecord},
+		},
+		{
+			name:    "policy_opened_widens_egress",
+			caps:    SbxCaps(),
+			applied: baseSpec(),
+			live:    asIs,
+			want:    func(sb *spec.Spec) { sb.Network.Policy = "allow"; sb.Network.Deny = nil },
+			steps:   []StepKind{StepSetNetwork, StepVerify, StepRecord},
+		},
+		{
+			name:           "secret_value_changed",
+			caps:           SbxCaps(),
+			applied:        changed(func(sb *spec.Spec) { sb.Secrets["OLD"] = spec.Secret{Env: "OLD"} }),
+			appliedSecrets: Secrets{"GITHUB_TOKEN": "ghp_previous", "OLD": "old_secret_value"},
+			live:           asIs,
+			want:           func(sb *spec.Spec) { sb.Secrets["NPM_TOKEN"] = spec.Secret{Env: "NPM_TOKEN"} },
+			steps:          []StepKind{StepSetSecrets, StepVerify, StepRecord},
+		},
+		{
+			name:  "unmanaged_without_adopt",
+			caps:  SbxCaps(),
+			live:  asIs,
+			errs:  []string{`sandbox "api" exists but was not created by sbx; use --adopt to manage it`},
+			steps: nil,
+		},
+		{
+			name:  "unmanaged_adopted",
+			caps:  DockerSandboxCaps(),
+			adopt: true,
+			live:  asIs,
+			steps: []StepKind{StepSetEnv, StepSetNetwork, StepSetSecrets, StepVerify, StepRecord},
+		},
+		{
+			name:    "unsupported_resources_on_docker_sandbox",
+			caps:    DockerSandboxCaps(),
+			applied: baseSpec(),
+			live:    asIs,
+			want: func(sb *spec.Spec) {
+				sb.Resources.CPUs = 4
+				sb.Ports = []spec.Port{{ContainerPort: 3000, Protocol: "tcp"}}
+			},
+			errs: []string{
+				`sandbox "api": resources: the docker-sandbox backend cannot set resources`,
+				`sandbox "api": ports: the docker-sandbox backend cannot publish ports`,
+			},
+		},
+		{
+			name:    "template_build_changed_replaces_in_order",
+			caps:    SbxCaps(),
+			applied: changed(withBuild),
+			live:    asIs,
+			want:    func(sb *spec.Spec) { withBuild(sb); prod(sb) },
+			build:   "sha256:2222",
+			steps:   append([]StepKind{StepBuild}, replaceSteps...),
+		},
+		{
+			name:    "deleted_outside_sbx",
+			caps:    DockerCaps(),
+			applied: baseSpec(),
+			steps:   []StepKind{StepCreate, StepSetNetwork, StepSetSecrets, StepVerify, StepRecord},
+		},
+		{
+			name:    "resources_in_place_on_docker",
+			caps:    DockerCaps(),
+			applied: baseSpec(),
+			live:    asIs,
+			want: func(sb *spec.Spec) {
+				sb.Resources = spec.Resources{CPUs: 2, Memory: 8 << 30}
+			},
+			steps: []StepKind{StepUpdateResources, StepVerify, StepRecord},
+		},
+		{
+			name:    "runtime_ignored_outside_docker",
+			caps:    SbxCaps(),
+			applied: baseSpec(),
+			live:    asIs,
+			want:    func(sb *spec.Spec) { sb.Docker.Runtime = "runsc" },
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			want := baseSpec()
+			if tc.want != nil {
+				tc.want(want)
+			}
+			d := desiredOf(t, want)
+			d.BuildHash = tc.build
+			live := map[string]*Live{}
+			records := map[string]*Record{}
+			if tc.applied != nil {
+				r := recordOf(t, tc.caps, tc.applied, tc.appliedSecrets)
+				if tc.applied.Template.Build != nil {
+					r.BuildHash = "sha256:1111"
+				}
+				records["api"] = r
+			}
+			if tc.live != nil {
+				from := tc.applied
+				if from == nil {
+					from = baseSpec()
+				}
+				live["api"] = tc.live(liveOf(from))
+			}
+			p := Plan([]Desired{d}, live, records, tc.caps, Options{Adopt: tc.adopt, DriverVersion: "1.0.0"})
+			if diff := cmp.Diff(tc.errs, p.Errors, cmpEmpty); diff != "" {
+				t.Errorf("errors (-want +got):\n%s", diff)
+			}
+			var steps []StepKind
+			for _, c := range p.Sandboxes {
+				for _, s := range c.Steps {
+					steps = append(steps, s.Kind)
+				}
+			}
+			if diff := cmp.Diff(tc.steps, steps, cmpEmpty); diff != "" {
+				t.Errorf("steps (-want +got):\n%s", diff)
+			}
+			var buf bytes.Buffer
+			if err := Render(&buf, p, false); err != nil {
+				buf.WriteString("Error: " + err.Error() + "\n")
+			}
+			assertNoSecrets(t, buf.String())
+			golden(t, filepath.Join("testdata", "plan", tc.name+".golden"), buf.String())
+		})
+	}
+}
+
+func withBuild(sb *spec.Spec) {
+	sb.Template = spec.Template{Image: "myorg/agent:1", Build: &spec.Build{Context: "/src/api/.sandbox", Dockerfile: "Dockerfile"}}
+}
+
+// cmpEmpty treats nil and empty slices alike.
+var cmpEmpty = cmp.FilterValues(func(a, b any) bool {
+	return isEmptySlice(a) && isEmptySlice(b)
+}, cmp.Ignore())
+
+func isEmptySlice(v any) bool {
+	switch s := v.(type) {
+	case []string:
+		return len(s) == 0
+	case []StepKind:
+		return len(s) == 0
+	}
+	return false
+}
+
+// assertNoSecrets fails when a sensitive value or a secret leaks into out.
+func assertNoSecrets(t *testing.T, out string) {
+	t.Helper()
+	for _, v := range []string{"postgresql://", "ghp_", "npm_secret_value", "old_secret_value"} {
+		if strings.Contains(out, v) {
+			t.Errorf("output contains sensitive value %q:\n%s", v, out)
+		}
+	}
+}
+
+func golden(t *testing.T, path, got string) {
+	t.Helper()
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if diff := cmp.Diff(string(want), got); diff != "" {
+		t.Errorf("%s (-want +got):\n%s", path, diff)
+	}
+}

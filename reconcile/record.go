@@ -1,0 +1,480 @@
+package reconcile
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/sbxhq/sbx/spec"
+)
+
+// ManagedBy is sbx's identity marker, stored in every record (and, by the
+// docker driver, in a label) so sbx can tell the sandboxes it created from
+// others.
+const ManagedBy = "github.com/sbxhq/sbx"
+
+// RecordVersion is the format version of records this sbx writes.
+const RecordVersion = "1"
+
+// fingerprintPrefix starts every keyed fingerprint.
+const fingerprintPrefix = "hmac-sha256:"
+
+// Record is what sbx remembers about a sandbox it applied: a redacted copy of
+// the applied config and keyed fingerprints of every env value, every secret
+// value and every sensitive field. It never holds a secret or a sensitive
+// value.
+type Record struct {
+	ManagedBy     string `json:"managedBy"`
+	FormatVersion string `json:"formatVersion"`
+	Driver        string `json:"driver"`
+	Name          string `json:"name"`
+	// Config is the applied spec with each sensitive value replaced by its
+	// fingerprint (numbers and booleans by their zero value).
+	Config spec.Spec `json:"config"`
+	// Sensitive lists the field paths that were redacted, sorted.
+	Sensitive []string `json:"sensitive,omitempty"`
+	// Fingerprints maps "env.NAME", "secrets.NAME" and each sensitive path to
+	// "hmac-sha256:<hex>".
+	Fingerprints map[string]string `json:"fingerprints,omitempty"`
+	// BuildHash is the content hash of the template's build context.
+	BuildHash string `json:"buildHash,omitempty"`
+}
+
+// Key is the per-machine secret that keys fingerprints, so a stored
+// fingerprint of a low-entropy secret cannot be brute-forced offline.
+type Key []byte
+
+// KeySize is the length of a Key in bytes.
+const KeySize = 32
+
+// Fingerprint returns HMAC-SHA256(key, path NUL value) as "hmac-sha256:<hex>".
+// The path is mixed in so one value in two fields does not link them.
+func (k Key) Fingerprint(path, value string) string {
+	m := hmac.New(sha256.New, k)
+	m.Write([]byte(path))
+	m.Write([]byte{0})
+	m.Write([]byte(value))
+	return fingerprintPrefix + hex.EncodeToString(m.Sum(nil))
+}
+
+// Desired is one sandbox as sandbox.yaml wants it, with the fingerprints the
+// planner compares non-readable values by. Secret values never enter it.
+type Desired struct {
+	Spec *spec.Spec
+	// Fingerprints maps "env.NAME", "secrets.NAME" and each sensitive path to
+	// its keyed fingerprint.
+	Fingerprints map[string]string
+	// BuildHash is the content hash of the template's build context, ""
+	// without a build.
+	BuildHash string
+}
+
+// NewDesired fingerprints sb's env values, the values of its secrets and its
+// sensitive fields with key. Every declared secret must have a value.
+func NewDesired(sb *spec.Spec, key Key, secrets Secrets, buildHash string) (Desired, error) {
+	fp := map[string]string{}
+	for k, v := range sb.Env {
+		fp["env."+k] = key.Fingerprint("env."+k, v)
+	}
+	for name := range sb.Secrets {
+		v, ok := secrets[name]
+		if !ok {
+			return Desired{}, fmt.Errorf("sandbox %q: secret %s has no value", sb.Name, name)
+		}
+		fp["secrets."+name] = key.Fingerprint("secrets."+name, v)
+	}
+	tree, err := toTree(sb)
+	if err != nil {
+		return Desired{}, err
+	}
+	for path := range sb.Sensitive {
+		if strings.HasPrefix(path, "env.") {
+			continue
+		}
+		if v, ok := lookupPath(tree, path); ok {
+			b, _ := json.Marshal(v)
+			fp[path] = key.Fingerprint(path, string(b))
+		}
+	}
+	return Desired{Spec: sb, Fingerprints: fp, BuildHash: buildHash}, nil
+}
+
+// newRecord builds the record apply writes for d: pure, no key needed, since
+// d carries the fingerprints.
+func newRecord(driver string, d Desired) (*Record, error) {
+	tree, err := toTree(d.Spec)
+	if err != nil {
+		return nil, err
+	}
+	var sens []string
+	for path := range d.Spec.Sensitive {
+		sens = append(sens, path)
+	}
+	sort.Strings(sens)
+	for _, path := range sens {
+		redactPath(tree, path, d.Fingerprints[path])
+	}
+	b, err := json.Marshal(tree)
+	if err != nil {
+		return nil, err
+	}
+	r := &Record{
+		ManagedBy: ManagedBy, FormatVersion: RecordVersion, Driver: driver, Name: d.Spec.Name,
+		Sensitive: sens, BuildHash: d.BuildHash, Fingerprints: map[string]string{},
+	}
+	if err := json.Unmarshal(b, &r.Config); err != nil {
+		return nil, fmt.Errorf("redact sandbox %q: %w", d.Spec.Name, err)
+	}
+	for k, v := range d.Fingerprints {
+		r.Fingerprints[k] = v
+	}
+	return r, nil
+}
+
+func (r *Record) sensitive(path string) bool {
+	for _, p := range r.Sensitive {
+		if coversPath(p, path) {
+			return true
+		}
+	}
+	return false
+}
+
+// toTree turns a spec into its generic JSON tree.
+func toTree(sb *spec.Spec) (map[string]any, error) {
+	b, err := json.Marshal(sb)
+	if err != nil {
+		return nil, err
+	}
+	var tree map[string]any
+	if err := json.Unmarshal(b, &tree); err != nil {
+		return nil, err
+	}
+	return tree, nil
+}
+
+// splitPath splits "mounts[0].source" into "mounts", "0", "source". A map
+// key (env.NAME) is everything after the first dot of its parent.
+func splitPath(path string) []string {
+	var out []string
+	for _, part := range strings.Split(path, ".") {
+		for {
+			i := strings.IndexByte(part, '[')
+			if i < 0 {
+				break
+			}
+			j := strings.IndexByte(part[i:], ']')
+			if j < 0 {
+				break
+			}
+			if i > 0 {
+				out = append(out, part[:i])
+			}
+			out = append(out, part[i+1:i+j])
+			part = part[i+j+1:]
+		}
+		if part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
+}
+
+func lookupPath(tree any, path string) (any, bool) {
+	cur := tree
+	for _, seg := range splitPath(path) {
+		switch c := cur.(type) {
+		case map[string]any:
+			v, ok := c[seg]
+			if !ok {
+				return nil, false
+			}
+			cur = v
+		case []any:
+			i, err := strconv.Atoi(seg)
+			if err != nil || i < 0 || i >= len(c) {
+				return nil, false
+			}
+			cur = c[i]
+		default:
+			return nil, false
+		}
+	}
+	return cur, true
+}
+
+// redactPath replaces the value at path: strings by fp, numbers and
+// booleans by their zero value, containers recursively.
+func redactPath(tree map[string]any, path, fp string) {
+	segs := splitPath(path)
+	if len(segs) == 0 {
+		return
+	}
+	var parent any = tree
+	for _, seg := range segs[:len(segs)-1] {
+		v, ok := lookupPath(parent, seg)
+		if !ok {
+			return
+		}
+		parent = v
+	}
+	last := segs[len(segs)-1]
+	switch p := parent.(type) {
+	case map[string]any:
+		if v, ok := p[last]; ok {
+			if nv, keep := redactValue(v, fp); keep {
+				p[last] = nv
+			} else {
+				delete(p, last)
+			}
+		}
+	case []any:
+		if i, err := strconv.Atoi(last); err == nil && i >= 0 && i < len(p) {
+			nv, _ := redactValue(p[i], fp)
+			p[i] = nv
+		}
+	}
+}
+
+func redactValue(v any, fp string) (any, bool) {
+	switch x := v.(type) {
+	case string:
+		return fp, true
+	case map[string]any:
+		for k, e := range x {
+			if nv, keep := redactValue(e, fp); keep {
+				x[k] = nv
+			} else {
+				delete(x, k)
+			}
+		}
+		return x, true
+	case []any:
+		for i, e := range x {
+			x[i], _ = redactValue(e, fp)
+		}
+		return x, true
+	}
+	return nil, false
+}
+
+// coversPath reports whether a sensitive path p covers path: the same
+// field, a part of it, or a field containing it.
+func coversPath(p, path string) bool {
+	if p == path {
+		return true
+	}
+	within := func(a, b string) bool { // a inside b
+		return strings.HasPrefix(a, b+".") || strings.HasPrefix(a, b+"[")
+	}
+	return within(path, p) || within(p, path)
+}
+
+// Store keeps records and the fingerprint key of the CLI drivers, whose
+// backends have no labels, under a state directory ($SBX_STATE_DIR, default
+// $XDG_STATE_HOME/sbx, else ~/.local/state/sbx; see DefaultStateDir):
+//
+//	DIR/            0700
+//	DIR/key         0600, 32 random bytes, hex, created once
+//	DIR/records/DRIVER/NAME.json  0600, one Record
+//	DIR/locks/NAME.lock           0600, see Lock
+type Store struct {
+	Dir string
+}
+
+// DefaultStateDir is where state lives when the caller has no
+// $SBX_STATE_DIR: $XDG_STATE_HOME/sbx, else HOME/.local/state/sbx.
+func DefaultStateDir(getenv func(string) string) (string, error) {
+	if d := getenv("SBX_STATE_DIR"); d != "" {
+		return d, nil
+	}
+	if d := getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "sbx"), nil
+	}
+	home := getenv("HOME")
+	if home == "" {
+		return "", errors.New("cannot find a state directory: set SBX_STATE_DIR, XDG_STATE_HOME or HOME")
+	}
+	return filepath.Join(home, ".local", "state", "sbx"), nil
+}
+
+// OpenStore creates dir (0700) when needed and returns its Store.
+func OpenStore(dir string) (*Store, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("state directory: %w", err)
+	}
+	return &Store{Dir: dir}, nil
+}
+
+func (s *Store) keyPath() string { return filepath.Join(s.Dir, "key") }
+
+func (s *Store) recordPath(driver, name string) string {
+	return filepath.Join(s.Dir, "records", driver, name+".json")
+}
+
+// Key returns the machine's fingerprint key, creating it on first use. The
+// key is written to a temporary file and linked into place, which fails if
+// the key exists (the O_EXCL guarantee without a window where another
+// process could read a half-written key); the loser reads the winner's key.
+func (s *Store) Key() (Key, error) {
+	if k, err := s.readKey(); err == nil || !errors.Is(err, fs.ErrNotExist) {
+		return k, err
+	}
+	k := make(Key, KeySize)
+	if _, err := rand.Read(k); err != nil {
+		return nil, err
+	}
+	tmp, err := s.writeTemp(s.Dir, "key", []byte(hex.EncodeToString(k)+"\n"))
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(tmp)
+	if err := os.Link(tmp, s.keyPath()); err != nil && !errors.Is(err, fs.ErrExist) {
+		return nil, fmt.Errorf("create key: %w", err)
+	}
+	return s.readKey()
+}
+
+func (s *Store) readKey() (Key, error) {
+	b, err := os.ReadFile(s.keyPath())
+	if err != nil {
+		return nil, err
+	}
+	k, err := hex.DecodeString(strings.TrimSpace(string(b)))
+	if err != nil || len(k) != KeySize {
+		return nil, fmt.Errorf("key file %s is corrupt: want %d hex-encoded bytes", s.keyPath(), KeySize)
+	}
+	return k, nil
+}
+
+// writeTemp writes data to a new 0600 file in dir and syncs it.
+func (s *Store) writeTemp(dir, prefix string, data []byte) (string, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	f, err := os.CreateTemp(dir, "."+prefix+".tmp-*")
+	if err != nil {
+		return "", err
+	}
+	name := f.Name()
+	if err := f.Chmod(0o600); err == nil {
+		_, err = f.Write(data)
+		if err == nil {
+			err = f.Sync()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			return name, nil
+		}
+	} else {
+		f.Close()
+	}
+	os.Remove(name)
+	return "", err
+}
+
+// Get returns the record of a sandbox, nil when there is none.
+func (s *Store) Get(driver, name string) (*Record, error) {
+	b, err := os.ReadFile(s.recordPath(driver, name))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var r Record
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("record %s: %w", s.recordPath(driver, name), err)
+	}
+	if r.ManagedBy != ManagedBy {
+		return nil, fmt.Errorf("record %s: not written by sbx", s.recordPath(driver, name))
+	}
+	return &r, nil
+}
+
+// Records returns the records of the named sandboxes that have one.
+func (s *Store) Records(driver string, names []string) (map[string]*Record, error) {
+	out := map[string]*Record{}
+	for _, n := range names {
+		r, err := s.Get(driver, n)
+		if err != nil {
+			return nil, err
+		}
+		if r != nil {
+			out[n] = r
+		}
+	}
+	return out, nil
+}
+
+// Put writes r atomically: a synced temporary file renamed over the old
+// record, so an interrupted apply leaves the old record or the new one,
+// never half of one.
+func (s *Store) Put(r *Record) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	path := s.recordPath(r.Driver, r.Name)
+	tmp, err := s.writeTemp(filepath.Dir(path), r.Name, append(b, '\n'))
+	if err != nil {
+		return fmt.Errorf("write record: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write record: %w", err)
+	}
+	return nil
+}
+
+// Delete removes a sandbox's record; a missing record is not an error.
+func (s *Store) Delete(driver, name string) error {
+	err := os.Remove(s.recordPath(driver, name))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+// Check reports state files that others could read or write: directories
+// must be 0700 and files 0600 (no group or other bits).
+func (s *Store) Check() error {
+	var problems []string
+	err := filepath.WalkDir(s.Dir, func(path string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := e.Info()
+		if err != nil {
+			return err
+		}
+		mode := info.Mode().Perm()
+		if mode&0o077 != 0 {
+			want := fs.FileMode(0o600)
+			if e.IsDir() {
+				want = 0o700
+			}
+			problems = append(problems, fmt.Sprintf("%s has mode %04o, want %04o", path, mode, want))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("state directory is not private: %s", strings.Join(problems, "; "))
+	}
+	return nil
+}

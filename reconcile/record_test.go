@@ -1,0 +1,200 @@
+package reconcile
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func mode(t *testing.T, path string) os.FileMode {
+	t.Helper()
+	info, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.Mode().Perm()
+}
+
+func TestStorePermissionsAndRoundTrip(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	st, err := OpenStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Key(); err != nil {
+		t.Fatal(err)
+	}
+	rec := recordOf(t, SbxCaps(), baseSpec(), nil)
+	if err := st.Put(rec); err != nil {
+		t.Fatal(err)
+	}
+	checks := map[string]os.FileMode{
+		dir:                                  0o700,
+		filepath.Join(dir, "key"):            0o600,
+		filepath.Join(dir, "records", "sbx"): 0o700,
+		filepath.Join(dir, "records", "sbx", "api.json"): 0o600,
+	}
+	for path, want := range checks {
+		if got := mode(t, path); got != want {
+			t.Errorf("%s: mode %04o, want %04o", path, got, want)
+		}
+	}
+	if err := st.Check(); err != nil {
+		t.Errorf("Check: %v", err)
+	}
+	got, err := st.Get("sbx", "api")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(rec, got); diff != "" {
+		t.Errorf("record round trip (-want +got):\n%s", diff)
+	}
+	if r, err := st.Get("docker-sandbox", "api"); r != nil || err != nil {
+		t.Errorf("record of another driver: %v, %v", r, err)
+	}
+
+	if err := os.Chmod(filepath.Join(dir, "records", "sbx", "api.json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Check(); err == nil || !strings.Contains(err.Error(), "api.json has mode 0644, want 0600") {
+		t.Errorf("Check after chmod: %v", err)
+	}
+}
+
+func TestStorePutIsAtomic(t *testing.T) {
+	st, _ := OpenStore(t.TempDir())
+	old := recordOf(t, SbxCaps(), baseSpec(), nil)
+	if err := st.Put(old); err != nil {
+		t.Fatal(err)
+	}
+	// A write interrupted before its rename leaves only a temporary file,
+	// which readers never see.
+	recDir := filepath.Join(st.Dir, "records", "sbx")
+	if err := os.WriteFile(filepath.Join(recDir, ".api.tmp-123"), []byte(`{"half`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.Get("sbx", "api")
+	if err != nil || got == nil {
+		t.Fatalf("Get after interrupted write: %v, %v", got, err)
+	}
+	next := baseSpec()
+	next.Env["NODE_ENV"] = "production"
+	if err := st.Put(recordOf(t, SbxCaps(), next, nil)); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = st.Get("sbx", "api")
+	if got.Config.Env["NODE_ENV"] != "production" {
+		t.Errorf("record not replaced: %v", got.Config.Env)
+	}
+	entries, _ := os.ReadDir(recDir)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	// Put leaves no temporary file of its own behind.
+	if diff := cmp.Diff([]string{".api.tmp-123", "api.json"}, names); diff != "" {
+		t.Errorf("files (-want +got):\n%s", diff)
+	}
+}
+
+func TestStoreKeyIsCreatedOnceAndReused(t *testing.T) {
+	dir := t.TempDir()
+	st1, _ := OpenStore(dir)
+	k1, err := st1.Key()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(k1) != KeySize {
+		t.Fatalf("key has %d bytes", len(k1))
+	}
+	st2, _ := OpenStore(dir)
+	k2, err := st2.Key()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(k1, k2) {
+		t.Error("second Key() made a new key")
+	}
+	other, _ := OpenStore(t.TempDir())
+	k3, _ := other.Key()
+	if bytes.Equal(k1, k3) {
+		t.Error("two machines share a key")
+	}
+}
+
+func TestFingerprintIsKeyed(t *testing.T) {
+	value := "hunter2"
+	plain := sha256.Sum256([]byte(value))
+	fp := testKey.Fingerprint("env.PASSWORD", value)
+	if strings.Contains(fp, hex.EncodeToString(plain[:])) {
+		t.Error("fingerprint is a plain SHA-256 of the value")
+	}
+	if !strings.HasPrefix(fp, "hmac-sha256:") || len(fp) != len("hmac-sha256:")+64 {
+		t.Errorf("fingerprint %q", fp)
+	}
+	if fp == Key(bytes.Repeat([]byte{8}, KeySize)).Fingerprint("env.PASSWORD", value) {
+		t.Error("fingerprint does not depend on the key")
+	}
+	if fp != testKey.Fingerprint("env.PASSWORD", value) {
+		t.Error("fingerprint is not deterministic")
+	}
+}
+
+func TestRecordIsRedacted(t *testing.T) {
+	sb := baseSpec()
+	sb.Template.Image = "registry.internal/secret-team/agent:1"
+	sb.Sensitive["template.image"] = true
+	r := recordOf(t, SbxCaps(), sb, nil)
+	st, _ := OpenStore(t.TempDir())
+	if err := st.Put(r); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(st.Dir, "records", "sbx", "api.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, leak := range []string{"postgresql://", "ghp_secret_value", "secret-team"} {
+		if bytes.Contains(b, []byte(leak)) {
+			t.Errorf("record contains %q:\n%s", leak, b)
+		}
+	}
+	for _, want := range []string{`"managedBy": "github.com/sbxhq/sbx"`, `"secrets.GITHUB_TOKEN": "hmac-sha256:`, `"NODE_ENV": "development"`} {
+		if !bytes.Contains(b, []byte(want)) {
+			t.Errorf("record lacks %s:\n%s", want, b)
+		}
+	}
+	// The redacted field still compares: planning the same spec is a no-op.
+	live := liveOf(sb)
+	p := Plan([]Desired{desiredOf(t, sb)}, map[string]*Live{"api": live}, map[string]*Record{"api": r}, SbxCaps(), Options{})
+	if !p.Empty() {
+		var buf bytes.Buffer
+		Render(&buf, p, false)
+		t.Errorf("plan not empty:\n%s", buf.String())
+	}
+}
+
+func TestDefaultStateDir(t *testing.T) {
+	tests := []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"SBX_STATE_DIR": "/s", "XDG_STATE_HOME": "/x", "HOME": "/h"}, "/s"},
+		{map[string]string{"XDG_STATE_HOME": "/x", "HOME": "/h"}, "/x/sbx"},
+		{map[string]string{"HOME": "/h"}, "/h/.local/state/sbx"},
+	}
+	for _, tc := range tests {
+		got, err := DefaultStateDir(func(k string) string { return tc.env[k] })
+		if err != nil || got != tc.want {
+			t.Errorf("%v: got %q, %v; want %q", tc.env, got, err, tc.want)
+		}
+	}
+	if _, err := DefaultStateDir(func(string) string { return "" }); err == nil {
+		t.Error("no error without HOME")
+	}
+}

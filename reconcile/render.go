@@ -1,0 +1,246 @@
+package reconcile
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"unicode/utf8"
+)
+
+// ANSI colours, used only when the caller asks (a terminal without
+// NO_COLOR).
+const (
+	ansiReset  = "\x1b[0m"
+	ansiBold   = "\x1b[1m"
+	ansiRed    = "\x1b[31m"
+	ansiGreen  = "\x1b[32m"
+	ansiYellow = "\x1b[33m"
+)
+
+// replaceNote is printed under every replaced sandbox.
+const replaceNote = "note: replacing deletes what was installed inside the sandbox; workspace files on the host are kept"
+
+const destroyNote = "note: destroying deletes what was installed inside the sandbox; workspace files on the host are kept"
+
+// Render writes the plan for people: drift first ("Changed outside sbx"),
+// then each sandbox's action with its field changes, then the summary line.
+// Sensitive values show as "(sensitive)". A plan with errors is not
+// rendered: Render returns p.Err() and writes nothing.
+func Render(w io.Writer, p *Changes, color bool) error {
+	if err := p.Err(); err != nil {
+		return err
+	}
+	r := &renderer{color: color}
+	r.render(p)
+	_, err := io.WriteString(w, r.b.String())
+	return err
+}
+
+type renderer struct {
+	b     strings.Builder
+	color bool
+}
+
+func (r *renderer) paint(code, s string) string {
+	if !r.color {
+		return s
+	}
+	return code + s + ansiReset
+}
+
+func (r *renderer) symbol(sym string) string {
+	switch strings.TrimSpace(sym) {
+	case "+":
+		return r.paint(ansiGreen, sym)
+	case "-":
+		return r.paint(ansiRed, sym)
+	case "~":
+		return r.paint(ansiYellow, sym)
+	case "-/+":
+		return r.paint(ansiRed, "-") + r.paint(ansiYellow, "/") + r.paint(ansiGreen, "+")
+	}
+	return sym
+}
+
+func (r *renderer) printf(format string, args ...any) { fmt.Fprintf(&r.b, format, args...) }
+
+func (r *renderer) render(p *Changes) {
+	var changed, unchanged []string
+	for _, c := range p.Sandboxes {
+		if c.Action == ActionNoOp {
+			unchanged = append(unchanged, fmt.Sprintf("%q", c.Sandbox))
+		} else {
+			changed = append(changed, c.Sandbox)
+		}
+	}
+	if len(changed) == 0 {
+		r.noChanges(p, unchanged)
+		return
+	}
+	r.drift(p)
+	driver := p.Driver
+	if p.DriverVersion != "" {
+		driver += " " + p.DriverVersion
+	}
+	r.printf("%s\n\n", r.paint(ansiBold, fmt.Sprintf("sbx will perform the following actions (driver: %s):", driver)))
+	var widens []string
+	for _, c := range p.Sandboxes {
+		if c.Action == ActionNoOp {
+			continue
+		}
+		r.sandbox(c)
+		if c.WidensEgress() {
+			widens = append(widens, fmt.Sprintf("%q", c.Sandbox))
+		}
+	}
+	if len(widens) > 0 {
+		r.printf("Warning: this plan widens the network egress of sandbox %s (marked \"widens egress\").\n\n", strings.Join(widens, ", "))
+	}
+	create, update, replace, destroy := p.Count()
+	r.printf("%s\n", r.paint(ansiBold, fmt.Sprintf("Plan: %d to create, %d to update, %d to replace, %d to destroy.", create, update, replace, destroy)))
+}
+
+func (r *renderer) noChanges(p *Changes, names []string) {
+	if p.Kind == "destroy" {
+		switch len(names) {
+		case 0:
+			r.printf("No changes. Nothing to destroy.\n")
+		case 1:
+			r.printf("No changes. Sandbox %s does not exist.\n", names[0])
+		default:
+			r.printf("No changes. Sandboxes %s do not exist.\n", strings.Join(names, ", "))
+		}
+		return
+	}
+	switch len(names) {
+	case 0:
+		r.printf("No changes.\n")
+	case 1:
+		r.printf("No changes. Sandbox %s matches sandbox.yaml.\n", names[0])
+	default:
+		r.printf("No changes. Sandboxes %s match sandbox.yaml.\n", strings.Join(names, ", "))
+	}
+}
+
+func (r *renderer) drift(p *Changes) {
+	any := false
+	for _, c := range p.Sandboxes {
+		if len(c.Drift) > 0 || c.Deleted {
+			any = true
+		}
+	}
+	if !any {
+		return
+	}
+	r.printf("%s\n\n", r.paint(ansiBold, "Changed outside sbx (apply restores the values in sandbox.yaml):"))
+	for _, c := range p.Sandboxes {
+		switch {
+		case c.Deleted:
+			r.printf("  # sandbox %q has been deleted\n\n", c.Sandbox)
+		case len(c.Drift) > 0:
+			r.printf("  # sandbox %q has changed\n", c.Sandbox)
+			r.diffs(c.Drift, false)
+			r.printf("\n")
+		}
+	}
+}
+
+func (r *renderer) sandbox(c *SandboxChange) {
+	q := fmt.Sprintf("%q", c.Sandbox)
+	var header, sym string
+	switch c.Action {
+	case ActionCreate:
+		header, sym = "will be created", "  +"
+	case ActionUpdate:
+		header, sym = "will be updated in-place", "  ~"
+		if c.Adopt {
+			header = "will be adopted and updated in-place"
+			if len(c.Changes) == 0 {
+				header = "will be adopted (no change to the sandbox)"
+			}
+		}
+	case ActionReplace:
+		header, sym = "must be replaced", "-/+"
+	case ActionDestroy:
+		header, sym = "will be destroyed", "  -"
+		if c.Deleted {
+			header = "no longer exists; sbx forgets it"
+		}
+	}
+	r.printf("  %s\n", r.paint(ansiBold, "# sandbox "+q+" "+header))
+	for _, reason := range c.Reasons {
+		r.printf("  # (because %s)\n", reason)
+	}
+	r.printf("%s sandbox %s\n", r.symbol(sym), q)
+	r.diffs(c.Changes, true)
+	for _, n := range c.Notes {
+		r.printf("    note: %s\n", n)
+	}
+	switch c.Action {
+	case ActionReplace:
+		r.printf("    %s\n", replaceNote)
+	case ActionDestroy:
+		if !c.Deleted {
+			r.printf("    %s\n", destroyNote)
+		}
+	}
+	r.printf("\n")
+}
+
+// diffs writes one line per diff, annotations aligned in one column.
+func (r *renderer) diffs(ds []Diff, annotate bool) {
+	width := 0
+	for _, d := range ds {
+		if n := utf8.RuneCountInString(d.String()); n > width {
+			width = n
+		}
+	}
+	for _, d := range ds {
+		s := d.String()
+		line := r.symbol(d.Op.Symbol()) + s[len(d.Op.Symbol()):]
+		if a := d.annotations(); annotate && len(a) > 0 {
+			line += strings.Repeat(" ", width-utf8.RuneCountInString(s)+5) + "# " + strings.Join(a, "; ")
+		}
+		r.printf("      %s\n", line)
+	}
+}
+
+// planDoc is the JSON document: the plan plus a redundant summary, so
+// consumers need not count.
+type planDoc struct {
+	*planFields
+	Summary      summary `json:"summary"`
+	Applyable    bool    `json:"applyable"`
+	WidensEgress bool    `json:"widens_egress"`
+}
+
+// planFields has Changes' fields without its methods, so encoding does not
+// recurse.
+type planFields Changes
+
+type summary struct {
+	Create  int `json:"create"`
+	Update  int `json:"update"`
+	Replace int `json:"replace"`
+	Destroy int `json:"destroy"`
+}
+
+// WriteJSON writes the plan as a versioned JSON document
+// ({"format_version": "1", ...}; see docs/plan-json.md). Save writes the same
+// document.
+func WriteJSON(w io.Writer, p *Changes) error {
+	d := planDoc{planFields: (*planFields)(p), Applyable: len(p.Errors) == 0}
+	d.Summary.Create, d.Summary.Update, d.Summary.Replace, d.Summary.Destroy = p.Count()
+	for _, c := range p.Sandboxes {
+		if c.WidensEgress() {
+			d.WidensEgress = true
+		}
+	}
+	b, err := json.MarshalIndent(d, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
