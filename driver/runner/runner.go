@@ -1,0 +1,175 @@
+// Package runner runs backend commands (docker, Docker's sbx) for the
+// drivers: every command with a context, its failure as an error that shows
+// the command and its stderr, and, when tracing, a transcript with secret
+// values redacted (SBX_TRACE) that can become a test fixture.
+package runner
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Runner runs commands. The zero value runs them untraced.
+type Runner struct {
+	// Trace, when set, receives one entry per command: its argv, exit code
+	// and output, with Redact values replaced.
+	Trace io.Writer
+	// Env, when set, is the environment commands run with (os/exec's
+	// Cmd.Env); nil inherits sbx's own.
+	Env []string
+
+	mu     sync.Mutex
+	redact []string
+}
+
+// Redact registers values (secrets) that must never appear in a trace or an
+// error message.
+func (r *Runner) Redact(values ...string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, v := range values {
+		if v != "" {
+			r.redact = append(r.redact, v)
+		}
+	}
+}
+
+// Cmd describes one command.
+type Cmd struct {
+	Args   []string // Args[0] is the program
+	Stdin  io.Reader
+	Env    []string // extra NAME=VALUE entries on top of the runner's
+	Stdout io.Writer
+	Stderr io.Writer
+}
+
+// Error is a failed command: what ran, how it ended and what it said.
+type Error struct {
+	Args     []string
+	ExitCode int // -1 when it did not start or was killed
+	Stderr   string
+	Err      error
+}
+
+func (e *Error) Error() string {
+	msg := Quote(e.Args)
+	if e.ExitCode >= 0 {
+		msg += fmt.Sprintf(": exit status %d", e.ExitCode)
+	} else if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	if s := strings.TrimSpace(e.Stderr); s != "" {
+		msg += ": " + s
+	}
+	return msg
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Output runs a command and returns its standard output. A non-zero exit is
+// an *Error carrying stderr.
+func (r *Runner) Output(ctx context.Context, args ...string) ([]byte, error) {
+	var out bytes.Buffer
+	err := r.Run(ctx, Cmd{Args: args, Stdout: &out})
+	return out.Bytes(), err
+}
+
+// Run runs c. Output goes to c.Stdout/c.Stderr when set (streaming, for
+// interactive commands) and is captured for the trace and the error.
+func (r *Runner) Run(ctx context.Context, c Cmd) error {
+	if len(c.Args) == 0 {
+		return errors.New("runner: empty command")
+	}
+	cmd := exec.CommandContext(ctx, c.Args[0], c.Args[1:]...)
+	cmd.Stdin = c.Stdin
+	if r.Env != nil || c.Env != nil {
+		env := r.Env
+		if env == nil {
+			env = cmd.Environ()
+		}
+		cmd.Env = append(append([]string(nil), env...), c.Env...)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout = tee(&stdout, c.Stdout)
+	cmd.Stderr = tee(&stderr, c.Stderr)
+	start := time.Now()
+	err := cmd.Run()
+	code := -1
+	if cmd.ProcessState != nil {
+		code = cmd.ProcessState.ExitCode()
+	}
+	r.trace(c.Args, code, time.Since(start), stdout.String(), stderr.String(), err)
+	if err != nil {
+		return &Error{Args: r.scrubAll(c.Args), ExitCode: code, Stderr: r.scrub(stderr.String()), Err: err}
+	}
+	return nil
+}
+
+func tee(buf *bytes.Buffer, w io.Writer) io.Writer {
+	if w == nil {
+		return buf
+	}
+	return io.MultiWriter(buf, w)
+}
+
+func (r *Runner) trace(args []string, code int, d time.Duration, stdout, stderr string, err error) {
+	if r.Trace == nil {
+		return
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "$ %s\n", r.scrub(Quote(args)))
+	for _, part := range []struct{ name, text string }{{"stdout", stdout}, {"stderr", stderr}} {
+		if part.text == "" {
+			continue
+		}
+		fmt.Fprintf(&b, "# %s:\n", part.name)
+		for _, line := range strings.SplitAfter(strings.TrimSuffix(r.scrub(part.text), "\n"), "\n") {
+			b.WriteString("| " + line)
+		}
+		b.WriteString("\n")
+	}
+	if err != nil && code < 0 {
+		fmt.Fprintf(&b, "# error: %s\n", r.scrub(err.Error()))
+	}
+	fmt.Fprintf(&b, "# exit %d (%s)\n", code, d.Round(time.Millisecond))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	io.WriteString(r.Trace, b.String())
+}
+
+func (r *Runner) scrub(s string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, v := range r.redact {
+		s = strings.ReplaceAll(s, v, "[redacted]")
+	}
+	return s
+}
+
+func (r *Runner) scrubAll(args []string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = r.scrub(a)
+	}
+	return out
+}
+
+// Quote joins argv as a POSIX shell would need it typed.
+func Quote(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		if a != "" && strings.Trim(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:=,@%+") == "" {
+			q[i] = a
+		} else {
+			q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+	}
+	return strings.Join(q, " ")
+}
