@@ -11,6 +11,7 @@ require (
 )
 
 require (
+	github.com/moby/patternmatcher v0.6.1 // indirect
 	golang.org/x/sys v0.26.0 // indirect
 	golang.org/x/text v0.14.0 // indirect
 	golang.org/x/tools v0.26.0 // indirect

@@ -286,13 +286,14 @@ func inPlace(how string, readable bool) Cap {
 
 // SbxCaps is the table of the sbx driver (Docker's standalone sbx CLI),
 // from docker-sandboxes-cli.md §3.3 and §4.3. Resources are readable only
-// since 0.45 under unconfirmed field names, so they are compared with the
-// record.
+// since 0.45 under unconfirmed field names, and the template only through
+// a per-sandbox inspect, so both are compared with the record: a no-op plan
+// costs one listing and one policy read per sandbox.
 func SbxCaps() Caps {
 	const d = "sbx"
 	return Caps{Driver: d, Fields: map[Field]Cap{
 		FieldAgent:         replace(d, "the agent", true),
-		FieldTemplate:      replace(d, "the template", true),
+		FieldTemplate:      replace(d, "the template", false),
 		FieldWorkspace:     replace(d, "the workspace", true),
 		FieldMounts:        replace(d, "mounts", true),
 		FieldEnv:           replace(d, "env", false),

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/sbxhq/sbx/driver/runner"
 	"github.com/sbxhq/sbx/schema"
 )
 
@@ -26,6 +27,9 @@ type app struct {
 	stdout    io.Writer
 	stderr    io.Writer
 	lookupEnv func(string) (string, bool)
+
+	run     *runner.Runner // lazily made by runner()
+	closers []io.Closer    // closed when Main returns
 }
 
 // verb is one sbx command.
@@ -55,9 +59,16 @@ func (v *verb) run(ctx context.Context, a *app, args []string) int {
 
 func verbs() []*verb {
 	return []*verb{
+		planVerb(),
+		applyVerb(),
+		destroyVerb(),
+		statusVerb(),
+		shellVerb(),
+		netlogVerb(),
 		validateVerb(),
 		initVerb(),
 		schemaVerb(),
+		doctorVerb(),
 		versionVerb(),
 	}
 }
@@ -66,6 +77,11 @@ func verbs() []*verb {
 // code. It never calls os.Exit, so tests run it in-process.
 func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) int {
 	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, lookupEnv: lookupEnv}
+	defer func() {
+		for _, c := range a.closers {
+			c.Close()
+		}
+	}()
 	if len(args) == 0 {
 		a.usage(stderr)
 		return exitError
@@ -87,6 +103,9 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	}
 	v := findVerb(name)
 	if v == nil {
+		if path, err := a.dockerSbx(); err == nil && !strings.HasPrefix(name, "-") {
+			return a.passThrough(ctx, path, args)
+		}
 		return a.unknown(name)
 	}
 	return v.run(ctx, a, args[1:])

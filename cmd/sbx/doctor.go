@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/sbxhq/sbx/reconcile"
+)
+
+func doctorVerb() *verb {
+	return &verb{
+		name:    "doctor",
+		summary: "check which backends are usable and that sbx is set up right",
+		usage:   "",
+		help: `Reports each driver (usable, with its version, or why not), whether Docker's
+own sbx shadows this one on PATH, the state directory's permissions, and
+for the docker driver whether the daemon has gVisor's runsc runtime. Exit
+status 0 when at least one driver is usable.`,
+		setup: func(fs *pflag.FlagSet) runFunc {
+			return func(ctx context.Context, a *app, args []string) int {
+				if len(args) > 0 {
+					return a.errorf("doctor takes no arguments")
+				}
+				return a.doctor(ctx)
+			}
+		},
+	}
+}
+
+func (a *app) doctor(ctx context.Context) int {
+	usable := 0
+	fmt.Fprintln(a.stdout, "Drivers:")
+	for _, name := range []string{"sbx", "docker-sandbox", "docker"} {
+		b, err := a.newBackend(name)
+		var v string
+		if err == nil {
+			v, err = b.Version(ctx)
+		}
+		if err != nil {
+			fmt.Fprintf(a.stdout, "  %-15s not usable: %v\n", name, err)
+			continue
+		}
+		usable++
+		fmt.Fprintf(a.stdout, "  %-15s usable (%s)\n", name, v)
+		if rc, ok := b.(runtimeChecker); ok {
+			ok, detail := rc.RuntimeCheck(ctx)
+			mark := "ok"
+			if !ok {
+				mark = "missing"
+			}
+			fmt.Fprintf(a.stdout, "  %-15s gVisor runtime (runsc): %s\n%s", "", mark, indent(detail, "    "))
+		}
+	}
+
+	fmt.Fprintln(a.stdout, "PATH:")
+	a.doctorPath()
+
+	fmt.Fprintln(a.stdout, "State:")
+	dir, err := reconcile.DefaultStateDir(a.getenv)
+	if err != nil {
+		fmt.Fprintf(a.stdout, "  %v\n", err)
+	} else if _, err := os.Stat(dir); err != nil {
+		fmt.Fprintf(a.stdout, "  %s does not exist yet (created on first apply)\n", dir)
+	} else if err := (&reconcile.Store{Dir: dir}).Check(); err != nil {
+		fmt.Fprintf(a.stdout, "  %s: %v\n", dir, err)
+	} else {
+		fmt.Fprintf(a.stdout, "  %s: permissions ok (0700 directories, 0600 files)\n", dir)
+	}
+	if usable == 0 {
+		fmt.Fprintln(a.stderr, "sbx: no usable driver; install Docker's sbx, Docker Desktop's sandbox plugin, or Docker Engine")
+		return exitError
+	}
+	return exitOK
+}
+
+// runtimeChecker is a backend that can say whether gVisor is available.
+type runtimeChecker interface {
+	RuntimeCheck(ctx context.Context) (ok bool, detail string)
+}
+
+// doctorPath explains which sbx a bare "sbx" runs.
+func (a *app) doctorPath() {
+	self, _ := os.Executable()
+	self, _ = filepath.EvalSymlinks(self)
+	var first string
+	for _, dir := range filepath.SplitList(a.getenv("PATH")) {
+		p := filepath.Join(dir, "sbx")
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+			first = p
+			break
+		}
+	}
+	docker, derr := a.dockerSbx()
+	switch real, _ := filepath.EvalSymlinks(first); {
+	case first == "":
+		fmt.Fprintf(a.stdout, "  this sbx (%s) is not on PATH; add its directory to PATH\n", self)
+	case real == self:
+		fmt.Fprintf(a.stdout, "  sbx on PATH is this one (%s)\n", first)
+	default:
+		fmt.Fprintf(a.stdout, "  problem: %s comes before this sbx (%s) on PATH, so typing sbx runs it\n"+
+			"  (Docker's CLI has the same name); put %s earlier in PATH\n", first, self, filepath.Dir(self))
+	}
+	if derr == nil {
+		fmt.Fprintf(a.stdout, "  Docker's sbx: %s (its verbs pass through: sbx login, sbx ls, ...)\n", docker)
+	} else {
+		fmt.Fprintf(a.stdout, "  Docker's sbx: not found\n")
+	}
+}
+
+func indent(s, prefix string) string {
+	if s == "" {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return prefix + strings.Join(lines, "\n"+prefix) + "\n"
+}

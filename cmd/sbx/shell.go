@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/pflag"
+
+	"github.com/sbxhq/sbx/driver/cliutil"
+	"github.com/sbxhq/sbx/spec"
+)
+
+// execer is a backend that runs commands inside a sandbox.
+type execer interface {
+	Exec(ctx context.Context, name string, argv []string, o cliutil.ExecOptions) (int, error)
+}
+
+// envPerExec is a backend that stores no env: the sandbox's env goes with
+// every exec.
+type envPerExec interface{ EnvPerExec() bool }
+
+// netlogger is a backend that can show a sandbox's network log.
+type netlogger interface {
+	NetLog(ctx context.Context, name string, asJSON, follow bool, w io.Writer) error
+}
+
+// defaultShell opens bash when the template has it, else sh.
+var defaultShell = []string{"sh", "-c", "if command -v bash >/dev/null 2>&1; then exec bash -l; else exec sh -l; fi"}
+
+func shellVerb() *verb {
+	return &verb{
+		name:    "shell",
+		summary: "open a shell (or run a command) inside the sandbox, with its secrets",
+		usage:   "[flags] [-- COMMAND [ARG...]]",
+		help: `Runs COMMAND (default: a login shell) inside the declared sandbox. Secrets
+are read on the host and passed as -e NAME with the value only in the
+environment of the backend's CLI, never in argv or the sandbox's
+configuration. The exit status is the command's.`,
+		setup: func(fs *pflag.FlagSet) runFunc {
+			t := &target{}
+			t.register(fs)
+			return func(ctx context.Context, a *app, args []string) int {
+				return a.shell(ctx, t, args)
+			}
+		},
+	}
+}
+
+// one opens the session of a verb that works on exactly one sandbox,
+// which must exist.
+func (a *app) one(ctx context.Context, t *target, needSecrets bool) (*session, *spec.Spec, error) {
+	s, err := a.open(ctx, t, "", needSecrets)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(s.specs) != 1 {
+		return nil, nil, fmt.Errorf("the files declare %d sandboxes; name one with -f", len(s.specs))
+	}
+	sp := s.specs[0]
+	if l := s.live[sp.Name]; l == nil || !l.Exists {
+		return nil, nil, fmt.Errorf("sandbox %q does not exist; create it with 'sbx apply'", sp.Name)
+	}
+	return s, sp, nil
+}
+
+func (a *app) shell(ctx context.Context, t *target, argv []string) int {
+	s, sp, err := a.one(ctx, t, true)
+	if err != nil {
+		return a.fail(err)
+	}
+	ex, ok := s.backend.(execer)
+	if !ok {
+		return a.errorf("the %s driver cannot run commands in a sandbox", s.backend.Name())
+	}
+	interactive := len(argv) == 0
+	if interactive {
+		argv = defaultShell
+	}
+	env := map[string]string{}
+	if pe, ok := s.backend.(envPerExec); ok && pe.EnvPerExec() {
+		for k, v := range sp.Env {
+			env[k] = v
+		}
+	}
+	for k, v := range s.secrets[sp.Name] {
+		env[k] = v
+	}
+	code, err := ex.Exec(ctx, sp.Name, argv, cliutil.ExecOptions{
+		Interactive: true,
+		TTY:         isTerminal(a.stdin) && isTerminal(a.stdout),
+		Env:         env,
+		Stdin:       a.stdin,
+		Stdout:      a.stdout,
+		Stderr:      a.stderr,
+	})
+	if err != nil {
+		return a.errorf("%v", err)
+	}
+	return code
+}
+
+func netlogVerb() *verb {
+	return &verb{
+		name:    "netlog",
+		summary: "show the sandbox's network log: what egress allowed and denied",
+		usage:   "[flags]",
+		setup: func(fs *pflag.FlagSet) runFunc {
+			t := &target{}
+			t.register(fs)
+			asJSON := fs.Bool("json", false, "one JSON object per line")
+			follow := fs.Bool("follow", false, "keep printing new entries (docker driver)")
+			return func(ctx context.Context, a *app, args []string) int {
+				if len(args) > 0 {
+					return a.errorf("netlog takes no arguments; name files with -f")
+				}
+				s, sp, err := a.one(ctx, t, false)
+				if err != nil {
+					return a.fail(err)
+				}
+				nl, ok := s.backend.(netlogger)
+				if !ok {
+					return a.errorf("the %s driver has no network log", s.backend.Name())
+				}
+				if err := nl.NetLog(ctx, sp.Name, *asJSON, *follow, a.stdout); err != nil && !errors.Is(err, context.Canceled) {
+					return a.errorf("%v", err)
+				}
+				return exitOK
+			}
+		},
+	}
+}

@@ -1,0 +1,158 @@
+// Package cliutil holds what the drivers of Docker's sandbox CLIs (sbx and
+// docker sandbox) share: defensive JSON extraction from CLI output that may
+// carry notices around the document, and version comparison.
+package cliutil
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/sbxhq/sbx/driver/runner"
+)
+
+// DecodeJSON decodes the first JSON document in out into v, skipping any
+// non-JSON lines before it (daemon start-up or update notices,
+// docker-sandboxes-cli.md §2.6) and ignoring anything after it.
+func DecodeJSON(out []byte, v any) error {
+	start := -1
+	for i := 0; i < len(out); {
+		line := out[i:]
+		if j := bytes.IndexByte(line, '\n'); j >= 0 {
+			line = line[:j]
+		}
+		t := bytes.TrimSpace(line)
+		if len(t) > 0 && (t[0] == '{' || t[0] == '[') {
+			start = i
+			break
+		}
+		i += len(line) + 1
+	}
+	if start < 0 {
+		return fmt.Errorf("no JSON in output %q", truncate(out))
+	}
+	dec := json.NewDecoder(bytes.NewReader(out[start:]))
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("cannot parse JSON output: %v", err)
+	}
+	return nil
+}
+
+func truncate(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if len(s) > 200 {
+		s = s[:200] + "..."
+	}
+	return s
+}
+
+// Version is a dotted release number.
+type Version [3]int
+
+// ParseVersion reads "v0.53.0", "0.53.0" or "v0.7.1-rc2" (the suffix is
+// ignored).
+func ParseVersion(s string) (Version, error) {
+	s = strings.TrimPrefix(strings.TrimSpace(s), "v")
+	if i := strings.IndexAny(s, "-+ "); i >= 0 {
+		s = s[:i]
+	}
+	parts := strings.Split(s, ".")
+	if len(parts) < 2 || len(parts) > 3 {
+		return Version{}, fmt.Errorf("not a version: %q", s)
+	}
+	var v Version
+	for i, p := range parts {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 0 {
+			return Version{}, fmt.Errorf("not a version: %q", s)
+		}
+		v[i] = n
+	}
+	return v, nil
+}
+
+// Less reports whether v is older than w.
+func (v Version) Less(w Version) bool {
+	for i := range v {
+		if v[i] != w[i] {
+			return v[i] < w[i]
+		}
+	}
+	return false
+}
+
+func (v Version) String() string { return fmt.Sprintf("%d.%d.%d", v[0], v[1], v[2]) }
+
+// ErrNotFound is returned (wrapped) when a backend says a sandbox does not
+// exist.
+var ErrNotFound = errors.New("sandbox not found")
+
+// ExecOptions configure running a command inside a sandbox.
+type ExecOptions struct {
+	Interactive, TTY bool
+	Workdir          string
+	// Env is passed as -e NAME with the value only in the environment of
+	// the CLI process, never in argv: secrets, and on backends without
+	// stored env, the sandbox's env.
+	Env            map[string]string
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+}
+
+// ExecArgs builds the flags docker-style exec commands share (`sbx exec`
+// and `docker sandbox exec`, docker-sandboxes-cli.md §1.2, §1.3) and the
+// environment that carries the -e values.
+func ExecArgs(o ExecOptions) (flags, env []string) {
+	if o.Interactive {
+		flags = append(flags, "-i")
+	}
+	if o.TTY {
+		flags = append(flags, "-t")
+	}
+	if o.Workdir != "" {
+		flags = append(flags, "-w", o.Workdir)
+	}
+	for _, k := range SortedKeys(o.Env) {
+		flags = append(flags, "-e", k)
+		env = append(env, k+"="+o.Env[k])
+	}
+	return flags, env
+}
+
+// ExitCode turns a finished command's error into its exit status; an error
+// that is not an exit status is returned.
+func ExitCode(err error) (int, error) {
+	var re *runner.Error
+	if errors.As(err, &re) && re.ExitCode >= 0 {
+		return re.ExitCode, nil
+	}
+	if err != nil {
+		return -1, err
+	}
+	return 0, nil
+}
+
+// SortedKeys returns m's keys in order.
+func SortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// WriteJSONLine writes v as one JSON line.
+func WriteJSONLine(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
