@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -44,6 +45,7 @@ func (r *Runner) Redact(values ...string) {
 // Cmd describes one command.
 type Cmd struct {
 	Args   []string // Args[0] is the program
+	Dir    string   // working directory; "" is sbx's own
 	Stdin  io.Reader
 	Env    []string // extra NAME=VALUE entries on top of the runner's
 	Stdout io.Writer
@@ -89,6 +91,10 @@ func (r *Runner) Run(ctx context.Context, c Cmd) error {
 	}
 	cmd := exec.CommandContext(ctx, c.Args[0], c.Args[1:]...)
 	cmd.Stdin = c.Stdin
+	cmd.Dir = c.Dir
+	// A killed command whose children still hold its output open must not
+	// hang sbx: stop waiting for the output a little after it ends.
+	cmd.WaitDelay = 2 * time.Second
 	if r.Env != nil || c.Env != nil {
 		env := r.Env
 		if env == nil {
@@ -102,8 +108,12 @@ func (r *Runner) Run(ctx context.Context, c Cmd) error {
 	start := time.Now()
 	err := cmd.Run()
 	code := -1
-	if cmd.ProcessState != nil {
-		code = cmd.ProcessState.ExitCode()
+	if ps := cmd.ProcessState; ps != nil {
+		code = ps.ExitCode()
+		// Killed by a signal: report it as a shell would, 128+signal.
+		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			code = 128 + int(ws.Signal())
+		}
 	}
 	r.trace(c.Args, code, time.Since(start), stdout.String(), stderr.String(), err)
 	if err != nil {

@@ -1,0 +1,333 @@
+package loop
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sbxhq/sbx/driver/cliutil"
+	"github.com/sbxhq/sbx/driver/runner"
+	"github.com/sbxhq/sbx/spec"
+)
+
+// hostSandbox runs commands on the host: the loop's logic is the same
+// whatever the sandbox; the docker driver's e2e tests run it for real.
+type hostSandbox struct{}
+
+func (hostSandbox) Exec(ctx context.Context, argv []string, o cliutil.ExecOptions) (int, error) {
+	var env []string
+	for k, v := range o.Env {
+		env = append(env, k+"="+v)
+	}
+	r := &runner.Runner{}
+	return cliutil.ExitCode(r.Run(ctx, runner.Cmd{Args: argv, Dir: o.Workdir, Env: env, Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr}))
+}
+
+type fixture struct {
+	t       *testing.T
+	ws      string
+	control *Control
+	out     bytes.Buffer
+}
+
+func newFixture(t *testing.T, git bool) *fixture {
+	t.Helper()
+	f := &fixture{t: t, ws: t.TempDir(), control: NewControl(t.TempDir(), "box")}
+	if git {
+		for _, args := range [][]string{{"init", "-q"}, {"config", "user.email", "a@b"}, {"config", "user.name", "a"}, {"commit", "-q", "--allow-empty", "-m", "init"}} {
+			if out, err := exec.Command("git", append([]string{"-C", f.ws}, args...)...).CombinedOutput(); err != nil {
+				t.Fatalf("git %v: %v\n%s", args, err, out)
+			}
+		}
+	}
+	return f
+}
+
+// run runs a loop whose agent is script (sh -c), with the prompt "do it".
+func (f *fixture) run(ctx context.Context, script string, l spec.Loop, env map[string]string) *Result {
+	f.t.Helper()
+	prompt := filepath.Join(f.t.TempDir(), "PROMPT.md")
+	os.WriteFile(prompt, []byte("do it\n"), 0o644)
+	l.Prompt = prompt
+	l.Command = []string{"sh", "-c", script}
+	if l.IterationTimeout == 0 {
+		l.IterationTimeout = time.Minute
+	}
+	var redact []string
+	for _, v := range env {
+		redact = append(redact, v)
+	}
+	return Run(ctx, Config{
+		Sandbox: "box", Agent: "shell", Workspace: f.ws, Loop: l, Env: env, Redact: redact,
+		Exec: hostSandbox{}, Control: f.control, Stdout: &f.out, Stderr: &f.out,
+	})
+}
+
+func (f *fixture) records(res *Result) []Record {
+	f.t.Helper()
+	data, err := os.ReadFile(filepath.Join(res.RunDir, "records.jsonl"))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var recs []Record
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var r Record
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			f.t.Fatal(err)
+		}
+		recs = append(recs, r)
+	}
+	return recs
+}
+
+func TestCompletesOnPromise(t *testing.T) {
+	f := newFixture(t, true)
+	// The agent counts iterations in a file and promises on the third.
+	script := `n=$(( $(cat n 2>/dev/null || echo 0) + 1 )); echo $n > n
+if [ $n -eq 3 ]; then echo "all done <promise>
+  COMPLETE </promise>"; else echo "working <promise>NOT YET</promise>"; fi`
+	res := f.run(context.Background(), script, spec.Loop{MaxIterations: 10, Completion: spec.Completion{Promise: "COMPLETE"}}, nil)
+	if res.State != StateCompleted || res.ExitCode != ExitCompleted || res.Iterations != 3 {
+		t.Fatalf("result = %+v, want completed after 3\n%s", res, f.out.String())
+	}
+	recs := f.records(res)
+	if len(recs) != 3 || !recs[2].PromiseSeen || recs[1].PromiseSeen {
+		t.Errorf("records = %+v", recs)
+	}
+	st, err := f.control.ReadStatus()
+	if err != nil || st.State != StateCompleted || st.Iteration != 3 || !st.Completion.Complete {
+		t.Errorf("status = %+v, %v", st, err)
+	}
+}
+
+func TestVerifyMustPass(t *testing.T) {
+	f := newFixture(t, true)
+	// Promises every time; verify passes only once the file "ok" exists,
+	// which the agent writes on its second iteration.
+	script := `if [ -f tried ]; then touch ok; fi; touch tried; echo "<promise>COMPLETE</promise>"`
+	res := f.run(context.Background(), script, spec.Loop{MaxIterations: 5, Completion: spec.Completion{Promise: "COMPLETE", Verify: []string{"test -f ok"}}}, nil)
+	if res.State != StateCompleted || res.Iterations != 2 {
+		t.Fatalf("result = %+v, want completed after 2\n%s", res, f.out.String())
+	}
+	recs := f.records(res)
+	if recs[0].Verify[0].ExitStatus == 0 || recs[1].Verify[0].ExitStatus != 0 {
+		t.Errorf("verify results = %+v, %+v", recs[0].Verify, recs[1].Verify)
+	}
+}
+
+func TestMaxIterations(t *testing.T) {
+	f := newFixture(t, true)
+	script := `date +%s%N >> progress.txt; echo still working`
+	res := f.run(context.Background(), script, spec.Loop{MaxIterations: 3, Completion: spec.Completion{Promise: "COMPLETE"}}, nil)
+	if res.State != StateMaxIterations || res.ExitCode != ExitMaxIterations || res.Iterations != 3 {
+		t.Fatalf("result = %+v", res)
+	}
+}
+
+func TestBreakerNoProgress(t *testing.T) {
+	f := newFixture(t, true)
+	res := f.run(context.Background(), `echo thinking`, spec.Loop{MaxIterations: 10, Completion: spec.Completion{Promise: "X"}, Breaker: spec.Breaker{NoProgress: 2}}, nil)
+	if res.State != StateBreaker || res.ExitCode != ExitBreaker || res.Iterations != 2 {
+		t.Fatalf("result = %+v", res)
+	}
+	if !strings.Contains(res.Detail, "no progress in 2 iterations") {
+		t.Errorf("detail = %q", res.Detail)
+	}
+}
+
+// TestCommitIsProgress: an agent that only commits (the tree stays clean)
+// makes progress.
+func TestCommitIsProgress(t *testing.T) {
+	f := newFixture(t, true)
+	script := `git commit -q --allow-empty -m step`
+	res := f.run(context.Background(), script, spec.Loop{MaxIterations: 4, Completion: spec.Completion{Promise: "X"}, Breaker: spec.Breaker{NoProgress: 2}}, nil)
+	if res.State != StateMaxIterations {
+		t.Fatalf("result = %+v, want max-iterations (commits are progress)", res)
+	}
+	for _, r := range f.records(res) {
+		if !r.Progressed || r.Commits != 1 {
+			t.Errorf("iteration %d: progressed=%v commits=%d", r.Iteration, r.Progressed, r.Commits)
+		}
+	}
+}
+
+func TestBreakerSameError(t *testing.T) {
+	f := newFixture(t, true)
+	// Makes progress (so noProgress never trips) but fails the same way,
+	// with a varying number in the message.
+	script := `date +%s%N >> p; echo "build failed at line $(date +%N)" >&2; exit 2`
+	res := f.run(context.Background(), script, spec.Loop{MaxIterations: 10, Completion: spec.Completion{Promise: "X"}, Breaker: spec.Breaker{NoProgress: 5, SameError: 3}}, nil)
+	if res.State != StateBreaker || res.Iterations != 3 || !strings.Contains(res.Detail, `exit status 2, "build failed at line N"`) {
+		t.Fatalf("result = %+v", res)
+	}
+}
+
+// TestErrorWordIsNotAFailure: output mentioning "error" with exit 0 does
+// not count towards sameError.
+func TestErrorWordIsNotAFailure(t *testing.T) {
+	f := newFixture(t, true)
+	script := `date +%s%N >> p; echo '{"is_error": false, "error": null}'`
+	res := f.run(context.Background(), script, spec.Loop{MaxIterations: 4, Completion: spec.Completion{Promise: "X"}, Breaker: spec.Breaker{SameError: 2}}, nil)
+	if res.State != StateMaxIterations {
+		t.Fatalf("result = %+v, want max-iterations", res)
+	}
+}
+
+func TestIterationTimeoutKillsTree(t *testing.T) {
+	if _, err := exec.LookPath("setsid"); err != nil {
+		t.Fatal("needs setsid (util-linux, part of every Debian system) on the host")
+	}
+	f := newFixture(t, false)
+	marker := "sbx-loop-test-" + randomID(4)
+	// The agent starts a grandchild that would outlive a plain kill.
+	script := `sh -c 'sleep 300; : ` + marker + `' & sleep 300`
+	start := time.Now()
+	res := f.run(context.Background(), script, spec.Loop{MaxIterations: 1, Completion: spec.Completion{Promise: "X"}, IterationTimeout: 500 * time.Millisecond}, nil)
+	if res.State != StateMaxIterations {
+		t.Fatalf("result = %+v\n%s", res, f.out.String())
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("took %s", d)
+	}
+	rec := f.records(res)[0]
+	if !rec.TimedOut || rec.Failure == nil || rec.Failure.ExitStatus != 124 {
+		t.Errorf("record = %+v", rec)
+	}
+	if out, _ := exec.Command("pgrep", "-f", marker).Output(); len(out) > 0 {
+		t.Errorf("a process of the agent survived: %s", out)
+	}
+}
+
+func TestStopInterrupts(t *testing.T) {
+	f := newFixture(t, false)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan *Result)
+	go func() {
+		done <- f.run(ctx, `sleep 300`, spec.Loop{MaxIterations: 5, Completion: spec.Completion{Promise: "X"}}, nil)
+	}()
+	time.Sleep(300 * time.Millisecond)
+	cancel()
+	select {
+	case res := <-done:
+		if res.State != StateInterrupted || res.ExitCode != ExitInterrupted {
+			t.Errorf("result = %+v", res)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the loop did not stop")
+	}
+}
+
+func TestHintReachesNextIteration(t *testing.T) {
+	f := newFixture(t, false)
+	// The agent records its stdin; the first iteration adds a hint as an
+	// operator would from another terminal.
+	hintCmd := os.Args[0] // unused: hints are added through Control below
+	_ = hintCmd
+	go func() {
+		for i := 0; i < 100; i++ {
+			if _, err := os.Stat(filepath.Join(f.ws, "in-1")); err == nil {
+				f.control.AddHint("Focus on the auth module")
+				os.WriteFile(filepath.Join(f.ws, "hinted"), nil, 0o644)
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	script := `n=$(( $(cat n 2>/dev/null || echo 0) + 1 )); echo $n > n; cat > in-$n
+while [ $n -eq 1 ] && [ ! -f hinted ]; do sleep 0.05; done`
+	res := f.run(context.Background(), script, spec.Loop{MaxIterations: 2, Completion: spec.Completion{Promise: "X"}}, nil)
+	if res.Iterations != 2 {
+		t.Fatalf("result = %+v", res)
+	}
+	in1, _ := os.ReadFile(filepath.Join(f.ws, "in-1"))
+	in2, _ := os.ReadFile(filepath.Join(f.ws, "in-2"))
+	want1 := "[sbx loop: iteration 1 of 2]\n\ndo it\n"
+	want2 := "[sbx loop: iteration 2 of 2]\n\nHints from the operator since the last iteration:\n- Focus on the auth module\n\ndo it\n"
+	if string(in1) != want1 || string(in2) != want2 {
+		t.Errorf("stdin 1 = %q\nstdin 2 = %q", in1, in2)
+	}
+}
+
+func TestSecretVisibleToAgentButRedacted(t *testing.T) {
+	f := newFixture(t, false)
+	const secret = "ghp_topsecret_123"
+	res := f.run(context.Background(), `echo "token=$GITHUB_TOKEN"; [ "$GITHUB_TOKEN" = `+secret+` ] && touch saw-it`,
+		spec.Loop{MaxIterations: 1, Completion: spec.Completion{Promise: "X"}}, map[string]string{"GITHUB_TOKEN": secret})
+	if _, err := os.Stat(filepath.Join(f.ws, "saw-it")); err != nil {
+		t.Fatalf("the agent did not get the secret (%+v)", res)
+	}
+	if strings.Contains(f.out.String(), secret) || !strings.Contains(f.out.String(), "token=[redacted]") {
+		t.Errorf("terminal output: %s", f.out.String())
+	}
+	filepath.Walk(f.control.Dir, func(p string, info os.FileInfo, err error) error {
+		if err == nil && !info.IsDir() {
+			if data, _ := os.ReadFile(p); bytes.Contains(data, []byte(secret)) {
+				t.Errorf("%s holds the secret", p)
+			}
+		}
+		return nil
+	})
+}
+
+func TestPromiseSeen(t *testing.T) {
+	tests := []struct {
+		out  string
+		want bool
+	}{
+		{"<promise>COMPLETE</promise>", true},
+		{"x <promise>\n  COMPLETE\n</promise> y", true},
+		{"<promise>COMPLETE!</promise>", false},
+		{"say <promise>COMPLETE</promise> when done", true},
+		{"<promise>NOT COMPLETE</promise>", false},
+		{"<promise>example</promise> then <promise>COMPLETE</promise>", true},
+		{"COMPLETE", false},
+	}
+	for _, tt := range tests {
+		if got := PromiseSeen(tt.out, "COMPLETE"); got != tt.want {
+			t.Errorf("PromiseSeen(%q) = %v", tt.out, got)
+		}
+	}
+}
+
+func TestRunGroupKillsGroup(t *testing.T) {
+	pidfile := filepath.Join(t.TempDir(), "pid")
+	done := make(chan int)
+	var out bytes.Buffer
+	go func() {
+		done <- RunGroupMain([]string{pidfile, "--", "sh", "-c", "sleep 300 & sleep 300"}, nil, &out, &out)
+	}()
+	for i := 0; i < 100; i++ {
+		if _, err := os.Stat(pidfile); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	data, _ := os.ReadFile(pidfile)
+	if code := KillGroupMain([]string{pidfile}, &out); code != 0 {
+		t.Fatalf("kill: %d %s", code, out.String())
+	}
+	select {
+	case code := <-done:
+		if code != 128+int(syscall.SIGTERM) {
+			t.Errorf("exit = %d, want %d", code, 128+int(syscall.SIGTERM))
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("group not killed")
+	}
+	pgid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		t.Fatalf("pidfile: %q", data)
+	}
+	if GroupAlive(pgid) {
+		t.Error("processes of the group survive")
+	}
+}
+
