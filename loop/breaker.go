@@ -80,4 +80,3 @@ func (b *Breaker) Observe(progressed bool, failure *Failure) string {
 	}
 	return ""
 }
-

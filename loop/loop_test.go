@@ -330,4 +330,3 @@ func TestRunGroupKillsGroup(t *testing.T) {
 		t.Error("processes of the group survive")
 	}
 }
-
