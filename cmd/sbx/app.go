@@ -63,6 +63,7 @@ func verbs() []*verb {
 		applyVerb(),
 		destroyVerb(),
 		statusVerb(),
+		loopVerb(),
 		shellVerb(),
 		netlogVerb(),
 		validateVerb(),
@@ -100,6 +101,9 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		return exitOK
 	case "--version":
 		return findVerb("version").run(ctx, a, nil)
+	}
+	if h, ok := hiddenVerbs()[name]; ok {
+		return h(ctx, a, args[1:])
 	}
 	v := findVerb(name)
 	if v == nil {

@@ -50,7 +50,8 @@ func TestScripts(t *testing.T) {
 
 // argvCmd prints a fake CLI's argv log (one JSON array per line) as one
 // shell-quoted command per line, with $WORK and temporary env-file names
-// replaced so scripts can cmp the exact, ordered commands sbx issued:
+// and the loop's per-iteration pid files replaced so scripts can cmp the
+// exact, ordered commands sbx issued:
 //
 //	argv sbx.log
 func argvCmd(ts *testscript.TestScript, neg bool, args []string) {
@@ -60,6 +61,7 @@ func argvCmd(ts *testscript.TestScript, neg bool, args []string) {
 	data := ts.ReadFile(args[0])
 	work := ts.Getenv("WORK")
 	tmpEnv := regexp.MustCompile(`^.*/sbx-env-[0-9]+$`)
+	pidfile := regexp.MustCompile(`^/tmp/sbx-loop-[0-9TZ]+-[0-9a-f]+-([0-9]+)\.pid$`)
 	for _, line := range strings.Split(strings.TrimSpace(data), "\n") {
 		if line == "" {
 			continue
@@ -70,6 +72,7 @@ func argvCmd(ts *testscript.TestScript, neg bool, args []string) {
 		}
 		for i, a := range argv {
 			a = strings.ReplaceAll(a, work, "$WORK")
+			a = pidfile.ReplaceAllString(a, "$$PIDFILE$1")
 			argv[i] = tmpEnv.ReplaceAllString(a, "$$ENVFILE")
 		}
 		ts.Stdout().Write([]byte(strings.Join(argv, " ") + "\n"))

@@ -1,0 +1,279 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/sbxhq/sbx/driver/cliutil"
+	"github.com/sbxhq/sbx/loop"
+	"github.com/sbxhq/sbx/reconcile"
+	"github.com/sbxhq/sbx/spec"
+)
+
+func loopVerb() *verb {
+	return &verb{
+		name:    "loop",
+		summary: "run the agent loop inside the converged sandbox; status, hint, stop",
+		usage:   "[flags] | status [--json] | hint TEXT | stop",
+		help: `sbx loop converges the sandbox (showing the plan and applying it with the
+usual approval rules), then runs iterations of the file's loop section: the
+prompt, any hints, and a header go to the agent's non-interactive command on
+stdin, until the completion checks pass or a bound stops it.
+
+From another terminal:
+  sbx loop status [--json]   run id, iteration, elapsed, last outcome, breaker, completion
+  sbx loop hint "TEXT"       add TEXT to the next iteration's prompt
+  sbx loop stop              kill the agent inside the sandbox and end the run
+
+Exit status: 0 completed, 1 error, 3 max iterations reached, 4 breaker
+tripped, 5 maxDuration spent, 130 interrupted (Ctrl-C or sbx loop stop).`,
+		setup: func(fs *pflag.FlagSet) runFunc {
+			t := &target{}
+			t.register(fs)
+			t.registerLock(fs)
+			maxIter := fs.Int("max-iterations", 0, "override loop.maxIterations (must be > 0)")
+			yes := fs.BoolP("auto-approve", "y", false, "apply the sandbox's plan without asking")
+			ephemeral := fs.Bool("ephemeral", false, "create the sandbox for this run and destroy it at the end, even on failure")
+			asJSON := fs.Bool("json", false, "with status: print as JSON")
+			fs.SetInterspersed(true)
+			return func(ctx context.Context, a *app, args []string) int {
+				if len(args) > 0 {
+					switch args[0] {
+					case "status":
+						return a.loopStatus(t, *asJSON, args[1:])
+					case "hint":
+						return a.loopHint(t, args[1:])
+					case "stop":
+						return a.loopStop(t, args[1:])
+					}
+					return a.errorf("loop: unknown subcommand %q (loop takes status, hint or stop)", args[0])
+				}
+				if fs.Changed("max-iterations") && *maxIter <= 0 {
+					return a.errorf("--max-iterations must be greater than 0")
+				}
+				return a.loopRun(ctx, t, *maxIter, *yes, *ephemeral)
+			}
+		},
+	}
+}
+
+// loopControl finds the loop directory of the one declared sandbox
+// without touching the backend.
+func (a *app) loopControl(t *target) (*loop.Control, *spec.Spec, error) {
+	res, err := a.load(t.files, spec.Options{NoLocal: t.noLocal, Offline: true})
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(res.Specs) != 1 {
+		return nil, nil, fmt.Errorf("the files declare %d sandboxes; name one with -f", len(res.Specs))
+	}
+	dir, err := reconcile.DefaultStateDir(a.getenv)
+	if err != nil {
+		return nil, nil, err
+	}
+	return loop.NewControl(dir, res.Specs[0].Name), res.Specs[0], nil
+}
+
+func (a *app) loopStatus(t *target, asJSON bool, args []string) int {
+	if len(args) > 0 {
+		return a.errorf("loop status takes no arguments")
+	}
+	c, _, err := a.loopControl(t)
+	if err != nil {
+		return a.fail(err)
+	}
+	s, err := c.ReadStatus()
+	if err != nil {
+		return a.errorf("%v", err)
+	}
+	if asJSON {
+		return a.writeJSON(s)
+	}
+	fmt.Fprintf(a.stdout, "run %s of sandbox %q: %s\n", s.RunID, s.Sandbox, s.State)
+	if s.Detail != "" {
+		fmt.Fprintf(a.stdout, "  %s\n", s.Detail)
+	}
+	fmt.Fprintf(a.stdout, "  iteration %d of %d, elapsed %s\n", s.Iteration, s.MaxIterations, (time.Duration(s.ElapsedMS) * time.Millisecond).Round(time.Second))
+	if o := s.LastOutcome; o != nil {
+		fmt.Fprintf(a.stdout, "  last iteration: exit %d in %s, promise seen: %v, progressed: %v, %d commit(s)\n",
+			o.ExitStatus, (time.Duration(o.DurationMS) * time.Millisecond).Round(time.Millisecond), o.PromiseSeen, o.Progressed, o.Commits)
+	}
+	fmt.Fprintf(a.stdout, "  breaker: no progress %d/%d, same failure %d/%d\n", s.Breaker.NoProgress, s.Breaker.NoProgressLimit, s.Breaker.SameError, s.Breaker.SameErrorLimit)
+	if len(s.Denials) > 0 {
+		fmt.Fprintf(a.stdout, "  egress denials per iteration: %v\n", s.Denials)
+	}
+	fmt.Fprintf(a.stdout, "  logs: %s\n", s.RunDir)
+	return exitOK
+}
+
+func (a *app) loopHint(t *target, args []string) int {
+	if len(args) == 0 {
+		return a.errorf("loop hint needs the text of the hint")
+	}
+	c, sp, err := a.loopControl(t)
+	if err != nil {
+		return a.fail(err)
+	}
+	if err := c.AddHint(strings.Join(args, " ")); err != nil {
+		return a.errorf("%v", err)
+	}
+	fmt.Fprintf(a.stdout, "hint queued for the next iteration of sandbox %q\n", sp.Name)
+	return exitOK
+}
+
+func (a *app) loopStop(t *target, args []string) int {
+	if len(args) > 0 {
+		return a.errorf("loop stop takes no arguments")
+	}
+	c, _, err := a.loopControl(t)
+	if err != nil {
+		return a.fail(err)
+	}
+	s, err := c.Stop(3 * time.Second)
+	if err != nil {
+		return a.errorf("%v", err)
+	}
+	fmt.Fprintf(a.stdout, "stopped run %s of sandbox %q after %d iteration(s)\n", s.RunID, s.Sandbox, s.Iteration)
+	return exitOK
+}
+
+// sandboxHelper is a backend that mounts sbx's own static binary inside
+// the sandbox (the docker driver), so the loop can run the agent in a
+// process group it kills whole.
+type sandboxHelper interface{ SandboxHelper() string }
+
+// denialCounter is a backend whose egress log says what it denied.
+type denialCounter interface {
+	Denials(ctx context.Context, name string, since, until time.Time) (int, error)
+}
+
+func (a *app) loopRun(ctx context.Context, t *target, maxIter int, yes, ephemeral bool) int {
+	s, err := a.open(ctx, t, "sbx loop", true)
+	if err != nil {
+		return a.fail(err)
+	}
+	defer s.release()
+	if len(s.specs) != 1 {
+		return a.errorf("the files declare %d sandboxes; name one with -f", len(s.specs))
+	}
+	sp := s.specs[0]
+	if sp.Loop == nil {
+		return a.errorf("sandbox %q has no loop section in %s", sp.Name, sp.Files[0])
+	}
+	l := *sp.Loop
+	if maxIter > 0 {
+		l.MaxIterations = maxIter
+	}
+	ephemeral = ephemeral || l.Ephemeral
+	if ephemeral {
+		if lv := s.live[sp.Name]; lv != nil && lv.Exists {
+			return a.errorf("sandbox %q already exists; --ephemeral creates its own for the run and destroys it after (run 'sbx destroy' first, or drop --ephemeral)", sp.Name)
+		}
+		defer func() {
+			if code := a.destroyEphemeral(s); code != exitOK {
+				fmt.Fprintf(a.stderr, "sbx: the ephemeral sandbox %q may be left behind; remove it with 'sbx destroy -y'\n", sp.Name)
+			}
+		}()
+	}
+	p := s.plan(t.adopt)
+	if err := p.Err(); err != nil {
+		return a.errorf("%v", err)
+	}
+	if !p.Empty() {
+		if err := reconcile.Render(a.stdout, p, a.color(a.stdout)); err != nil {
+			return a.errorf("%v", err)
+		}
+		if code, ok := a.confirm(yes, "apply"); !ok {
+			return code
+		}
+		if code := a.execute(ctx, s, p, func() *reconcile.Changes { return s.plan(t.adopt) }); code != exitOK {
+			return code
+		}
+	}
+	ex, ok := s.backend.(execer)
+	if !ok {
+		return a.errorf("the %s driver cannot run commands in a sandbox", s.backend.Name())
+	}
+	dir, err := reconcile.DefaultStateDir(a.getenv)
+	if err != nil {
+		return a.errorf("%v", err)
+	}
+	env := map[string]string{}
+	if pe, ok := s.backend.(envPerExec); ok && pe.EnvPerExec() {
+		for k, v := range sp.Env {
+			env[k] = v
+		}
+	}
+	var redact []string
+	for k, v := range s.secrets[sp.Name] {
+		env[k] = v
+		redact = append(redact, v)
+	}
+	cfg := loop.Config{
+		Sandbox: sp.Name, Agent: sp.Agent, Workspace: sp.Workspace.Path, Loop: l,
+		Env: env, Redact: redact,
+		Exec: execFunc(func(ctx context.Context, argv []string, o cliutil.ExecOptions) (int, error) {
+			return ex.Exec(ctx, sp.Name, argv, o)
+		}),
+		Control: loop.NewControl(dir, sp.Name),
+		Stdout:  a.stdout, Stderr: a.stderr,
+	}
+	if h, ok := s.backend.(sandboxHelper); ok {
+		cfg.Group = loop.HelperGrouper{Binary: h.SandboxHelper()}
+	}
+	if dc, ok := s.backend.(denialCounter); ok {
+		cfg.Denials = denialFunc(func(ctx context.Context, since, until time.Time) (int, error) {
+			return dc.Denials(ctx, sp.Name, since, until)
+		})
+	}
+	res := loop.Run(ctx, cfg)
+	fmt.Fprintf(a.stderr, "sbx loop: %s: %s (exit %d; records in %s)\n", res.State, res.Detail, res.ExitCode, res.RunDir)
+	return res.ExitCode
+}
+
+// destroyEphemeral removes the run's sandbox whatever happened.
+func (a *app) destroyEphemeral(s *session) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := s.observe(ctx); err != nil {
+		return a.errorf("ephemeral sandbox: %v", err)
+	}
+	replan := func() *reconcile.Changes {
+		return reconcile.PlanDestroy(s.names(), s.live, s.records, s.backend.Caps(), reconcile.Options{DriverVersion: s.version})
+	}
+	p := replan()
+	if p.Empty() {
+		return exitOK
+	}
+	fmt.Fprintf(a.stderr, "sbx loop: destroying the ephemeral sandbox\n")
+	return a.execute(ctx, s, p, replan)
+}
+
+type execFunc func(ctx context.Context, argv []string, o cliutil.ExecOptions) (int, error)
+
+func (f execFunc) Exec(ctx context.Context, argv []string, o cliutil.ExecOptions) (int, error) {
+	return f(ctx, argv, o)
+}
+
+type denialFunc func(ctx context.Context, since, until time.Time) (int, error)
+
+func (f denialFunc) Denials(ctx context.Context, since, until time.Time) (int, error) {
+	return f(ctx, since, until)
+}
+
+// hiddenVerbs are the in-sandbox helpers of the static binary: not listed,
+// not for people.
+func hiddenVerbs() map[string]func(ctx context.Context, a *app, args []string) int {
+	return map[string]func(ctx context.Context, a *app, args []string) int{
+		"__run-group": func(ctx context.Context, a *app, args []string) int {
+			return loop.RunGroupMain(args, a.stdin, a.stdout, a.stderr)
+		},
+		"__kill-group": func(ctx context.Context, a *app, args []string) int {
+			return loop.KillGroupMain(args, a.stderr)
+		},
+	}
+}
