@@ -133,7 +133,7 @@ func (a *app) loopStop(t *target, args []string) int {
 	if err != nil {
 		return a.fail(err)
 	}
-	s, err := c.Stop(3 * time.Second)
+	s, err := c.Stop(2 * time.Second)
 	if err != nil {
 		return a.errorf("%v", err)
 	}

@@ -11,8 +11,14 @@ import (
 )
 
 func main() {
+	os.Exit(run())
+}
+
+// run is main without the exit: Ctrl-C and SIGTERM (as `sbx loop stop`
+// sends) cancel the context, so every verb finishes or abandons its current
+// step cleanly.
+func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := Main(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.LookupEnv)
-	stop()
-	os.Exit(code)
+	defer stop()
+	return Main(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.LookupEnv)
 }

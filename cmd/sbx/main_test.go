@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -17,7 +16,7 @@ import (
 
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
-		"sbx": func() { os.Exit(Main(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.LookupEnv)) },
+		"sbx": func() { os.Exit(run()) },
 		// Fakes of Docker's CLIs (internal/fakecli): Docker's own sbx is
 		// docker-sbx here, so it never shadows ours; docker has the sandbox
 		// plugin.
