@@ -308,29 +308,17 @@ func (s *Schema) at(schemaURL string) map[string]any {
 	return s.deref(m)
 }
 
-// atAny returns the schema value at a SchemaURL's fragment.
+// atAny returns the schema value at a SchemaURL's fragment (a JSON
+// pointer).
 func (s *Schema) atAny(schemaURL string) any {
 	_, frag, _ := strings.Cut(schemaURL, "#")
-	var cur any = s.raw
+	var toks []string
 	for _, tok := range strings.Split(strings.TrimPrefix(frag, "/"), "/") {
-		if tok == "" {
-			continue
-		}
-		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
-		switch c := cur.(type) {
-		case map[string]any:
-			cur = c[tok]
-		case []any:
-			var i int
-			if _, err := fmt.Sscan(tok, &i); err != nil || i < 0 || i >= len(c) {
-				return nil
-			}
-			cur = c[i]
-		default:
-			return nil
+		if tok != "" {
+			toks = append(toks, strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~"))
 		}
 	}
-	return cur
+	return lookup(s.raw, toks)
 }
 
 func (s *Schema) deref(m map[string]any) map[string]any {
@@ -383,6 +371,7 @@ func uniqStrings(ss []string) []string {
 	return out
 }
 
+// lookup walks a decoded JSON document by keys and indexes.
 func lookup(doc any, loc []string) any {
 	cur := doc
 	for _, tok := range loc {
