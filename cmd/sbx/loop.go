@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/sbxhq/sbx/driver/cliutil"
+	"github.com/sbxhq/sbx/egress"
 	"github.com/sbxhq/sbx/loop"
 	"github.com/sbxhq/sbx/reconcile"
 	"github.com/sbxhq/sbx/spec"
@@ -274,6 +275,15 @@ func hiddenVerbs() map[string]func(ctx context.Context, a *app, args []string) i
 		},
 		"__kill-group": func(ctx context.Context, a *app, args []string) int {
 			return loop.KillGroupMain(args, a.stderr)
+		},
+		"__egress-proxy": func(ctx context.Context, a *app, args []string) int {
+			return egress.ProxyMain(ctx, args, a.stderr)
+		},
+		"__egress-bridge": func(ctx context.Context, a *app, args []string) int {
+			return egress.BridgeMain(ctx, args, a.stderr)
+		},
+		"__sandbox-init": func(ctx context.Context, a *app, args []string) int {
+			return egress.InitMain(ctx, args, a.stderr)
 		},
 	}
 }

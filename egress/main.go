@@ -1,0 +1,114 @@
+package egress
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/pflag"
+)
+
+// ProxyMain is `sbx __egress-proxy`: serve the policy on --listen
+// (unix:/path or host:port), log decisions to --log, reload on SIGHUP.
+func ProxyMain(ctx context.Context, args []string, stderr io.Writer) int {
+	fs := pflag.NewFlagSet("sbx __egress-proxy", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	policy := fs.String("policy", "", "policy file (JSON)")
+	listen := fs.String("listen", "", "unix:/path/to/socket or host:port")
+	logPath := fs.String("log", "", "decision log, JSON lines (default stderr)")
+	ready := fs.String("ready-file", "", "file to create once listening")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *policy == "" || *listen == "" {
+		fmt.Fprintln(stderr, "sbx __egress-proxy: --policy and --listen are required")
+		return 2
+	}
+	var logw io.Writer = stderr
+	if *logPath != "" {
+		f, err := os.OpenFile(*logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		if err != nil {
+			fmt.Fprintf(stderr, "sbx __egress-proxy: %v\n", err)
+			return 1
+		}
+		defer f.Close()
+		logw = f
+	}
+	p, err := New(Options{PolicyPath: *policy, Log: logw})
+	if err != nil {
+		fmt.Fprintf(stderr, "sbx __egress-proxy: %v\n", err)
+		return 1
+	}
+	ln, err := listenOn(*listen)
+	if err != nil {
+		fmt.Fprintf(stderr, "sbx __egress-proxy: %v\n", err)
+		return 1
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for range hup {
+			p.Reload()
+		}
+	}()
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if *ready != "" {
+		os.WriteFile(*ready, []byte("ready\n"), 0o644)
+	}
+	if err := p.Serve(ctx, ln); err != nil {
+		fmt.Fprintf(stderr, "sbx __egress-proxy: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// listenOn listens on unix:/path (removing a stale socket, and letting any
+// user of the sandbox connect) or on a TCP address.
+func listenOn(addr string) (net.Listener, error) {
+	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
+		os.Remove(path)
+		ln, err := net.Listen("unix", path)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.Chmod(path, 0o666); err != nil {
+			ln.Close()
+			return nil, err
+		}
+		return ln, nil
+	}
+	return net.Listen("tcp", strings.TrimPrefix(addr, "tcp:"))
+}
+
+// BridgeMain is `sbx __egress-bridge`: listen on --listen (default
+// 127.0.0.1:3128) and carry each connection to the proxy's --socket.
+func BridgeMain(ctx context.Context, args []string, stderr io.Writer) int {
+	fs := pflag.NewFlagSet("sbx __egress-bridge", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	listen := fs.String("listen", "127.0.0.1:3128", "address the sandbox's HTTP(S)_PROXY points at")
+	socket := fs.String("socket", "", "the egress proxy's Unix socket")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *socket == "" {
+		fmt.Fprintln(stderr, "sbx __egress-bridge: --socket is required")
+		return 2
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		fmt.Fprintf(stderr, "sbx __egress-bridge: %v\n", err)
+		return 1
+	}
+	if err := Bridge(ctx, ln, *socket); err != nil {
+		fmt.Fprintf(stderr, "sbx __egress-bridge: %v\n", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,378 @@
+package egress
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestDecide(t *testing.T) {
+	p := &Policy{Default: "deny", Allow: []string{"github.com", "*.npmjs.org", "api.example.com:443", "10.1.2.3"}, Deny: []string{"evil.npmjs.org", "github.com:22"}}
+	c, err := p.compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		host string
+		port int
+		want Decision
+	}{
+		{"github.com", 443, Decision{true, "github.com"}},
+		{"GitHub.com", 80, Decision{true, "github.com"}},
+		{"github.com", 22, Decision{false, "github.com:22"}},
+		{"registry.npmjs.org", 443, Decision{true, "*.npmjs.org"}},
+		{"a.b.npmjs.org", 443, Decision{false, "default"}},
+		{"npmjs.org", 443, Decision{false, "default"}},
+		{"evil.npmjs.org", 443, Decision{false, "evil.npmjs.org"}},
+		{"api.example.com", 443, Decision{true, "api.example.com:443"}},
+		{"api.example.com", 80, Decision{false, "default"}},
+		{"10.1.2.3", 8080, Decision{true, "10.1.2.3"}},
+		{"unlisted.io", 443, Decision{false, "default"}},
+	}
+	for _, tt := range tests {
+		if got := c.decide(tt.host, tt.port); got != tt.want {
+			t.Errorf("decide(%s, %d) = %+v, want %+v", tt.host, tt.port, got, tt.want)
+		}
+	}
+	open, _ := (&Policy{Default: "allow", Deny: []string{"pastebin.com"}}).compile()
+	if !open.decide("anything.io", 443).Allow || open.decide("pastebin.com", 443).Allow {
+		t.Error("default allow with a deny rule is wrong")
+	}
+}
+
+// fakeDNS maps names to addresses; everything else fails to resolve.
+type fakeDNS map[string][]string
+
+func (f fakeDNS) LookupIPAddr(ctx context.Context, host string) ([]net.IPAddr, error) {
+	var out []net.IPAddr
+	for _, s := range f[host] {
+		out = append(out, net.IPAddr{IP: net.ParseIP(s)})
+	}
+	if len(out) == 0 {
+		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+	}
+	return out, nil
+}
+
+type harness struct {
+	t      *testing.T
+	proxy  *Proxy
+	addr   string
+	policy string
+	log    *syncBuffer
+	dialed []string
+	mu     sync.Mutex
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuffer) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// entries returns the decision lines of the log.
+func (s *syncBuffer) entries(t *testing.T) []entry {
+	var out []entry
+	for _, line := range strings.Split(strings.TrimSpace(s.String()), "\n") {
+		if !strings.Contains(line, `"decision"`) {
+			continue
+		}
+		var e entry
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+func newHarness(t *testing.T, pol Policy, dns fakeDNS) *harness {
+	t.Helper()
+	h := &harness{t: t, log: &syncBuffer{}, policy: filepath.Join(t.TempDir(), "policy.json")}
+	h.writePolicy(pol)
+	var d net.Dialer
+	p, err := New(Options{PolicyPath: h.policy, Resolver: dns, Log: h.log, Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		h.mu.Lock()
+		h.dialed = append(h.dialed, addr)
+		h.mu.Unlock()
+		return d.DialContext(ctx, network, addr)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.proxy = p
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { p.Serve(ctx, ln); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	h.addr = ln.Addr().String()
+	return h
+}
+
+func (h *harness) writePolicy(pol Policy) {
+	data, _ := json.Marshal(pol)
+	if err := os.WriteFile(h.policy, data, 0o644); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// get fetches rawURL through the proxy with a plain HTTP client.
+func (h *harness) get(rawURL string) (int, string) {
+	h.t.Helper()
+	proxyURL, _ := url.Parse("http://" + h.addr)
+	c := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxyURL), DisableKeepAlives: true}, Timeout: 10 * time.Second}
+	resp, err := c.Get(rawURL)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// connect opens a CONNECT tunnel and returns the proxy's status line and
+// the connection.
+func (h *harness) connect(target string) (string, net.Conn) {
+	h.t.Helper()
+	c, err := net.Dial("tcp", h.addr)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
+	br := bufio.NewReader(c)
+	line, _ := br.ReadString('\n')
+	for {
+		l, err := br.ReadString('\n')
+		if err != nil || l == "\r\n" {
+			break
+		}
+	}
+	return strings.TrimSpace(line), &bufferedConn{Conn: c, r: br}
+}
+
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (b *bufferedConn) Read(p []byte) (int, error) { return b.r.Read(p) }
+
+func upstream(t *testing.T) (*httptest.Server, string) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Proxy-Connection") != "" {
+			w.WriteHeader(500)
+		}
+		fmt.Fprintf(w, "hello from %s", r.Host)
+	}))
+	t.Cleanup(srv.Close)
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	return srv, port
+}
+
+// loopbackOK is a policy for tests whose upstream is on 127.0.0.1: the
+// loopback range is not blocked.
+func loopbackOK(allow ...string) Policy {
+	return Policy{Default: "deny", Allow: allow, BlockCIDRs: []string{"10.0.0.0/8", "169.254.0.0/16"}}
+}
+
+func TestHTTPAllowedAndDenied(t *testing.T) {
+	_, port := upstream(t)
+	h := newHarness(t, loopbackOK("allowed.test"), fakeDNS{"allowed.test": {"127.0.0.1"}, "denied.test": {"127.0.0.1"}})
+	code, body := h.get("http://allowed.test:" + port + "/x")
+	if code != 200 || body != "hello from allowed.test:"+port {
+		t.Errorf("allowed GET = %d %q", code, body)
+	}
+	code, body = h.get("http://denied.test:" + port + "/x")
+	if code != 403 || !strings.Contains(body, "denied.test is blocked by sbx egress policy") {
+		t.Errorf("denied GET = %d %q", code, body)
+	}
+	got := h.log.entries(t)
+	for i := range got {
+		got[i].Time = ""
+	}
+	want := []entry{
+		{Method: "GET", Host: "allowed.test", Port: atoi(port), Decision: "allow", Reason: "allowed by policy", Rule: "allowed.test", Addr: "127.0.0.1:" + port, Status: 200},
+		{Method: "GET", Host: "denied.test", Port: atoi(port), Decision: "deny", Reason: "not in the allow list (policy: deny)", Rule: "default", Status: 403},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("log (-want +got):\n%s", diff)
+	}
+}
+
+func atoi(s string) int {
+	var i int
+	fmt.Sscan(s, &i)
+	return i
+}
+
+func TestConnectTunnel(t *testing.T) {
+	// A raw TCP echo server stands in for a TLS server: CONNECT carries
+	// bytes, whatever they are.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(c, c); c.Close() }()
+		}
+	}()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	h := newHarness(t, loopbackOK("echo.test"), fakeDNS{"echo.test": {"127.0.0.1"}, "other.test": {"127.0.0.1"}})
+
+	status, c := h.connect("echo.test:" + port)
+	if status != "HTTP/1.1 200 Connection established" {
+		t.Fatalf("CONNECT status %q", status)
+	}
+	msg := strings.Repeat("tunnelled bytes ", 1000)
+	go func() {
+		io.WriteString(c, msg)
+		c.(*bufferedConn).Conn.(*net.TCPConn).CloseWrite()
+	}()
+	back, _ := io.ReadAll(c)
+	c.Close()
+	if string(back) != msg {
+		t.Errorf("echoed %d bytes, want %d", len(back), len(msg))
+	}
+
+	status, c = h.connect("other.test:" + port)
+	c.Close()
+	if !strings.HasPrefix(status, "HTTP/1.1 403") {
+		t.Errorf("denied CONNECT status %q", status)
+	}
+}
+
+func TestBlockedAddresses(t *testing.T) {
+	_, port := upstream(t)
+	pol := Policy{Default: "allow", BlockCIDRs: []string{"127.0.0.0/8", "10.0.0.0/8", "::1/128"}}
+	h := newHarness(t, pol, fakeDNS{
+		"rebind.test":  {"127.0.0.1"},
+		"private.test": {"10.9.9.9"},
+		"mapped.test":  {"::ffff:127.0.0.1"},
+	})
+	for _, target := range []string{"rebind.test", "127.0.0.1", "mapped.test", "[::1]"} {
+		code, body := h.get("http://" + target + ":" + port + "/")
+		if code != 403 || !strings.Contains(body, "resolves to a blocked address") {
+			t.Errorf("GET %s = %d %q, want 403 blocked", target, code, body)
+		}
+	}
+	if len(h.dialed) != 0 {
+		t.Errorf("dialled %v; a blocked address must never be dialled", h.dialed)
+	}
+}
+
+// TestDialsTheCheckedAddress: of several answers, only those outside the
+// blocked ranges are dialled, so a rebinding answer cannot slip through.
+func TestDialsTheCheckedAddress(t *testing.T) {
+	_, port := upstream(t)
+	pol := Policy{Default: "allow", BlockCIDRs: []string{"10.0.0.0/8", "169.254.0.0/16"}}
+	h := newHarness(t, pol, fakeDNS{"mixed.test": {"169.254.169.254", "10.0.0.1", "127.0.0.1"}})
+	code, _ := h.get("http://mixed.test:" + port + "/")
+	if code != 200 {
+		t.Fatalf("GET = %d", code)
+	}
+	if diff := cmp.Diff([]string{"127.0.0.1:" + port}, h.dialed); diff != "" {
+		t.Errorf("dialled (-want +got):\n%s", diff)
+	}
+}
+
+func TestReload(t *testing.T) {
+	_, port := upstream(t)
+	h := newHarness(t, loopbackOK(), fakeDNS{"late.test": {"127.0.0.1"}})
+	if code, _ := h.get("http://late.test:" + port + "/"); code != 403 {
+		t.Fatalf("before reload: %d", code)
+	}
+	h.writePolicy(loopbackOK("late.test"))
+	if err := h.proxy.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := h.get("http://late.test:" + port + "/"); code != 200 {
+		t.Errorf("after reload: %d", code)
+	}
+	// A broken policy file keeps the last good policy.
+	os.WriteFile(h.policy, []byte(`{"default": "maybe"}`), 0o644)
+	if err := h.proxy.Reload(); err == nil {
+		t.Error("reload of a broken policy succeeded")
+	}
+	if code, _ := h.get("http://late.test:" + port + "/"); code != 200 {
+		t.Errorf("after a failed reload: %d", code)
+	}
+}
+
+func TestMalformed(t *testing.T) {
+	h := newHarness(t, loopbackOK(), fakeDNS{})
+	for _, req := range []string{"GET /origin-form HTTP/1.1\r\nHost: x\r\n\r\n", "garbage\r\n\r\n", "GET ftp://x.test/ HTTP/1.1\r\nHost: x\r\n\r\n"} {
+		c, err := net.Dial("tcp", h.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(c, req)
+		line, _ := bufio.NewReader(c).ReadString('\n')
+		c.Close()
+		if !strings.HasPrefix(line, "HTTP/1.1 400") {
+			t.Errorf("%q answered %q, want 400", req, line)
+		}
+	}
+}
+
+func TestBridgeChain(t *testing.T) {
+	_, port := upstream(t)
+	dir := t.TempDir()
+	policy := filepath.Join(dir, "policy.json")
+	data, _ := json.Marshal(loopbackOK("127.0.0.1"))
+	os.WriteFile(policy, data, 0o644)
+	sock := filepath.Join(dir, "egress.sock")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var errs bytes.Buffer
+	go ProxyMain(ctx, []string{"--policy", policy, "--listen", "unix:" + sock, "--log", filepath.Join(dir, "log.jsonl")}, &errs)
+	bln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go Bridge(ctx, bln, sock)
+	proxyURL, _ := url.Parse("http://" + bln.Addr().String())
+	c := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxyURL)}, Timeout: 10 * time.Second}
+	resp, err := c.Get("http://127.0.0.1:" + port + "/")
+	if err != nil {
+		t.Fatalf("through bridge and proxy: %v (%s)", err, errs.String())
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("status %d", resp.StatusCode)
+	}
+	fi, err := os.Stat(sock)
+	if err != nil || fi.Mode().Perm() != 0o666 {
+		t.Errorf("socket mode %v, %v; want 0666 so the sandbox user can connect", fi.Mode(), err)
+	}
+	logged, _ := os.ReadFile(filepath.Join(dir, "log.jsonl"))
+	if !strings.Contains(string(logged), `"decision":"allow"`) {
+		t.Errorf("decision log: %s", logged)
+	}
+}
