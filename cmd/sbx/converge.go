@@ -40,6 +40,12 @@ func (t *target) registerLock(fs *pflag.FlagSet) {
 	fs.DurationVar(&t.lockTimeout, "lock-timeout", time.Minute, "how long to wait for another sbx working on the same sandbox")
 }
 
+// preflighter is a backend that rejects, before anything runs, what it
+// cannot do for a sandbox.
+type preflighter interface {
+	Preflight(sp *spec.Spec) error
+}
+
 // session is one observation of the declared sandboxes on their backend.
 type session struct {
 	specs   []*spec.Spec
@@ -89,6 +95,13 @@ func (a *app) open(ctx context.Context, t *target, lock string, needSecrets bool
 	b, err := a.backendFor(ctx, specs)
 	if err != nil {
 		return nil, err
+	}
+	if pf, ok := b.backend.(preflighter); ok {
+		for _, sp := range specs {
+			if err := pf.Preflight(sp); err != nil {
+				return nil, err
+			}
+		}
 	}
 	s := &session{specs: specs, backend: b.backend, version: b.version}
 	dir, err := reconcile.DefaultStateDir(a.getenv)

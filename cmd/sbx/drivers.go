@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"os"
 
+	"github.com/sbxhq/sbx/driver/docker"
 	"github.com/sbxhq/sbx/driver/dockersandbox"
 	"github.com/sbxhq/sbx/driver/sbx"
 )
@@ -19,6 +21,16 @@ func (a *app) newBackend(name string) (backend, error) {
 		return sbx.New(sbx.Options{Runner: a.runner(), Binary: bin, Docker: a.docker()}), nil
 	case "docker-sandbox":
 		return dockersandbox.New(dockersandbox.Options{Runner: a.runner(), Docker: a.docker()}), nil
+	case "docker":
+		bin := a.getenv("SBX_STATIC_BINARY")
+		if bin == "" {
+			self, err := os.Executable()
+			if err != nil {
+				return nil, err
+			}
+			bin = self
+		}
+		return docker.New(docker.Options{Runner: a.runner(), Docker: a.docker(), Binary: bin}), nil
 	}
 	return nil, fmt.Errorf("unknown driver %q (drivers: sbx, docker-sandbox, docker)", name)
 }

@@ -1,0 +1,493 @@
+package docker
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sbxhq/sbx/driver/cliutil"
+	"github.com/sbxhq/sbx/driver/runner"
+	"github.com/sbxhq/sbx/reconcile"
+	"github.com/sbxhq/sbx/schema"
+	"github.com/sbxhq/sbx/spec"
+)
+
+// The tests run against a real Docker daemon. They skip when none is
+// reachable, and fail instead when SBX_E2E=1 (CI). Every image is built
+// here from Debian's busybox-static; nothing is pulled, and the only
+// servers are this test's own container and loopback listener.
+
+var env struct {
+	ok      bool
+	reason  string
+	binary  string // static sbx
+	image   string // busybox template
+	webIP   string // the test web server's container address
+	runsc   bool
+	workdir string
+}
+
+const (
+	testImage = "sbx-test-busybox:e2e"
+	webName   = "sbx-test-web-e2e"
+)
+
+func TestMain(m *testing.M) {
+	code := func() int {
+		if err := setup(); err != nil {
+			env.reason = err.Error()
+		} else {
+			env.ok = true
+			defer exec.Command("docker", "rm", "-f", webName).Run()
+		}
+		return m.Run()
+	}()
+	if env.workdir != "" {
+		os.RemoveAll(env.workdir)
+	}
+	os.Exit(code)
+}
+
+func setup() error {
+	if out, err := exec.Command("docker", "version", "--format", "{{.Server.Version}}").CombinedOutput(); err != nil {
+		return fmt.Errorf("no Docker daemon: %v: %s", err, out)
+	}
+	dir, err := os.MkdirTemp("", "sbx-docker-e2e-")
+	if err != nil {
+		return err
+	}
+	env.workdir = dir
+	env.binary = filepath.Join(dir, "sbx")
+	build := exec.Command("go", "build", "-o", env.binary, "github.com/sbxhq/sbx/cmd/sbx")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("building a static sbx: %v: %s", err, out)
+	}
+	ctxDir := filepath.Join(dir, "image")
+	os.MkdirAll(ctxDir, 0o755)
+	bb, err := exec.LookPath("busybox")
+	if err != nil {
+		return fmt.Errorf("busybox-static is not installed: %v", err)
+	}
+	if err := copyFile(bb, filepath.Join(ctxDir, "busybox")); err != nil {
+		return err
+	}
+	os.WriteFile(filepath.Join(ctxDir, "Dockerfile"), []byte(`FROM scratch
+COPY busybox /bin/busybox
+RUN ["/bin/busybox", "--install", "-s", "/bin"]
+ENV PATH=/bin
+`), 0o644)
+	if out, err := exec.Command("docker", "build", "-q", "-t", testImage, ctxDir).CombinedOutput(); err != nil {
+		return fmt.Errorf("building the test image: %v: %s", err, out)
+	}
+	exec.Command("docker", "rm", "-f", webName).Run()
+	if out, err := exec.Command("docker", "run", "-d", "--name", webName, testImage,
+		"sh", "-c", "mkdir -p /www && echo hello-from-web > /www/index.html && exec httpd -f -p 8080 -h /www").CombinedOutput(); err != nil {
+		return fmt.Errorf("starting the test web server: %v: %s", err, out)
+	}
+	out, err := exec.Command("docker", "inspect", "-f", "{{.NetworkSettings.IPAddress}}", webName).Output()
+	if err != nil || strings.TrimSpace(string(out)) == "" {
+		return fmt.Errorf("test web server address: %v", err)
+	}
+	env.webIP = strings.TrimSpace(string(out))
+	out, _ = exec.Command("docker", "info", "--format", "{{json .Runtimes}}").Output()
+	env.runsc = strings.Contains(string(out), `"runsc"`)
+	return nil
+}
+
+func requireDocker(t *testing.T) {
+	t.Helper()
+	if env.ok {
+		return
+	}
+	if os.Getenv("SBX_E2E") == "1" {
+		t.Fatalf("SBX_E2E=1 but the docker e2e setup failed: %s", env.reason)
+	}
+	t.Skipf("no usable Docker daemon (%s); set SBX_E2E=1 to make this a failure", env.reason)
+}
+
+// box is one sandbox under test, applied through reconcile as sbx apply
+// does.
+type box struct {
+	t     *testing.T
+	d     *Driver
+	store *reconcile.Store
+	key   reconcile.Key
+	dir   string
+	name  string
+	trace bytes.Buffer
+}
+
+func newBox(t *testing.T, name string) *box {
+	t.Helper()
+	requireDocker(t)
+	b := &box{t: t, dir: t.TempDir(), name: name}
+	r := &runner.Runner{Trace: &b.trace}
+	b.d = New(Options{Runner: r, Binary: env.binary})
+	var err error
+	if b.store, err = reconcile.OpenStore(filepath.Join(b.dir, "state")); err != nil {
+		t.Fatal(err)
+	}
+	if b.key, err = b.store.Key(); err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Join(b.dir, "ws"), 0o755)
+	t.Cleanup(func() {
+		b.d.remove(context.Background(), b.name)
+	})
+	return b
+}
+
+// spec resolves a sandbox.yaml body (name, driver and workspace added).
+func (b *box) spec(body string, extra ...string) *spec.Spec {
+	b.t.Helper()
+	sch, err := schema.Compile()
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	doc := fmt.Sprintf("version: 1\nname: %s\nagent: shell\ndriver: docker\ntemplate: %s\nworkspace: ws\n%s", b.name, testImage, body)
+	res, err := spec.Parse("sandbox.yaml", b.dir, []byte(doc), spec.Options{Schema: sch})
+	if err != nil {
+		b.t.Fatalf("spec: %v\n%s", err, doc)
+	}
+	return res.Specs[0]
+}
+
+func (b *box) observe() (map[string]*reconcile.Live, map[string]*reconcile.Record) {
+	b.t.Helper()
+	live, err := b.d.Observe(context.Background(), []string{b.name})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	recs, err := b.store.Records("docker", []string{b.name})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return live, recs
+}
+
+func (b *box) plan(sp *spec.Spec, secrets reconcile.Secrets) *reconcile.Changes {
+	b.t.Helper()
+	hash, err := b.d.BuildHash(sp)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	des, err := reconcile.NewDesired(sp, b.key, secrets, hash)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	live, recs := b.observe()
+	return reconcile.Plan([]reconcile.Desired{des}, live, recs, b.d.Caps(), reconcile.Options{})
+}
+
+// apply converges the sandbox and checks that a second plan is empty.
+func (b *box) apply(sp *spec.Spec, secrets reconcile.Secrets) *reconcile.Changes {
+	b.t.Helper()
+	if err := b.d.Preflight(sp); err != nil {
+		b.t.Fatal(err)
+	}
+	p := b.plan(sp, secrets)
+	if err := p.Err(); err != nil {
+		b.t.Fatal(err)
+	}
+	if err := reconcile.Apply(context.Background(), b.d, p, reconcile.ApplyOptions{Records: b.store, Secrets: map[string]reconcile.Secrets{b.name: secrets}}); err != nil {
+		b.t.Fatalf("apply: %v\ntrace:\n%s", err, b.trace.String())
+	}
+	if err := reconcile.Converged(b.plan(sp, secrets)); err != nil {
+		b.t.Fatal(err)
+	}
+	return p
+}
+
+// sh runs a script inside the sandbox and returns its combined output and
+// exit status.
+func (b *box) sh(script string, env map[string]string) (string, int) {
+	b.t.Helper()
+	var out bytes.Buffer
+	code, err := b.d.Exec(context.Background(), b.name, []string{"sh", "-c", script}, cliutil.ExecOptions{Env: env, Stdout: &out, Stderr: &out})
+	if err != nil {
+		b.t.Fatalf("exec: %v", err)
+	}
+	return out.String(), code
+}
+
+// proxyGet sends one absolute-URI request through the sandbox's proxy
+// with nc (raw HTTP: independent of any client's proxy support).
+func (b *box) proxyGet(target string) string {
+	b.t.Helper()
+	out, _ := b.sh(fmt.Sprintf(`printf 'GET http://%s/ HTTP/1.0\r\n\r\n' | nc -w 5 127.0.0.1 3128`, target), nil)
+	return out
+}
+
+func (b *box) containerID(name string) string {
+	out, err := exec.Command("docker", "inspect", "-f", "{{.Id}}", name).Output()
+	if err != nil {
+		b.t.Fatalf("inspect %s: %v", name, err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// hostListener is a server on the host's loopback the sandbox must not
+// reach.
+func hostListener(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "host-secret-service") })}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return ln.Addr().String()
+}
+
+func TestIsolationRunc(t *testing.T) { isolation(t, "") }
+
+func TestIsolationRunsc(t *testing.T) {
+	requireDocker(t)
+	if !env.runsc {
+		if os.Getenv("SBX_E2E") == "1" {
+			t.Fatal("SBX_E2E=1 but the daemon has no runsc runtime (see .ci/run)")
+		}
+		t.Skip("the daemon has no runsc runtime")
+	}
+	isolation(t, "runsc")
+}
+
+// isolation is the set of properties the sandbox must have, whatever its
+// runtime.
+func isolation(t *testing.T, runtime string) {
+	b := newBox(t, "e2e-iso-"+map[string]string{"": "runc", "runsc": "runsc"}[runtime])
+	rt := ""
+	if runtime != "" {
+		rt = "docker: {runtime: " + runtime + "}\n"
+	}
+	// The web server lives in a private range (docker's bridge): one
+	// sandbox allows it with blockCIDRs that leave that range open, the
+	// other keeps the default ranges.
+	open := b.spec(rt + fmt.Sprintf("network:\n  allow: [%s, allowed.invalid]\n  deny: [denied.invalid]\n  blockCIDRs: [127.0.0.0/8, 169.254.0.0/16]\n", env.webIP))
+	b.apply(open, nil)
+	if runtime != "" {
+		if out, _ := b.sh("dmesg 2>&1 | head -1", nil); !strings.Contains(out, "gVisor") {
+			t.Fatalf("the sandbox does not run under gVisor: %q", out)
+		}
+	}
+
+	t.Run("allowed host answers through the proxy", func(t *testing.T) {
+		if out := b.proxyGet(env.webIP + ":8080"); !strings.Contains(out, "200 OK") || !strings.Contains(out, "hello-from-web") {
+			t.Errorf("got %q", out)
+		}
+		// A real client honours HTTP_PROXY set in the sandbox.
+		if out, code := b.sh("wget -q -O- http://"+env.webIP+":8080/", nil); code != 0 || !strings.Contains(out, "hello-from-web") {
+			t.Errorf("wget: %d %q", code, out)
+		}
+	})
+	t.Run("denied and unlisted hosts are refused and logged", func(t *testing.T) {
+		for _, host := range []string{"denied.invalid", "unlisted.invalid"} {
+			if out := b.proxyGet(host); !strings.Contains(out, "403 Forbidden") {
+				t.Errorf("%s: %q", host, out)
+			}
+		}
+		var log bytes.Buffer
+		if err := b.d.NetLog(context.Background(), b.name, true, false, &log); err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{`"host":"denied.invalid","port":80,"decision":"deny","reason":"denied by policy","rule":"denied.invalid"`,
+			`"host":"unlisted.invalid","port":80,"decision":"deny","reason":"not in the allow list (policy: deny)","rule":"default"`} {
+			if !strings.Contains(log.String(), want) {
+				t.Errorf("netlog lacks %s:\n%s", want, log.String())
+			}
+		}
+		n, err := b.d.Denials(context.Background(), b.name, time.Now().Add(-time.Minute), time.Now())
+		if err != nil || n < 2 {
+			t.Errorf("Denials = %d, %v", n, err)
+		}
+	})
+	t.Run("a listener on the host is unreachable", func(t *testing.T) {
+		addr := hostListener(t)
+		_, port, _ := net.SplitHostPort(addr)
+		if out := b.proxyGet(addr); !strings.Contains(out, "403") || strings.Contains(out, "host-secret-service") {
+			t.Errorf("through the proxy: %q", out)
+		}
+		// The sandbox's own loopback is its own: nothing listens there.
+		if out, code := b.sh("nc -w 2 127.0.0.1 "+port+" </dev/null", nil); code == 0 || strings.Contains(out, "host-secret-service") {
+			t.Errorf("direct: %d %q", code, out)
+		}
+		gw, _ := exec.Command("docker", "network", "inspect", "bridge", "-f", "{{(index .IPAM.Config 0).Gateway}}").Output()
+		if g := strings.TrimSpace(string(gw)); g != "" {
+			if out, code := b.sh("nc -w 2 "+g+" "+port+" </dev/null", nil); code == 0 {
+				t.Errorf("host gateway %s reachable: %q", g, out)
+			}
+		}
+	})
+	t.Run("raw TCP and DNS do not leave the sandbox", func(t *testing.T) {
+		// With no interface but loopback there is no route: runc says
+		// "Network is unreachable", gVisor "No route to host".
+		noRoute := func(out string) bool {
+			return strings.Contains(out, "unreachable") || strings.Contains(out, "No route to host")
+		}
+		out, code := b.sh("nc -w 2 "+env.webIP+" 8080 </dev/null", nil)
+		if code == 0 || !noRoute(out) {
+			t.Errorf("raw TCP: %d %q", code, out)
+		}
+		out, code = b.sh("nslookup example.invalid 2>&1", nil)
+		if code == 0 || !noRoute(out) {
+			t.Errorf("DNS: %d %q", code, out)
+		}
+		out, _ = b.sh("ip -o link 2>/dev/null || cat /proc/net/dev", nil)
+		if strings.Contains(out, "eth0") {
+			t.Errorf("the sandbox has a network interface: %q", out)
+		}
+	})
+	t.Run("the sandbox cannot change its policy", func(t *testing.T) {
+		before, err := b.d.readPolicy(context.Background(), b.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _ := b.sh("ls /policy 2>&1; echo '{\"default\":\"allow\"}' > /policy/policy.json 2>&1; kill -HUP -1 2>&1; kill -9 -1 2>&1; echo done", nil)
+		if !strings.Contains(out, "No such file or directory") {
+			t.Errorf("the policy is visible inside: %q", out)
+		}
+		after, err := b.d.readPolicy(context.Background(), b.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if before == nil || after == nil || after.Default != "deny" {
+			t.Errorf("policy changed: %+v → %+v", before, after)
+		}
+		if err := b.d.verify(context.Background(), b.name); err != nil {
+			t.Errorf("after signalling from inside: %v", err)
+		}
+		if out := b.proxyGet("unlisted.invalid"); !strings.Contains(out, "403") {
+			t.Errorf("egress open after the attempt: %q", out)
+		}
+	})
+
+	// Default blocked ranges: private and link-local addresses are
+	// unreachable even as IP literals the policy allows.
+	strict := newBox(t, b.name+"-strict")
+	strict.apply(strict.spec(rt+fmt.Sprintf("network:\n  allow: [%s, 169.254.169.254, 10.0.0.1]\n", env.webIP)), nil)
+	t.Run("private and link-local ranges are unreachable as IP literals", func(t *testing.T) {
+		for _, target := range []string{env.webIP + ":8080", "169.254.169.254", "10.0.0.1"} {
+			if out := strict.proxyGet(target); !strings.Contains(out, "403") || !strings.Contains(out, "blocked address") {
+				t.Errorf("%s: %q", target, out)
+			}
+		}
+	})
+}
+
+// TestInPlaceAndReplace: an allow-list change applies in place (same
+// container, effective at once); an env change replaces the container; a
+// resources change is a docker update; destroy leaves nothing labelled.
+func TestInPlaceAndReplace(t *testing.T) {
+	b := newBox(t, "e2e-change")
+	base := "env: {NODE_ENV: development}\nnetwork:\n  blockCIDRs: [127.0.0.0/8]\n"
+	b.apply(b.spec(base), nil)
+	id := b.containerID(containerName(b.name))
+	if out := b.proxyGet(env.webIP + ":8080"); !strings.Contains(out, "403") {
+		t.Fatalf("before the change: %q", out)
+	}
+
+	p := b.apply(b.spec(base+"  allow: ["+env.webIP+"]\n"), nil)
+	if c := p.Sandboxes[0]; c.Action != reconcile.ActionUpdate {
+		t.Errorf("allow-list change: action %s, want update in place", c.Action)
+	}
+	if got := b.containerID(containerName(b.name)); got != id {
+		t.Errorf("the sandbox was recreated by an allow-list change")
+	}
+	if out := b.proxyGet(env.webIP + ":8080"); !strings.Contains(out, "hello-from-web") {
+		t.Errorf("after the change: %q", out)
+	}
+
+	p = b.apply(b.spec(strings.Replace(base, "development", "production", 1)+"  allow: ["+env.webIP+"]\n"), nil)
+	if c := p.Sandboxes[0]; c.Action != reconcile.ActionReplace {
+		t.Errorf("env change: action %s, want replace", c.Action)
+	}
+	if got := b.containerID(containerName(b.name)); got == id {
+		t.Error("an env change did not replace the container")
+	}
+	if out, _ := b.sh("echo $NODE_ENV", nil); strings.TrimSpace(out) != "production" {
+		t.Errorf("NODE_ENV = %q", out)
+	}
+
+	id = b.containerID(containerName(b.name))
+	p = b.apply(b.spec(strings.Replace(base, "development", "production", 1)+"  allow: ["+env.webIP+"]\nresources: {cpus: 0.5, memory: 64m}\n"), nil)
+	if c := p.Sandboxes[0]; c.Action != reconcile.ActionUpdate || b.containerID(containerName(b.name)) != id {
+		t.Errorf("resources change: action %s", c.Action)
+	}
+
+	if err := reconcile.Apply(context.Background(), b.d, reconcile.PlanDestroy([]string{b.name}, mustLive(b), nil, b.d.Caps(), reconcile.Options{}), reconcile.ApplyOptions{Records: b.store}); err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range [][]string{{"ps", "-a"}, {"volume", "ls"}, {"network", "ls"}} {
+		out, _ := exec.Command("docker", append(kind, "-q", "--filter", "label="+LabelSandbox+"="+b.name)...).Output()
+		if s := strings.TrimSpace(string(out)); s != "" {
+			t.Errorf("docker %s: left behind %s", kind[0], s)
+		}
+	}
+}
+
+func mustLive(b *box) map[string]*reconcile.Live {
+	live, _ := b.observe()
+	return live
+}
+
+// TestSecretsNeverInConfig: a secret reaches the process through the exec
+// environment only; docker inspect, the labels and the trace never show it.
+func TestSecretsNeverInConfig(t *testing.T) {
+	b := newBox(t, "e2e-secret")
+	const secret = "ghp_e2e_Secret_0042"
+	b.d.opts.Runner.Redact(secret)
+	sp := b.spec("secrets:\n  GITHUB_TOKEN: {env: GH_TOKEN}\n")
+	b.apply(sp, reconcile.Secrets{"GITHUB_TOKEN": secret})
+	out, code := b.sh(`echo "$GITHUB_TOKEN"`, map[string]string{"GITHUB_TOKEN": secret})
+	if code != 0 || strings.TrimSpace(out) != secret {
+		t.Fatalf("the process did not get the secret: %d %q", code, out)
+	}
+	for _, name := range []string{containerName(b.name), egressName(b.name)} {
+		data, _ := exec.Command("docker", "inspect", name).Output()
+		if bytes.Contains(data, []byte(secret)) {
+			t.Errorf("docker inspect %s shows the secret", name)
+		}
+	}
+	if strings.Contains(b.trace.String(), secret) {
+		t.Error("the trace shows the secret")
+	}
+	live, _ := b.observe()
+	rec, _ := json.Marshal(live[b.name].Record)
+	if bytes.Contains(rec, []byte(secret)) {
+		t.Error("the record label holds the secret")
+	}
+}
+
+func TestUnmanagedContainer(t *testing.T) {
+	requireDocker(t)
+	b := newBox(t, "e2e-foreign")
+	exec.Command("docker", "rm", "-f", containerName(b.name)).Run()
+	if out, err := exec.Command("docker", "create", "--name", containerName(b.name), testImage, "sleep", "1").CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	defer exec.Command("docker", "rm", "-f", containerName(b.name)).Run()
+	p := b.plan(b.spec(""), nil)
+	if err := p.Err(); err == nil || !strings.Contains(err.Error(), "--adopt") {
+		t.Errorf("plan over a container sbx did not create: %v", err)
+	}
+}
+
+func TestCheckStatic(t *testing.T) {
+	requireDocker(t)
+	if err := CheckStatic(env.binary); err != nil {
+		t.Errorf("static build rejected: %v", err)
+	}
+	if err := CheckStatic("/bin/sh"); err == nil || !strings.Contains(err.Error(), "CGO_ENABLED=0") {
+		t.Errorf("dynamic binary: %v", err)
+	}
+}
