@@ -43,8 +43,8 @@ const (
 
 // Paths inside the containers.
 const (
-	helperPath = "/.sbx/sbx"           // sbx's static binary in the sandbox
-	socketDir  = "/run/sbx-egress"     // the shared socket volume
+	helperPath = "/.sbx/sbx"       // sbx's static binary in the sandbox
+	socketDir  = "/run/sbx-egress" // the shared socket volume
 	socketPath = socketDir + "/egress.sock"
 	policyPath = "/policy/policy.json" // in the egress container only
 	logPath    = "/log/egress.jsonl"   // in the egress container only
