@@ -109,7 +109,7 @@ func (e *loopEnv) records() []map[string]any {
 // marker (plain text, no shell or glob characters). The pattern brackets
 // its first character so the scan does not find itself.
 func (e *loopEnv) agentProcesses(marker string) string {
-	pattern := "[" + marker[:1] + "]" + marker[1:]
+	pattern := "[" + marker[:1] + "]" + strings.ReplaceAll(marker[1:], " ", `\ `)
 	out, _ := exec.Command("docker", "exec", containerName(e.name), "sh", "-c",
 		"for p in /proc/[0-9]*; do c=$(tr '\\0' ' ' < $p/cmdline 2>/dev/null); case \"$c\" in *"+pattern+"*) echo \"$c\";; esac; done").Output()
 	return strings.TrimSpace(string(out))
