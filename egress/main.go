@@ -22,12 +22,19 @@ func ProxyMain(ctx context.Context, args []string, stderr io.Writer) int {
 	listen := fs.String("listen", "", "unix:/path/to/socket or host:port")
 	logPath := fs.String("log", "", "decision log, JSON lines (default stderr)")
 	ready := fs.String("ready-file", "", "file to create once listening")
+	initPolicy := fs.String("init-policy", "", "policy JSON to write to --policy when that file does not exist yet")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if *policy == "" || *listen == "" {
 		fmt.Fprintln(stderr, "sbx __egress-proxy: --policy and --listen are required")
 		return 2
+	}
+	if *initPolicy != "" {
+		if err := writeIfAbsent(*policy, []byte(*initPolicy)); err != nil {
+			fmt.Fprintf(stderr, "sbx __egress-proxy: %v\n", err)
+			return 1
+		}
 	}
 	var logw io.Writer = stderr
 	if *logPath != "" {
@@ -111,4 +118,21 @@ func BridgeMain(ctx context.Context, args []string, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// writeIfAbsent creates path with data unless it exists, atomically, so a
+// proxy restarting on its volume keeps the policy written since.
+func writeIfAbsent(path string, data []byte) error {
+	if _, err := os.Stat(path); err == nil {
+		return nil
+	}
+	tmp := path + ".init"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return err
+	}
+	if err := os.Link(tmp, path); err != nil && !os.IsExist(err) {
+		os.Remove(tmp)
+		return err
+	}
+	return os.Remove(tmp)
 }

@@ -64,6 +64,12 @@ type Options struct {
 // Driver is the docker driver.
 type Driver struct {
 	opts Options
+	// created remembers the sandboxes this driver created during this
+	// apply: their policy is already written, so the network step that
+	// follows a create has nothing left to do.
+	created map[string]bool
+	// egressTag is the proxy image known to exist.
+	egressTag string
 }
 
 var _ reconcile.Driver = (*Driver)(nil)
@@ -325,6 +331,10 @@ func (d *Driver) Do(ctx context.Context, s reconcile.Step, sp *spec.Spec, _ reco
 	case reconcile.StepCreate:
 		return d.create(ctx, sp, s.Record)
 	case reconcile.StepSetNetwork:
+		if d.created[s.Sandbox] {
+			delete(d.created, s.Sandbox)
+			return nil // create wrote this very policy before the proxy started
+		}
 		return d.setPolicy(ctx, sp, true)
 	case reconcile.StepSetSecrets:
 		return nil // secrets reach the agent per exec
@@ -401,7 +411,11 @@ func (d *Driver) egressImage(ctx context.Context) (string, error) {
 		return "", err
 	}
 	tag := "sbx-egress:" + hex.EncodeToString(h.Sum(nil))[:12]
+	if d.egressTag == tag {
+		return tag, nil
+	}
 	if _, err := d.docker(ctx, "image", "inspect", "--format", "{{.Id}}", tag); err == nil {
+		d.egressTag = tag
 		return tag, nil
 	}
 	dir, err := os.MkdirTemp("", "sbx-egress-")
@@ -419,6 +433,7 @@ func (d *Driver) egressImage(ctx context.Context) (string, error) {
 	if _, err := d.docker(ctx, "build", "-q", "--label", LabelManaged+"=true", "-t", tag, dir); err != nil {
 		return "", err
 	}
+	d.egressTag = tag
 	return tag, nil
 }
 
@@ -474,15 +489,16 @@ func (d *Driver) create(ctx context.Context, sp *spec.Spec, rec *reconcile.Recor
 		}
 	}
 	tmpl := templateImage(sp, hash)
-	if _, err := d.docker(ctx, "image", "inspect", "--format", "{{.Id}}", tmpl); err != nil {
-		if _, perr := d.docker(ctx, "pull", tmpl); perr != nil {
-			return fmt.Errorf("template image %s is not on this machine and cannot be pulled: %v", tmpl, perr)
-		}
-	}
 	for _, role := range []string{"sock", "policy", "log"} {
 		if _, err := d.docker(ctx, append(append([]string{"volume", "create"}, labels(sp.Name, role+"-volume")...), volumeName(sp.Name, role))...); err != nil {
 			return err
 		}
+	}
+	// The proxy writes the policy onto its volume at first start
+	// (--init-policy); later changes are written there by setPolicy.
+	pol, err := json.Marshal(policyOf(sp))
+	if err != nil {
+		return err
 	}
 	eg := append([]string{"create", "--name", egressName(sp.Name)}, labels(sp.Name, "egress")...)
 	eg = append(eg,
@@ -490,16 +506,18 @@ func (d *Driver) create(ctx context.Context, sp *spec.Spec, rec *reconcile.Recor
 		"-v", volumeName(sp.Name, "sock")+":"+socketDir,
 		"-v", volumeName(sp.Name, "policy")+":/policy",
 		"-v", volumeName(sp.Name, "log")+":/log",
-		image, "__egress-proxy", "--policy", policyPath, "--listen", "unix:"+socketPath, "--log", logPath)
+		image, "__egress-proxy", "--policy", policyPath, "--init-policy", string(pol),
+		"--listen", "unix:"+socketPath, "--log", logPath)
 	if _, err := d.docker(ctx, eg...); err != nil {
 		return err
 	}
-	if err := d.setPolicy(ctx, sp, false); err != nil {
-		return err
-	}
-	if _, err := d.docker(ctx, "start", egressName(sp.Name)); err != nil {
-		return err
-	}
+	// The proxy starts while the sandbox container is created: neither
+	// needs the other until the sandbox starts.
+	egressStarted := make(chan error, 1)
+	go func() {
+		_, err := d.docker(ctx, "start", egressName(sp.Name))
+		egressStarted <- err
+	}()
 	sb := append([]string{"create", "--name", containerName(sp.Name)}, labels(sp.Name, "sandbox")...)
 	sb = append(sb, "--label", "dev.sbx.agent="+sp.Agent, "--label", labelWS+"="+sp.Workspace.Path)
 	if rec != nil {
@@ -540,11 +558,27 @@ func (d *Driver) create(ctx context.Context, sp *spec.Spec, rec *reconcile.Recor
 		sb = append(sb, "--env-file", f)
 	}
 	sb = append(sb, tmpl, "__sandbox-init", "--socket", socketPath)
-	if _, err := d.docker(ctx, sb...); err != nil {
+	// docker create pulls a missing image itself; say plainly when it
+	// cannot.
+	_, err = d.docker(ctx, sb...)
+	if egErr := <-egressStarted; egErr != nil {
+		return egErr
+	}
+	if err != nil {
+		var re *runner.Error
+		if errors.As(err, &re) && (strings.Contains(re.Stderr, "Unable to find image") || strings.Contains(re.Stderr, "pull access denied") || strings.Contains(re.Stderr, "No such image")) {
+			return fmt.Errorf("template image %s is not on this machine and cannot be pulled (build it, or docker pull it where a registry is reachable): %v", tmpl, err)
+		}
 		return err
 	}
-	_, err = d.docker(ctx, "start", containerName(sp.Name))
-	return err
+	if _, err := d.docker(ctx, "start", containerName(sp.Name)); err != nil {
+		return err
+	}
+	if d.created == nil {
+		d.created = map[string]bool{}
+	}
+	d.created[sp.Name] = true
+	return nil
 }
 
 func bind(src, dst string, ro bool) string {

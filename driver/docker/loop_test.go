@@ -3,6 +3,7 @@ package docker
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -28,7 +29,7 @@ func newLoopEnv(t *testing.T, name string) *loopEnv {
 	requireDocker(t)
 	e := &loopEnv{t: t, ws: t.TempDir(), state: t.TempDir(), name: name}
 	t.Cleanup(func() {
-		New(Options{Binary: env.binary}).remove(t.Context(), name)
+		New(Options{Binary: env.binary}).remove(context.Background(), name)
 	})
 	os.WriteFile(filepath.Join(e.ws, "PROMPT.md"), []byte("Do the task.\n"), 0o644)
 	return e

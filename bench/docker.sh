@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Docker driver timings on a real daemon (needs hyperfine, busybox-static):
+#  1. `sbx apply` of a new sandbox vs the same docker commands from a script
+#     (the egress image and the template are built beforehand: build time
+#     is excluded);
+#  2. an allow-list change applied in place vs an env change (a replace).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+command -v hyperfine >/dev/null || { echo "bench/docker.sh: install hyperfine" >&2; exit 1; }
+work=$(mktemp -d)
+export SBX_STATE_DIR="$work/state" SBX_STATIC_BINARY="$work/sbx"
+cleanup() { docker rm -f sbx-bench sbx-bench-egress raw-bench raw-bench-egress >/dev/null 2>&1 || true
+  docker volume rm -f sbx-bench-sock sbx-bench-policy sbx-bench-log raw-sock raw-policy raw-log >/dev/null 2>&1 || true
+  rm -rf "$work"; }
+trap cleanup EXIT
+CGO_ENABLED=0 go build -o "$work/sbx" ./cmd/sbx
+mkdir -p "$work/img" "$work/ws"
+cp "$(command -v busybox)" "$work/img/busybox"
+printf 'FROM scratch\nCOPY busybox /bin/busybox\nRUN ["/bin/busybox", "--install", "-s", "/bin"]\nENV PATH=/bin\n' > "$work/img/Dockerfile"
+docker build -q -t sbx-bench-busybox:1 "$work/img" >/dev/null
+cd "$work/ws"
+write() { cat > sandbox.yaml <<YAML
+version: 1
+name: bench
+agent: shell
+driver: docker
+template: sbx-bench-busybox:1
+env: {NODE_ENV: $1}
+network:
+  allow: [$2]
+YAML
+}
+write development a.example
+"$work/sbx" apply -y >/dev/null   # builds the egress image once
+egress=$(docker inspect -f '{{.Config.Image}}' sbx-bench-egress)
+"$work/sbx" destroy -y >/dev/null
+printf '{"default":"deny","allow":["a.example"],"deny":[],"blockCIDRs":["10.0.0.0/8"]}' > "$work/policy.json"
+cat > "$work/raw.sh" <<SH
+set -e
+for v in raw-sock raw-policy raw-log; do docker volume create \$v >/dev/null; done
+docker create --name raw-bench-egress -v raw-sock:/run/sbx-egress -v raw-policy:/policy -v raw-log:/log $egress __egress-proxy --policy /policy/policy.json --init-policy "\$(cat $work/policy.json)" --listen unix:/run/sbx-egress/egress.sock --log /log/egress.jsonl >/dev/null
+docker start raw-bench-egress >/dev/null
+docker create --name raw-bench --network none --entrypoint /.sbx/sbx -v $work/sbx:/.sbx/sbx:ro -v raw-sock:/run/sbx-egress -v $work/ws:$work/ws -w $work/ws -e NODE_ENV=development -e HTTP_PROXY=http://127.0.0.1:3128 sbx-bench-busybox:1 __sandbox-init --socket /run/sbx-egress/egress.sock >/dev/null
+docker start raw-bench >/dev/null
+SH
+echo "== create: sbx apply vs the same docker commands"
+hyperfine --runs 8 --export-markdown "$work/create.md" \
+  --prepare "$work/sbx destroy -y >/dev/null 2>&1; docker rm -f raw-bench raw-bench-egress >/dev/null 2>&1; docker volume rm -f raw-sock raw-policy raw-log >/dev/null 2>&1; true" \
+  "$work/sbx apply -y" "bash $work/raw.sh" >/dev/null
+cat "$work/create.md"
+"$work/sbx" apply -y >/dev/null
+echo "== change: allow-list in place vs env replace"
+hyperfine --runs 8 --export-markdown "$work/change.md" \
+  --prepare "sed -i 's/allow: \[.*\]/allow: [a.example]/' sandbox.yaml; $work/sbx apply -y >/dev/null" \
+  -n "allow-list change (in place)" "sed -i 's/allow: \[.*\]/allow: [b.example]/' sandbox.yaml; $work/sbx apply -y" >/dev/null
+cat "$work/change.md"
+hyperfine --runs 5 --export-markdown "$work/replace.md" \
+  --prepare "sed -i 's/NODE_ENV: .*}/NODE_ENV: a}/' sandbox.yaml; $work/sbx apply -y >/dev/null" \
+  -n "env change (replace)" "sed -i 's/NODE_ENV: .*}/NODE_ENV: b}/' sandbox.yaml; $work/sbx apply -y" >/dev/null
+cat "$work/replace.md"
+"$work/sbx" destroy -y >/dev/null
