@@ -10,7 +10,7 @@ command -v hyperfine >/dev/null || { echo "bench/docker.sh: install hyperfine" >
 work=$(mktemp -d)
 export SBX_STATE_DIR="$work/state" SBX_STATIC_BINARY="$work/sbx"
 cleanup() { docker rm -f sbx-bench sbx-bench-egress raw-bench raw-bench-egress >/dev/null 2>&1 || true
-  docker volume rm -f sbx-bench-sock sbx-bench-policy sbx-bench-log raw-sock raw-policy raw-log >/dev/null 2>&1 || true
+  docker volume rm -f sbx-bench-sock sbx-bench-policy raw-sock raw-policy >/dev/null 2>&1 || true
   rm -rf "$work"; }
 trap cleanup EXIT
 CGO_ENABLED=0 go build -o "$work/sbx" ./cmd/sbx
@@ -37,15 +37,15 @@ egress=$(docker inspect -f '{{.Config.Image}}' sbx-bench-egress)
 printf '{"default":"deny","allow":["a.example"],"deny":[],"blockCIDRs":["10.0.0.0/8"]}' > "$work/policy.json"
 cat > "$work/raw.sh" <<SH
 set -e
-for v in raw-sock raw-policy raw-log; do docker volume create \$v >/dev/null; done
-docker create --name raw-bench-egress -v raw-sock:/run/sbx-egress -v raw-policy:/policy -v raw-log:/log $egress __egress-proxy --policy /policy/policy.json --init-policy "\$(cat $work/policy.json)" --listen unix:/run/sbx-egress/egress.sock --log /log/egress.jsonl >/dev/null
+for v in raw-sock raw-policy; do docker volume create \$v >/dev/null; done
+docker create --name raw-bench-egress -v raw-sock:/run/sbx-egress -v raw-policy:/policy $egress __egress-proxy --policy /policy/policy.json --init-policy "\$(cat $work/policy.json)" --listen unix:/run/sbx-egress/egress.sock >/dev/null
 docker start raw-bench-egress >/dev/null
 docker create --name raw-bench --network none --entrypoint /.sbx/sbx -v $work/sbx:/.sbx/sbx:ro -v raw-sock:/run/sbx-egress -v $work/ws:$work/ws -w $work/ws -e NODE_ENV=development -e HTTP_PROXY=http://127.0.0.1:3128 sbx-bench-busybox:1 __sandbox-init --socket /run/sbx-egress/egress.sock >/dev/null
 docker start raw-bench >/dev/null
 SH
 echo "== create: sbx apply vs the same docker commands"
 hyperfine --runs 8 --export-markdown "$work/create.md" \
-  --prepare "$work/sbx destroy -y >/dev/null 2>&1; docker rm -f raw-bench raw-bench-egress >/dev/null 2>&1; docker volume rm -f raw-sock raw-policy raw-log >/dev/null 2>&1; true" \
+  --prepare "$work/sbx destroy -y >/dev/null 2>&1; docker rm -f raw-bench raw-bench-egress >/dev/null 2>&1; docker volume rm -f raw-sock raw-policy >/dev/null 2>&1; true" \
   "$work/sbx apply -y" "bash $work/raw.sh" >/dev/null
 cat "$work/create.md"
 "$work/sbx" apply -y >/dev/null

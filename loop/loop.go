@@ -147,6 +147,9 @@ type loopRun struct {
 	cfg    Config
 	status Status
 	runDir string
+	// last is the workspace after the previous iteration, reused as the
+	// next one's starting point when nothing ran in between.
+	last *Snapshot
 }
 
 func (r *loopRun) run(ctx context.Context) *Result {
@@ -274,9 +277,15 @@ func (r *loopRun) iteration(ctx, runCtx context.Context, i int, command []string
 		return nil, "", fmt.Errorf("hints: %v", err)
 	}
 	input := Prompt(i, l.MaxIterations, hints, string(prompt))
-	before, err := TakeSnapshot(ctx, cfg.Workspace)
-	if err != nil {
-		return nil, "", err
+	// The workspace as the last iteration left it, unless something ran
+	// since (verify commands may write).
+	before := r.last
+	if before == nil {
+		b, err := TakeSnapshot(ctx, cfg.Workspace)
+		if err != nil {
+			return nil, "", err
+		}
+		before = &b
 	}
 	logPath := filepath.Join(r.runDir, fmt.Sprintf("iter-%03d.log", i))
 	logFile, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
@@ -317,19 +326,28 @@ func (r *loopRun) iteration(ctx, runCtx context.Context, i int, command []string
 	}
 	output := captured.String()
 	rec.PromiseSeen = PromiseSeen(output, l.Completion.Promise)
+	// Count egress denials (a backend call) while the workspace is read.
+	denials := make(chan *int, 1)
+	go func() {
+		if cfg.Denials != nil {
+			if n, err := cfg.Denials.Denials(ctx, rec.Start, time.Now()); err == nil {
+				denials <- &n
+				return
+			}
+		}
+		denials <- nil
+	}()
 	after, err := TakeSnapshot(ctx, cfg.Workspace)
+	rec.Denials = <-denials
 	if err != nil {
 		return nil, "", err
 	}
-	rec.Progressed = before != after
+	rec.Progressed = *before != after
 	rec.Files = after.Files
 	rec.Commits = Commits(ctx, cfg.Workspace, before.Head, after.Head)
-	if cfg.Denials != nil {
-		if n, err := cfg.Denials.Denials(ctx, rec.Start, time.Now()); err == nil {
-			rec.Denials = &n
-		}
-	}
+	r.last = &after
 	if !rec.Interrupted && rec.ExitStatus == 0 && !rec.TimedOut && (l.Completion.Promise == "" || rec.PromiseSeen) {
+		r.last = nil // verify may change the workspace
 		for _, v := range l.Completion.Verify {
 			code, err := cfg.Exec.Exec(runCtx, []string{"sh", "-c", v}, cliutil.ExecOptions{Workdir: cfg.Workspace, Env: cfg.Env, Stdout: out, Stderr: errOut})
 			out.Flush()

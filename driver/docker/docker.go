@@ -47,7 +47,6 @@ const (
 	socketDir  = "/run/sbx-egress" // the shared socket volume
 	socketPath = socketDir + "/egress.sock"
 	policyPath = "/policy/policy.json" // in the egress container only
-	logPath    = "/log/egress.jsonl"   // in the egress container only
 	proxyURL   = "http://127.0.0.1:3128"
 )
 
@@ -489,7 +488,7 @@ func (d *Driver) create(ctx context.Context, sp *spec.Spec, rec *reconcile.Recor
 		}
 	}
 	tmpl := templateImage(sp, hash)
-	for _, role := range []string{"sock", "policy", "log"} {
+	for _, role := range []string{"sock", "policy"} {
 		if _, err := d.docker(ctx, append(append([]string{"volume", "create"}, labels(sp.Name, role+"-volume")...), volumeName(sp.Name, role))...); err != nil {
 			return err
 		}
@@ -505,9 +504,10 @@ func (d *Driver) create(ctx context.Context, sp *spec.Spec, rec *reconcile.Recor
 		"--restart", "unless-stopped",
 		"-v", volumeName(sp.Name, "sock")+":"+socketDir,
 		"-v", volumeName(sp.Name, "policy")+":/policy",
-		"-v", volumeName(sp.Name, "log")+":/log",
+		// Decisions go to the container's log (docker logs), which is
+		// cheap to read from the host.
 		image, "__egress-proxy", "--policy", policyPath, "--init-policy", string(pol),
-		"--listen", "unix:"+socketPath, "--log", logPath)
+		"--listen", "unix:"+socketPath)
 	if _, err := d.docker(ctx, eg...); err != nil {
 		return err
 	}
@@ -662,13 +662,20 @@ type logEntry struct {
 	Status   int       `json:"status"`
 }
 
-func (d *Driver) readLog(ctx context.Context, name string) ([]string, error) {
-	data, err := d.readFile(ctx, egressName(name), logPath)
+// readLog returns the proxy's decision lines (its container log), those
+// since a time when since is not zero.
+func (d *Driver) readLog(ctx context.Context, name string, since time.Time) ([]string, error) {
+	args := []string{"logs"}
+	if !since.IsZero() {
+		args = append(args, "--since", since.UTC().Format(time.RFC3339Nano))
+	}
+	var out bytes.Buffer
+	err := d.opts.Runner.Run(ctx, runner.Cmd{Args: append([]string{d.opts.Docker}, append(args, egressName(name))...), Stdout: &out, Stderr: &out})
 	if err != nil {
 		return nil, err
 	}
 	var lines []string
-	for _, l := range strings.Split(string(data), "\n") {
+	for _, l := range strings.Split(out.String(), "\n") {
 		if strings.Contains(l, `"decision"`) {
 			lines = append(lines, l)
 		}
@@ -682,7 +689,7 @@ func (d *Driver) readLog(ctx context.Context, name string) ([]string, error) {
 func (d *Driver) NetLog(ctx context.Context, name string, asJSON, follow bool, w io.Writer) error {
 	seen := 0
 	for {
-		lines, err := d.readLog(ctx, name)
+		lines, err := d.readLog(ctx, name, time.Time{})
 		if err != nil {
 			return err
 		}
@@ -710,7 +717,7 @@ func (d *Driver) NetLog(ctx context.Context, name string, asJSON, follow bool, w
 
 // Denials counts the requests the proxy denied in [since, until].
 func (d *Driver) Denials(ctx context.Context, name string, since, until time.Time) (int, error) {
-	lines, err := d.readLog(ctx, name)
+	lines, err := d.readLog(ctx, name, since)
 	if err != nil {
 		return 0, err
 	}
