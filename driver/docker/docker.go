@@ -238,6 +238,11 @@ func (d *Driver) Observe(ctx context.Context, names []string) (map[string]*recon
 			continue
 		}
 		l.Managed = true
+		if strings.HasPrefix(l.Template, "sbx-template-"+strings.ToLower(name)+":") {
+			// A template sbx built and tagged by content: the file names no
+			// image; the build hash in the record tracks it.
+			l.Template = ""
+		}
 		l.Agent = in.Config.Labels["dev.sbx.agent"]
 		if rec := in.Config.Labels[LabelRecord]; rec != "" {
 			var r reconcile.Record

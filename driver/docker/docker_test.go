@@ -154,7 +154,10 @@ func (b *box) spec(body string, extra ...string) *spec.Spec {
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	doc := fmt.Sprintf("version: 1\nname: %s\nagent: shell\ndriver: docker\ntemplate: %s\nworkspace: ws\n%s", b.name, testImage, body)
+	doc := fmt.Sprintf("version: 1\nname: %s\nagent: shell\ndriver: docker\nworkspace: ws\n%s", b.name, body)
+	if !strings.Contains(body, "template:") {
+		doc += "template: " + testImage + "\n"
+	}
 	res, err := spec.Parse("sandbox.yaml", b.dir, []byte(doc), spec.Options{Schema: sch})
 	if err != nil {
 		b.t.Fatalf("spec: %v\n%s", err, doc)
