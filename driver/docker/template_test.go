@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,6 +50,7 @@ func TestTemplateBuild(t *testing.T) {
 		t.Errorf("after the rebuild: motd %q", out)
 	}
 	t.Cleanup(func() {
+		b.d.remove(context.Background(), b.name) // the images are in use until then
 		out, _ := exec.Command("docker", "images", "-q", "sbx-template-"+b.name).Output()
 		for _, img := range strings.Fields(string(out)) {
 			exec.Command("docker", "rmi", "-f", img).Run()
