@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"sync"
 	"time"
 )
 
@@ -12,32 +11,15 @@ import (
 // each connection over the Unix socket shared with the egress container:
 // the sandbox has no network interface but loopback.
 func Bridge(ctx context.Context, ln net.Listener, socket string) error {
-	go func() {
-		<-ctx.Done()
-		ln.Close()
-	}()
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	for {
-		c, err := ln.Accept()
+	return serveConns(ctx, ln, func(c net.Conn) {
+		defer c.Close()
+		u, err := dialRetry(ctx, socket)
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
+			return
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer c.Close()
-			u, err := dialRetry(ctx, socket)
-			if err != nil {
-				return
-			}
-			defer u.Close()
-			splice(c, u)
-		}()
-	}
+		defer u.Close()
+		splice(c, u)
+	})
 }
 
 // dialRetry dials the socket, waiting briefly for a proxy that is still

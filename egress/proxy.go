@@ -80,6 +80,12 @@ func (p *Proxy) Reload() error {
 
 // Serve accepts connections until ctx ends or ln fails.
 func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
+	return serveConns(ctx, ln, func(c net.Conn) { p.handle(ctx, c) })
+}
+
+// serveConns runs handle for each accepted connection until ctx ends
+// (nil) or the listener fails, and waits for the handlers.
+func serveConns(ctx context.Context, ln net.Listener, handle func(net.Conn)) error {
 	go func() {
 		<-ctx.Done()
 		ln.Close()
@@ -101,7 +107,7 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p.handle(ctx, conn)
+			handle(conn)
 		}()
 	}
 }

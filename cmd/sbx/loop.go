@@ -203,20 +203,13 @@ func (a *app) loopRun(ctx context.Context, t *target, maxIter int, yes, ephemera
 	if err != nil {
 		return a.errorf("%v", err)
 	}
-	env := map[string]string{}
-	if pe, ok := s.backend.(envPerExec); ok && pe.EnvPerExec() {
-		for k, v := range sp.Env {
-			env[k] = v
-		}
-	}
 	var redact []string
-	for k, v := range s.secrets[sp.Name] {
-		env[k] = v
+	for _, v := range s.secrets[sp.Name] {
 		redact = append(redact, v)
 	}
 	cfg := loop.Config{
 		Sandbox: sp.Name, Agent: sp.Agent, Workspace: sp.Workspace.Path, Loop: l,
-		Env: env, Redact: redact,
+		Env: s.execEnv(sp), Redact: redact,
 		Exec: execFunc(func(ctx context.Context, argv []string, o cliutil.ExecOptions) (int, error) {
 			return ex.Exec(ctx, sp.Name, argv, o)
 		}),

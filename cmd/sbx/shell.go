@@ -78,19 +78,10 @@ func (a *app) shell(ctx context.Context, t *target, argv []string) int {
 	if interactive {
 		argv = defaultShell
 	}
-	env := map[string]string{}
-	if pe, ok := s.backend.(envPerExec); ok && pe.EnvPerExec() {
-		for k, v := range sp.Env {
-			env[k] = v
-		}
-	}
-	for k, v := range s.secrets[sp.Name] {
-		env[k] = v
-	}
 	code, err := ex.Exec(ctx, sp.Name, argv, cliutil.ExecOptions{
 		Interactive: true,
 		TTY:         isTerminal(a.stdin) && isTerminal(a.stdout),
-		Env:         env,
+		Env:         s.execEnv(sp),
 		Stdin:       a.stdin,
 		Stdout:      a.stdout,
 		Stderr:      a.stderr,
@@ -130,4 +121,19 @@ func netlogVerb() *verb {
 			}
 		},
 	}
+}
+
+// execEnv is the environment a command in the sandbox gets through its
+// exec: the secrets, and the sandbox's env on backends that store none.
+func (s *session) execEnv(sp *spec.Spec) map[string]string {
+	env := map[string]string{}
+	if pe, ok := s.backend.(envPerExec); ok && pe.EnvPerExec() {
+		for k, v := range sp.Env {
+			env[k] = v
+		}
+	}
+	for k, v := range s.secrets[sp.Name] {
+		env[k] = v
+	}
+	return env
 }

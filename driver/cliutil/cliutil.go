@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -155,4 +156,22 @@ func WriteJSONLine(w io.Writer, v any) error {
 	}
 	_, err = w.Write(append(b, '\n'))
 	return err
+}
+
+// EnvFile writes env to a new 0600 file in the --env-file format docker
+// and sbx read, so values stay out of argv and ps. The caller removes it.
+func EnvFile(env map[string]string) (string, error) {
+	f, err := os.CreateTemp("", "sbx-env-*")
+	if err != nil {
+		return "", err
+	}
+	for _, k := range SortedKeys(env) {
+		if strings.ContainsAny(env[k], "\n") {
+			f.Close()
+			os.Remove(f.Name())
+			return "", fmt.Errorf("env.%s: a value with a newline cannot go in an env file", k)
+		}
+		fmt.Fprintf(f, "%s=%s\n", k, env[k])
+	}
+	return f.Name(), f.Close()
 }

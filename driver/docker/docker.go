@@ -555,7 +555,7 @@ func (d *Driver) create(ctx context.Context, sp *spec.Spec, rec *reconcile.Recor
 		sb = append(sb, "--memory", strconv.FormatInt(sp.Resources.Memory, 10), "--memory-swap", "-1")
 	}
 	if len(sp.Env) > 0 {
-		f, err := envFile(sp.Env)
+		f, err := cliutil.EnvFile(sp.Env)
 		if err != nil {
 			return err
 		}
@@ -592,24 +592,6 @@ func bind(src, dst string, ro bool) string {
 		s += ":ro"
 	}
 	return s
-}
-
-// envFile writes env to a 0600 file for --env-file, keeping values out of
-// argv.
-func envFile(env map[string]string) (string, error) {
-	f, err := os.CreateTemp("", "sbx-env-*")
-	if err != nil {
-		return "", err
-	}
-	for _, k := range cliutil.SortedKeys(env) {
-		if strings.ContainsAny(env[k], "\n") {
-			f.Close()
-			os.Remove(f.Name())
-			return "", fmt.Errorf("env.%s: a value with a newline cannot be passed to docker", k)
-		}
-		fmt.Fprintf(f, "%s=%s\n", k, env[k])
-	}
-	return f.Name(), f.Close()
 }
 
 // setPolicy writes the proxy's policy onto its volume (docker cp of a tar

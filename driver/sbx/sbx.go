@@ -315,7 +315,7 @@ func (d *Driver) create(ctx context.Context, sb *spec.Spec) error {
 		args = append(args, "--deny-network", h)
 	}
 	if len(sb.Env) > 0 {
-		f, err := envFile(sb.Env)
+		f, err := cliutil.EnvFile(sb.Env)
 		if err != nil {
 			return err
 		}
@@ -351,27 +351,6 @@ func templateImage(sb *spec.Spec) string {
 		return "sbx-template-" + strings.ToLower(sb.Name) + ":latest"
 	}
 	return ""
-}
-
-func envFile(env map[string]string) (string, error) {
-	f, err := os.CreateTemp("", "sbx-env-*")
-	if err != nil {
-		return "", err
-	}
-	names := make([]string, 0, len(env))
-	for k := range env {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for _, k := range names {
-		if strings.ContainsAny(env[k], "\n") {
-			f.Close()
-			os.Remove(f.Name())
-			return "", fmt.Errorf("env.%s: a value with a newline cannot be passed to the sbx backend", k)
-		}
-		fmt.Fprintf(f, "%s=%s\n", k, env[k])
-	}
-	return f.Name(), f.Close()
 }
 
 // build builds a template with docker and loads it into sbx's image store,
