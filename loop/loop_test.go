@@ -330,3 +330,20 @@ func TestRunGroupKillsGroup(t *testing.T) {
 		t.Error("processes of the group survive")
 	}
 }
+
+// TestMaxDuration: the run's budget ends it, killing the agent mid-run,
+// with its own exit code.
+func TestMaxDuration(t *testing.T) {
+	f := newFixture(t, false)
+	start := time.Now()
+	res := f.run(context.Background(), `date +%s%N >> p; sleep 300`, spec.Loop{MaxIterations: 10, Completion: spec.Completion{Promise: "X"}, MaxDuration: 700 * time.Millisecond}, nil)
+	if res.State != StateBudget || res.ExitCode != ExitBudget {
+		t.Fatalf("result = %+v\n%s", res, f.out.String())
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("the budget did not stop the run (%s)", d)
+	}
+	if rec := f.records(res)[0]; !rec.Interrupted {
+		t.Errorf("record = %+v", rec)
+	}
+}
