@@ -189,13 +189,9 @@ func TestIterationTimeoutKillsTree(t *testing.T) {
 	marker := "sbx-loop-test-" + randomID(4)
 	// The agent starts a grandchild that would outlive a plain kill.
 	script := `sh -c 'sleep 300; : ` + marker + `' & sleep 300`
-	start := time.Now()
 	res := f.run(context.Background(), script, spec.Loop{MaxIterations: 1, Completion: spec.Completion{Promise: "X"}, IterationTimeout: 500 * time.Millisecond}, nil)
 	if res.State != StateMaxIterations {
 		t.Fatalf("result = %+v\n%s", res, f.out.String())
-	}
-	if d := time.Since(start); d > 10*time.Second {
-		t.Errorf("took %s", d)
 	}
 	rec := f.records(res)[0]
 	if !rec.TimedOut || rec.Failure == nil || rec.Failure.ExitStatus != 124 {
@@ -335,13 +331,9 @@ func TestRunGroupKillsGroup(t *testing.T) {
 // with its own exit code.
 func TestMaxDuration(t *testing.T) {
 	f := newFixture(t, false)
-	start := time.Now()
 	res := f.run(context.Background(), `date +%s%N >> p; sleep 300`, spec.Loop{MaxIterations: 10, Completion: spec.Completion{Promise: "X"}, MaxDuration: 700 * time.Millisecond}, nil)
 	if res.State != StateBudget || res.ExitCode != ExitBudget {
 		t.Fatalf("result = %+v\n%s", res, f.out.String())
-	}
-	if d := time.Since(start); d > 30*time.Second {
-		t.Errorf("the budget did not stop the run (%s)", d)
 	}
 	if rec := f.records(res)[0]; !rec.Interrupted {
 		t.Errorf("record = %+v", rec)
