@@ -130,8 +130,11 @@ func (s *Schema) collect(ve *jsonschema.ValidationError, doc any, out *[]Error) 
 		}
 		return
 	case *kind.PropertyNames:
+		// jsonschema v6.0.3 reuses the slice behind InstanceLocation for
+		// propertyNames errors, so it can name another key by the time it
+		// is read; the schema path says which object it is.
 		*out = append(*out, Error{
-			Location: appendLoc(ve.InstanceLocation, k.Property),
+			Location: appendLoc(instanceOf(ve.SchemaURL), k.Property),
 			Anchor:   AtKey,
 			Message:  fmt.Sprintf("invalid name %q: %s", k.Property, s.patternHint(ve)),
 		})
@@ -423,4 +426,22 @@ func ratString(r *big.Rat) string {
 		return r.Num().String()
 	}
 	return r.FloatString(3)
+}
+
+// instanceOf derives the instance location of an object from the location
+// of its schema, by the "properties" steps along it (#/properties/template/
+// oneOf/1/properties/build/properties/args is template.build.args). It
+// serves objects reached only through properties, which is where sbx's
+// schema uses propertyNames.
+func instanceOf(schemaURL string) []string {
+	_, frag, _ := strings.Cut(schemaURL, "#")
+	toks := strings.Split(strings.TrimPrefix(frag, "/"), "/")
+	var loc []string
+	for i := 0; i+1 < len(toks); i++ {
+		if toks[i] == "properties" {
+			loc = append(loc, toks[i+1])
+			i++
+		}
+	}
+	return loc
 }
