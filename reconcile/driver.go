@@ -56,6 +56,10 @@ type Live struct {
 	Network   LiveNetwork    `json:"network"`
 	Resources spec.Resources `json:"resources"`
 	Runtime   string         `json:"runtime,omitempty"`
+	// Unreported lists readable fields this observation did not report (the
+	// plugin lists no workspaces for a stopped VM): the planner compares
+	// them with the record, as if the backend could not read them back.
+	Unreported []Field `json:"unreported,omitempty"`
 	// Record is the last-applied record when the backend stores it with the
 	// sandbox (docker labels); nil otherwise.
 	Record *Record `json:"record,omitempty"`

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -501,7 +502,7 @@ func (pl *planner) add(d Diff) {
 		}
 		return
 	case Replace:
-		if pl.live != nil && pl.rec == nil && !cp.Readable {
+		if pl.live != nil && pl.rec == nil && !pl.readable(d.Field) {
 			// Adopting: the backend cannot show this field and there is
 			// no record, so replacing would be a guess that destroys what
 			// the user asked sbx to keep. Assume it matches and say so.
@@ -517,6 +518,12 @@ func (pl *planner) add(d Diff) {
 		d.Before, d.After = "", ""
 	}
 	pl.diffs = append(pl.diffs, d)
+}
+
+// readable reports whether f is compared with the live sandbox: the
+// backend can read it back, and did in this observation.
+func (pl *planner) readable(f Field) bool {
+	return pl.caps.Of(f).Readable && pl.live != nil && !slices.Contains(pl.live.Unreported, f)
 }
 
 func (pl *planner) sensitive(path string) bool {
@@ -552,7 +559,7 @@ func (pl *planner) scalar(f Field, path, dv, lv, rv string) {
 		recIsDesired = pl.rec.Fingerprints[path] != "" && pl.rec.Fingerprints[path] == pl.d.Fingerprints[path]
 	}
 	widens := path == "network.policy"
-	if cp.Readable && pl.live != nil {
+	if pl.readable(f) {
 		if dv == lv {
 			return
 		}
@@ -612,7 +619,7 @@ func (pl *planner) set(fAdd, fRemove Field, path string, desired []item, lv, rv 
 	if cp.Mode == Ignored {
 		return
 	}
-	readable := liveReadable && cp.Readable && pl.live != nil
+	readable := liveReadable && pl.readable(fAdd)
 	var base []string
 	switch {
 	case readable:

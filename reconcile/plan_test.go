@@ -267,6 +267,28 @@ func TestPlan(t *testing.T) {
 			steps: []StepKind{StepUpdateResources, StepVerify, StepRecord},
 		},
 		{
+			// The plugin lists no workspaces for a stopped VM: compared
+			// with the record, not taken for a removed workspace.
+			name:    "unreported_workspace_is_no_change",
+			caps:    DockerSandboxCaps(),
+			applied: baseSpec(),
+			live: func(l *Live) *Live {
+				l.Status, l.Workspace, l.Unreported = "stopped", spec.Workspace{}, []Field{FieldWorkspace, FieldMounts}
+				return l
+			},
+		},
+		{
+			name:    "unreported_workspace_changed_in_file_replaces",
+			caps:    DockerSandboxCaps(),
+			applied: baseSpec(),
+			live: func(l *Live) *Live {
+				l.Status, l.Workspace, l.Unreported = "stopped", spec.Workspace{}, []Field{FieldWorkspace, FieldMounts}
+				return l
+			},
+			want:  func(sb *spec.Spec) { sb.Workspace.Path = "/src/other" },
+			steps: replaceSteps,
+		},
+		{
 			name:    "runtime_ignored_outside_docker",
 			caps:    SbxCaps(),
 			applied: baseSpec(),

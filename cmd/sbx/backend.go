@@ -134,6 +134,9 @@ func (a *app) writeJSON(v any) int {
 // dockerSbx finds Docker's own sbx: $SBX_DOCKER_SBX, else the first sbx on
 // PATH that is not this executable.
 func (a *app) dockerSbx() (string, error) {
+	if from := a.getenv(passedThroughEnv); from != "" {
+		return "", fmt.Errorf("Docker's sbx CLI was not found: %s, which another sbx ran as Docker's, is a copy of this sbx", from)
+	}
 	if p := a.getenv("SBX_DOCKER_SBX"); p != "" {
 		return p, nil
 	}

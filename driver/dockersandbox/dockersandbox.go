@@ -113,7 +113,7 @@ func (d *Driver) BuildHash(sp *spec.Spec) (string, error) {
 
 // vm is one entry of `docker sandbox ls --json` (§2.3): a VM and its
 // agent, status and workspaces (":ro" suffixes possible). Stopped VMs omit
-// workspaces (§2.3 example), so workspaces are read only from running ones.
+// workspaces (§2.3 example); Observe marks them unreported.
 type vm struct {
 	Name       string   `json:"name"`
 	Agent      string   `json:"agent"`
@@ -155,6 +155,11 @@ func (d *Driver) Observe(ctx context.Context, names []string) (map[string]*recon
 			continue
 		}
 		l := &reconcile.Live{Name: v.Name, Exists: true, Status: v.Status, Agent: v.Agent}
+		if len(v.Workspaces) == 0 {
+			// Every sandbox has a workspace: an entry without any (a
+			// stopped VM, §2.3) did not report them.
+			l.Unreported = []reconcile.Field{reconcile.FieldWorkspace, reconcile.FieldMounts}
+		}
 		for i, w := range v.Workspaces {
 			path, ro := strings.CutSuffix(w, ":ro")
 			if i == 0 {
