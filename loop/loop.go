@@ -204,7 +204,7 @@ func (r *loopRun) run(ctx context.Context) *Result {
 		case runCtx.Err() != nil:
 			return ended(StateBudget, fmt.Sprintf("maxDuration %s spent", l.MaxDuration), i-1)
 		}
-		rec, output, err := r.iteration(ctx, runCtx, i, command)
+		rec, err := r.iteration(ctx, runCtx, i, command)
 		if err != nil {
 			return ended(StateError, err.Error(), i)
 		}
@@ -232,7 +232,6 @@ func (r *loopRun) run(ctx context.Context) *Result {
 		if err := r.cfg.Control.WriteStatus(&r.status); err != nil {
 			return ended(StateError, err.Error(), i)
 		}
-		_ = output
 		switch {
 		case done:
 			return ended(StateCompleted, fmt.Sprintf("complete after %d iteration(s)", i), i)
@@ -265,16 +264,16 @@ func allPassed(vs []Verify) bool {
 
 // iteration runs the agent once and checks the outcome. ctx is the user's
 // (cancelled by stop), runCtx adds maxDuration.
-func (r *loopRun) iteration(ctx, runCtx context.Context, i int, command []string) (*Record, string, error) {
+func (r *loopRun) iteration(ctx, runCtx context.Context, i int, command []string) (*Record, error) {
 	cfg := r.cfg
 	l := cfg.Loop
 	prompt, err := os.ReadFile(l.Prompt)
 	if err != nil {
-		return nil, "", fmt.Errorf("prompt: %v", err)
+		return nil, fmt.Errorf("prompt: %v", err)
 	}
 	hints, err := cfg.Control.TakeHints()
 	if err != nil {
-		return nil, "", fmt.Errorf("hints: %v", err)
+		return nil, fmt.Errorf("hints: %v", err)
 	}
 	input := Prompt(i, l.MaxIterations, hints, string(prompt))
 	// The workspace as the last iteration left it, unless something ran
@@ -283,14 +282,14 @@ func (r *loopRun) iteration(ctx, runCtx context.Context, i int, command []string
 	if before == nil {
 		b, err := TakeSnapshot(ctx, cfg.Workspace)
 		if err != nil {
-			return nil, "", err
+			return nil, err
 		}
 		before = &b
 	}
 	logPath := filepath.Join(r.runDir, fmt.Sprintf("iter-%03d.log", i))
 	logFile, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	defer logFile.Close()
 	var captured bytes.Buffer
@@ -314,7 +313,7 @@ func (r *loopRun) iteration(ctx, runCtx context.Context, i int, command []string
 	errOut.Flush()
 	rec.DurationMS = time.Since(rec.Start).Milliseconds()
 	if err != nil {
-		return nil, "", fmt.Errorf("iteration %d: %v", i, err)
+		return nil, fmt.Errorf("iteration %d: %v", i, err)
 	}
 	rec.ExitStatus = status
 	switch {
@@ -340,7 +339,7 @@ func (r *loopRun) iteration(ctx, runCtx context.Context, i int, command []string
 	after, err := TakeSnapshot(ctx, cfg.Workspace)
 	rec.Denials = <-denials
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	rec.Progressed = *before != after
 	rec.Files = after.Files
@@ -353,7 +352,7 @@ func (r *loopRun) iteration(ctx, runCtx context.Context, i int, command []string
 			out.Flush()
 			errOut.Flush()
 			if err != nil {
-				return nil, "", fmt.Errorf("verify %q: %v", v, err)
+				return nil, fmt.Errorf("verify %q: %v", v, err)
 			}
 			rec.Verify = append(rec.Verify, Verify{Command: v, ExitStatus: code})
 			if code != 0 {
@@ -368,7 +367,7 @@ func (r *loopRun) iteration(ctx, runCtx context.Context, i int, command []string
 		}
 		rec.Failure = &Failure{ExitStatus: code, LastLine: LastErrorLine(output)}
 	}
-	return rec, output, nil
+	return rec, nil
 }
 
 // supervise runs the agent and, when ctx ends first, kills its process

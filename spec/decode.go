@@ -126,10 +126,7 @@ func (st *state) stringMap(m *yaml.Node, key string, s *Spec, prefix ...string) 
 		if st.sensitive[val] {
 			s.Sensitive[base+"."+k.Value] = true
 		}
-		if val.ShortTag() == "!!null" && val.Value != "" && val.Value != "~" && val.Value != "null" {
-			out[k.Value] = val.Value
-			continue
-		}
+		// The text as written: 0755 stays "0755", 1.10 stays "1.10".
 		out[k.Value] = val.Value
 	}
 	return out
