@@ -115,7 +115,13 @@ func (a *app) open(ctx context.Context, t *target, lock string, needSecrets bool
 		names := s.names()
 		sort.Strings(names)
 		for _, n := range names {
-			l, err := reconcile.AcquireLock(ctx, dir, n, reconcile.LockOptions{Timeout: t.lockTimeout, Command: lock})
+			l, err := reconcile.AcquireLock(ctx, dir, n, reconcile.LockOptions{Command: lock})
+			if err != nil {
+				// Held by another sbx: say so, then wait for it.
+				holder, _, _ := strings.Cut(err.Error(), "; gave up")
+				fmt.Fprintf(a.stderr, "sbx: %s; waiting up to %s\n", holder, t.lockTimeout)
+				l, err = reconcile.AcquireLock(ctx, dir, n, reconcile.LockOptions{Timeout: t.lockTimeout, Command: lock})
+			}
 			if err != nil {
 				s.release()
 				return nil, err
@@ -356,6 +362,10 @@ func (a *app) execute(ctx context.Context, s *session, p *reconcile.Changes, rep
 		return a.errorf("%v", err)
 	}
 	c, u, r, d := p.Count()
+	if p.Kind == "destroy" {
+		fmt.Fprintf(a.stdout, "\nDestroy complete: %d destroyed.\n", d)
+		return exitOK
+	}
 	fmt.Fprintf(a.stdout, "\nApply complete: %d created, %d updated, %d replaced, %d destroyed.\n", c, u, r, d)
 	return exitOK
 }
