@@ -14,8 +14,9 @@ import (
 )
 
 // ProxyMain is `sbx __egress-proxy`: serve the policy on --listen
-// (unix:/path or host:port), log decisions to --log, reload on SIGHUP.
-func ProxyMain(ctx context.Context, args []string, stderr io.Writer) int {
+// (unix:/path or host:port), log decisions to --log, reload on SIGHUP, and
+// with --control answer control requests on stdin (see ServeControl).
+func ProxyMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := pflag.NewFlagSet("sbx __egress-proxy", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	policy := fs.String("policy", "", "policy file (JSON)")
@@ -23,6 +24,7 @@ func ProxyMain(ctx context.Context, args []string, stderr io.Writer) int {
 	logPath := fs.String("log", "", "decision log, JSON lines (default stderr)")
 	ready := fs.String("ready-file", "", "file to create once listening")
 	initPolicy := fs.String("init-policy", "", "policy JSON to write to --policy when that file does not exist yet")
+	control := fs.Bool("control", false, "answer control requests (JSON lines) on stdin, replies on stdout")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -66,6 +68,13 @@ func ProxyMain(ctx context.Context, args []string, stderr io.Writer) int {
 	}()
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	if *control {
+		go func() {
+			if err := p.ServeControl(stdin, stdout); err != nil {
+				fmt.Fprintf(stderr, "sbx __egress-proxy: control: %v\n", err)
+			}
+		}()
+	}
 	if *ready != "" {
 		os.WriteFile(*ready, []byte("ready\n"), 0o644)
 	}

@@ -38,14 +38,21 @@ func LoadPolicy(path string) (*Policy, error) {
 	if err != nil {
 		return nil, err
 	}
+	p, _, err := parsePolicy(path, data)
+	return p, err
+}
+
+// parsePolicy decodes and compiles a policy; what names where it came from.
+func parsePolicy(what string, data []byte) (*Policy, *compiled, error) {
 	var p Policy
 	if err := json.Unmarshal(data, &p); err != nil {
-		return nil, fmt.Errorf("%s: %v", path, err)
+		return nil, nil, fmt.Errorf("%s: %v", what, err)
 	}
-	if _, err := p.compile(); err != nil {
-		return nil, fmt.Errorf("%s: %v", path, err)
+	c, err := p.compile()
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %v", what, err)
 	}
-	return &p, nil
+	return &p, c, nil
 }
 
 func (p *Policy) compile() (*compiled, error) {

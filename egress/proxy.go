@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,6 +42,9 @@ type Proxy struct {
 	opts   Options
 	policy atomic.Pointer[compiled]
 	logMu  sync.Mutex
+
+	loadMu  sync.Mutex // serialises loads; guards current
+	current Policy     // the rules of policy
 }
 
 // New loads the policy and returns a proxy.
@@ -67,15 +71,56 @@ func New(opts Options) (*Proxy, error) {
 
 // Reload re-reads the policy file. On error the current policy stays.
 func (p *Proxy) Reload() error {
-	pol, err := LoadPolicy(p.opts.PolicyPath)
+	p.loadMu.Lock()
+	defer p.loadMu.Unlock()
+	data, err := os.ReadFile(p.opts.PolicyPath)
+	var pol *Policy
+	var c *compiled
+	if err == nil {
+		pol, c, err = parsePolicy(p.opts.PolicyPath, data)
+	}
 	if err != nil {
 		p.logEvent(map[string]any{"event": "reload", "error": err.Error()})
 		return err
 	}
-	c, _ := pol.compile()
-	p.policy.Store(c)
-	p.logEvent(map[string]any{"event": "reload", "default": pol.Default, "allow": len(pol.Allow), "deny": len(pol.Deny)})
+	p.install(pol, c, "reload")
 	return nil
+}
+
+// Set puts a new policy in force and makes it the policy file (replaced in
+// one step), so that it survives a restart. A policy that does not compile
+// changes nothing.
+func (p *Proxy) Set(data []byte) error {
+	p.loadMu.Lock()
+	defer p.loadMu.Unlock()
+	pol, c, err := parsePolicy("policy", data)
+	if err != nil {
+		return err
+	}
+	tmp := p.opts.PolicyPath + ".new"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, p.opts.PolicyPath); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	p.install(pol, c, "set")
+	return nil
+}
+
+// install makes a compiled policy the one in force; loadMu is held.
+func (p *Proxy) install(pol *Policy, c *compiled, event string) {
+	p.policy.Store(c)
+	p.current = *pol
+	p.logEvent(map[string]any{"event": event, "default": pol.Default, "allow": len(pol.Allow), "deny": len(pol.Deny)})
+}
+
+// Policy returns the rules in force.
+func (p *Proxy) Policy() Policy {
+	p.loadMu.Lock()
+	defer p.loadMu.Unlock()
+	return p.current
 }
 
 // Serve accepts connections until ctx ends or ln fails.

@@ -355,7 +355,7 @@ func TestBridgeChain(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var errs bytes.Buffer
-	go ProxyMain(ctx, []string{"--policy", policy, "--listen", "unix:" + sock, "--log", filepath.Join(dir, "log.jsonl")}, &errs)
+	go ProxyMain(ctx, []string{"--policy", policy, "--listen", "unix:" + sock, "--log", filepath.Join(dir, "log.jsonl")}, nil, io.Discard, &errs)
 	bln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

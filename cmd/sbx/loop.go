@@ -270,7 +270,7 @@ func hiddenVerbs() map[string]func(ctx context.Context, a *app, args []string) i
 			return loop.KillGroupMain(args, a.stderr)
 		},
 		"__egress-proxy": func(ctx context.Context, a *app, args []string) int {
-			return egress.ProxyMain(ctx, args, a.stderr)
+			return egress.ProxyMain(ctx, args, a.stdin, a.stdout, a.stderr)
 		},
 		"__egress-bridge": func(ctx context.Context, a *app, args []string) int {
 			return egress.BridgeMain(ctx, args, a.stderr)
