@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -115,7 +116,7 @@ func (r *Runner) Run(ctx context.Context, c Cmd) error {
 			code = 128 + int(ws.Signal())
 		}
 	}
-	r.trace(c.Args, code, time.Since(start), stdout.String(), stderr.String(), err)
+	r.trace(Quote(c.Args), fmt.Sprintf("exit %d", code), code < 0, time.Since(start), stdout.String(), stderr.String(), err)
 	if err != nil {
 		return &Error{Args: r.scrubAll(c.Args), ExitCode: code, Stderr: r.scrub(stderr.String()), Err: err}
 	}
@@ -129,12 +130,14 @@ func tee(buf *bytes.Buffer, w io.Writer) io.Writer {
 	return io.MultiWriter(buf, w)
 }
 
-func (r *Runner) trace(args []string, code int, d time.Duration, stdout, stderr string, err error) {
+// trace records one call: what ran, its output, how it ended (showErr: the
+// error too, when the ending alone does not say what went wrong).
+func (r *Runner) trace(what, ending string, showErr bool, d time.Duration, stdout, stderr string, err error) {
 	if r.Trace == nil {
 		return
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "$ %s\n", r.scrub(Quote(args)))
+	fmt.Fprintf(&b, "$ %s\n", r.scrub(what))
 	for _, part := range []struct{ name, text string }{{"stdout", stdout}, {"stderr", stderr}} {
 		if part.text == "" {
 			continue
@@ -145,10 +148,10 @@ func (r *Runner) trace(args []string, code int, d time.Duration, stdout, stderr 
 		}
 		b.WriteString("\n")
 	}
-	if err != nil && code < 0 {
+	if err != nil && showErr {
 		fmt.Fprintf(&b, "# error: %s\n", r.scrub(err.Error()))
 	}
-	fmt.Fprintf(&b, "# exit %d (%s)\n", code, d.Round(time.Millisecond))
+	fmt.Fprintf(&b, "# %s (%s)\n", ending, d.Round(time.Millisecond))
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	io.WriteString(r.Trace, b.String())
@@ -182,4 +185,26 @@ func Quote(args []string) string {
 		}
 	}
 	return strings.Join(q, " ")
+}
+
+// Getenv is the value of an environment variable as the runner's commands
+// see it: from Env when set, else sbx's own.
+func (r *Runner) Getenv(name string) string {
+	if r.Env == nil {
+		return os.Getenv(name)
+	}
+	v := ""
+	for _, kv := range r.Env {
+		if k, val, ok := strings.Cut(kv, "="); ok && k == name {
+			v = val // the last one wins, as in os/exec
+		}
+	}
+	return v
+}
+
+// TraceRequest records a request that is not a command (one to the Docker
+// Engine API) in the trace: what was asked, the HTTP status (0 when there
+// was no answer) and the answer's body.
+func (r *Runner) TraceRequest(what string, status int, d time.Duration, body string, err error) {
+	r.trace(what, fmt.Sprintf("status %d", status), err != nil, d, body, "", err)
 }

@@ -38,3 +38,30 @@ func TestQuote(t *testing.T) {
 		t.Errorf("Quote = %s, want %s", got, want)
 	}
 }
+
+func TestTraceRequestRedacts(t *testing.T) {
+	var trace bytes.Buffer
+	r := &Runner{Trace: &trace}
+	r.Redact("hunter2")
+	r.TraceRequest("docker engine API GET /x", 200, 0, `{"v":"hunter2"}`, nil)
+	r.TraceRequest("docker engine API GET /y", 0, 0, "", errors.New("dial: hunter2"))
+	want := "$ docker engine API GET /x\n# stdout:\n| {\"v\":\"[redacted]\"}\n# status 200 (0s)\n" +
+		"$ docker engine API GET /y\n# error: dial: [redacted]\n# status 0 (0s)\n"
+	if trace.String() != want {
+		t.Errorf("trace =\n%s\nwant\n%s", trace.String(), want)
+	}
+}
+
+func TestGetenv(t *testing.T) {
+	t.Setenv("SBX_RUNNER_TEST", "own")
+	if got := (&Runner{}).Getenv("SBX_RUNNER_TEST"); got != "own" {
+		t.Errorf("without Env: %q, want sbx's own value", got)
+	}
+	r := &Runner{Env: []string{"SBX_RUNNER_TEST=first", "OTHER=x", "SBX_RUNNER_TEST=last"}}
+	if got := r.Getenv("SBX_RUNNER_TEST"); got != "last" {
+		t.Errorf("with Env: %q, want the last entry, as os/exec uses", got)
+	}
+	if got := (&Runner{Env: []string{}}).Getenv("SBX_RUNNER_TEST"); got != "" {
+		t.Errorf("with an empty Env: %q, want unset", got)
+	}
+}
