@@ -4,10 +4,14 @@
 // Unix socket on a shared volume. The policy lives on a volume only the
 // proxy mounts. Everything sbx creates carries sbx's labels, and destroy
 // removes exactly that.
+//
+// Creating, building, exec and logs go through the docker CLI; what plan,
+// an in-place change and removal need (inspect, the proxy's control
+// channel, deleting) goes to the Engine API of the same daemon (see
+// engine).
 package docker
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -69,6 +73,7 @@ type Driver struct {
 	created map[string]bool
 	// egressTag is the proxy image known to exist.
 	egressTag string
+	api       *engine
 }
 
 var _ reconcile.Driver = (*Driver)(nil)
@@ -81,7 +86,7 @@ func New(opts Options) *Driver {
 	if opts.Docker == "" {
 		opts.Docker = "docker"
 	}
-	return &Driver{opts: opts}
+	return &Driver{opts: opts, api: &engine{run: opts.Runner, docker: opts.Docker}}
 }
 
 // Name is the driver's name in sandbox.yaml.
@@ -160,20 +165,15 @@ func templateImage(sp *spec.Spec, hash string) string {
 	return "sbx-template-" + strings.ToLower(sp.Name) + ":" + h
 }
 
-// psEntry is one line of `docker ps --format '{{json .}}'`.
-type psEntry struct {
-	ID     string `json:"ID"`
-	Names  string `json:"Names"`
-	Labels string `json:"Labels"`
-}
-
-// inspect is the part of `docker inspect` the driver reads.
+// inspect is the part of a container's inspection the driver reads.
 type inspect struct {
 	ID     string
 	Name   string
 	Config struct {
-		Image  string
-		Labels map[string]string
+		Image     string
+		Labels    map[string]string
+		OpenStdin bool
+		StdinOnce bool
 	}
 	State struct {
 		Status  string
@@ -192,46 +192,18 @@ type inspect struct {
 	}
 }
 
-// Observe lists all containers once, inspects the declared sandboxes' in
-// one call, and reads each existing sandbox's live policy (one call each).
+// Observe inspects each declared sandbox's container and asks its proxy
+// the policy in force: three Engine API requests per sandbox.
 func (d *Driver) Observe(ctx context.Context, names []string) (map[string]*reconcile.Live, error) {
-	out, err := d.docker(ctx, "ps", "-a", "--no-trunc", "--format", "{{json .}}")
-	if err != nil {
-		return nil, err
-	}
-	want := map[string]string{}
-	for _, n := range names {
-		want[containerName(n)] = n
-	}
-	var ids []string
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		if line == "" {
+	live := map[string]*reconcile.Live{}
+	for _, name := range names {
+		in, err := d.api.inspectContainer(ctx, containerName(name))
+		if err != nil {
+			return nil, err
+		}
+		if in == nil {
 			continue
 		}
-		var e psEntry
-		if err := json.Unmarshal([]byte(line), &e); err != nil {
-			return nil, fmt.Errorf("docker ps: %v", err)
-		}
-		for _, n := range strings.Split(e.Names, ",") {
-			if _, ok := want[n]; ok {
-				ids = append(ids, e.ID)
-			}
-		}
-	}
-	live := map[string]*reconcile.Live{}
-	if len(ids) == 0 {
-		return live, nil
-	}
-	out, err = d.docker(ctx, append([]string{"inspect", "--type", "container"}, ids...)...)
-	if err != nil {
-		return nil, err
-	}
-	var infos []inspect
-	if err := json.Unmarshal(out, &infos); err != nil {
-		return nil, fmt.Errorf("docker inspect: %v", err)
-	}
-	for _, in := range infos {
-		name := want[strings.TrimPrefix(in.Name, "/")]
 		l := &reconcile.Live{Name: name, Exists: true, Status: in.State.Status, Template: in.Config.Image}
 		if in.Config.Labels[LabelManaged] != "true" || in.Config.Labels[LabelSandbox] != name {
 			live[name] = l // a same-named container sbx did not create
@@ -277,26 +249,32 @@ func (d *Driver) Observe(ctx context.Context, names []string) (map[string]*recon
 	return live, nil
 }
 
-// readFile copies one file out of a container (`docker cp C:PATH -`, a tar
-// stream); nil when the container or file is gone.
-func (d *Driver) readFile(ctx context.Context, container, path string) ([]byte, error) {
-	out, err := d.docker(ctx, "cp", container+":"+path, "-")
-	if err != nil {
-		var re *runner.Error
-		if errors.As(err, &re) && (strings.Contains(re.Stderr, "No such container") || strings.Contains(re.Stderr, "Could not find the file") || strings.Contains(re.Stderr, "No such file")) {
-			return nil, nil
-		}
-		return nil, err
-	}
-	tr := tar.NewReader(bytes.NewReader(out))
-	if _, err := tr.Next(); err != nil {
-		return nil, fmt.Errorf("docker cp %s:%s: %v", container, path, err)
-	}
-	return io.ReadAll(tr)
+// controllable reports whether an egress container answers on its
+// control channel: it runs, with stdin open (created so by this sbx; an
+// earlier one made proxies that only reload their file on SIGHUP).
+func controllable(eg *inspect) bool {
+	return eg.State.Running && eg.Config.OpenStdin && !eg.Config.StdinOnce
 }
 
+// readPolicy returns the policy a sandbox's proxy enforces, as the proxy
+// itself reports it; for a stopped proxy, or one without a control
+// channel, the policy file it loads. nil when there is no proxy.
 func (d *Driver) readPolicy(ctx context.Context, name string) (*egress.Policy, error) {
-	data, err := d.readFile(ctx, egressName(name), policyPath)
+	eg, err := d.api.inspectContainer(ctx, egressName(name))
+	if err != nil || eg == nil {
+		return nil, err
+	}
+	if controllable(eg) {
+		rep, err := d.api.control(ctx, egressName(name), egress.ControlRequest{Op: "policy"})
+		if err != nil {
+			return nil, err
+		}
+		if rep.Error != "" || rep.Policy == nil {
+			return nil, fmt.Errorf("the egress proxy of %q did not say its policy: %s", name, rep.Error)
+		}
+		return rep.Policy, nil
+	}
+	data, err := d.api.readFile(ctx, egressName(name), policyPath)
 	if err != nil || data == nil {
 		return nil, err
 	}
@@ -339,7 +317,7 @@ func (d *Driver) Do(ctx context.Context, s reconcile.Step, sp *spec.Spec, _ reco
 			delete(d.created, s.Sandbox)
 			return nil // create wrote this very policy before the proxy started
 		}
-		return d.setPolicy(ctx, sp, true)
+		return d.setPolicy(ctx, sp)
 	case reconcile.StepSetSecrets:
 		return nil // secrets reach the agent per exec
 	case reconcile.StepUpdateResources:
@@ -369,25 +347,33 @@ func (d *Driver) ignoreMissing(_ []byte, err error) error {
 	return err
 }
 
-// remove deletes every object labelled as this sandbox's: containers,
-// then volumes.
+// remove deletes every object labelled as this sandbox's: the containers
+// (together), then the volumes they used.
 func (d *Driver) remove(ctx context.Context, name string) error {
-	filter := "label=" + LabelSandbox + "=" + name
-	out, err := d.docker(ctx, "ps", "-aq", "--filter", filter)
+	label := LabelSandbox + "=" + name
+	ids, err := d.api.containersLabelled(ctx, label)
 	if err != nil {
 		return err
 	}
-	if ids := strings.Fields(string(out)); len(ids) > 0 {
-		if _, err := d.docker(ctx, append([]string{"rm", "-f", "-v"}, ids...)...); err != nil {
-			return err
+	errs := make(chan error, len(ids))
+	for _, id := range ids {
+		go func() { errs <- d.api.removeContainer(ctx, id) }()
+	}
+	var failed []error
+	for range ids {
+		if err := <-errs; err != nil {
+			failed = append(failed, err)
 		}
 	}
-	out, err = d.docker(ctx, "volume", "ls", "-q", "--filter", filter)
+	if len(failed) > 0 {
+		return errors.Join(failed...)
+	}
+	vols, err := d.api.volumesLabelled(ctx, label)
 	if err != nil {
 		return err
 	}
-	if vols := strings.Fields(string(out)); len(vols) > 0 {
-		if _, err := d.docker(ctx, append([]string{"volume", "rm", "-f"}, vols...)...); err != nil {
+	for _, v := range vols {
+		if err := d.api.removeVolume(ctx, v); err != nil {
 			return err
 		}
 	}
@@ -418,7 +404,9 @@ func (d *Driver) egressImage(ctx context.Context) (string, error) {
 	if d.egressTag == tag {
 		return tag, nil
 	}
-	if _, err := d.docker(ctx, "image", "inspect", "--format", "{{.Id}}", tag); err == nil {
+	if ok, err := d.api.imageExists(ctx, tag); err != nil {
+		return "", err
+	} else if ok {
 		d.egressTag = tag
 		return tag, nil
 	}
@@ -493,6 +481,29 @@ func (d *Driver) create(ctx context.Context, sp *spec.Spec, rec *reconcile.Recor
 		}
 	}
 	tmpl := templateImage(sp, hash)
+	// The plan found no sandbox container: anything labelled as this
+	// sandbox's is what a create cut short left behind (a proxy without
+	// its sandbox, say), and would stand in the way.
+	if err := d.remove(ctx, sp.Name); err != nil {
+		return err
+	}
+	if err := d.createObjects(ctx, sp, rec, image, tmpl); err != nil {
+		// Nothing half-made stays: the next apply starts clean.
+		if rmErr := d.remove(context.WithoutCancel(ctx), sp.Name); rmErr != nil {
+			return fmt.Errorf("%w (and removing what was made: %v)", err, rmErr)
+		}
+		return err
+	}
+	if d.created == nil {
+		d.created = map[string]bool{}
+	}
+	d.created[sp.Name] = true
+	return nil
+}
+
+// createObjects makes the volumes, the egress container (policy written
+// before it starts) and the sandbox container, and starts them.
+func (d *Driver) createObjects(ctx context.Context, sp *spec.Spec, rec *reconcile.Record, image, tmpl string) error {
 	for _, role := range []string{"sock", "policy"} {
 		if _, err := d.docker(ctx, append(append([]string{"volume", "create"}, labels(sp.Name, role+"-volume")...), volumeName(sp.Name, role))...); err != nil {
 			return err
@@ -504,23 +515,23 @@ func (d *Driver) create(ctx context.Context, sp *spec.Spec, rec *reconcile.Recor
 	if err != nil {
 		return err
 	}
-	eg := append([]string{"create", "--name", egressName(sp.Name)}, labels(sp.Name, "egress")...)
+	// `docker run --detach --interactive` keeps the proxy's stdin open
+	// across attaches: it is its control channel. (`docker create -i`
+	// would close it after the first attach.)
+	eg := append([]string{"run", "--detach", "--interactive", "--name", egressName(sp.Name)}, labels(sp.Name, "egress")...)
 	eg = append(eg,
 		"--restart", "unless-stopped",
 		"-v", volumeName(sp.Name, "sock")+":"+socketDir,
 		"-v", volumeName(sp.Name, "policy")+":/policy",
 		// Decisions go to the container's log (docker logs), which is
 		// cheap to read from the host.
-		image, "__egress-proxy", "--policy", policyPath, "--init-policy", string(pol),
+		image, "__egress-proxy", "--policy", policyPath, "--init-policy", string(pol), "--control",
 		"--listen", "unix:"+socketPath)
-	if _, err := d.docker(ctx, eg...); err != nil {
-		return err
-	}
 	// The proxy starts while the sandbox container is created: neither
 	// needs the other until the sandbox starts.
 	egressStarted := make(chan error, 1)
 	go func() {
-		_, err := d.docker(ctx, "start", egressName(sp.Name))
+		_, err := d.docker(ctx, eg...)
 		egressStarted <- err
 	}()
 	sb := append([]string{"create", "--name", containerName(sp.Name)}, labels(sp.Name, "sandbox")...)
@@ -576,14 +587,8 @@ func (d *Driver) create(ctx context.Context, sp *spec.Spec, rec *reconcile.Recor
 		}
 		return err
 	}
-	if _, err := d.docker(ctx, "start", containerName(sp.Name)); err != nil {
-		return err
-	}
-	if d.created == nil {
-		d.created = map[string]bool{}
-	}
-	d.created[sp.Name] = true
-	return nil
+	_, err = d.docker(ctx, "start", containerName(sp.Name))
+	return err
 }
 
 func bind(src, dst string, ro bool) string {
@@ -594,36 +599,55 @@ func bind(src, dst string, ro bool) string {
 	return s
 }
 
-// setPolicy writes the proxy's policy onto its volume (docker cp of a tar
-// stream) and, when the proxy runs, makes it reload: no restart.
-func (d *Driver) setPolicy(ctx context.Context, sp *spec.Spec, reload bool) error {
-	data, err := json.MarshalIndent(policyOf(sp), "", "  ")
+// setPolicy puts the sandbox's policy in force without a restart: through
+// the proxy's control channel, which answers once the policy is in force
+// (and written to its volume for the next start) or says why it refused
+// it. A proxy without one gets the file (docker cp) and SIGHUP; a stopped
+// proxy gets the file, which it loads when it starts.
+func (d *Driver) setPolicy(ctx context.Context, sp *spec.Spec) error {
+	data, err := json.Marshal(policyOf(sp))
 	if err != nil {
 		return err
 	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	tw.WriteHeader(&tar.Header{Name: filepath.Base(policyPath), Mode: 0o644, Size: int64(len(data)), ModTime: time.Now()})
-	tw.Write(data)
-	tw.Close()
-	if err := d.opts.Runner.Run(ctx, runner.Cmd{Args: []string{d.opts.Docker, "cp", "-", egressName(sp.Name) + ":" + filepath.Dir(policyPath)}, Stdin: &buf}); err != nil {
+	name := egressName(sp.Name)
+	eg, err := d.api.inspectContainer(ctx, name)
+	if err != nil {
 		return err
 	}
-	if !reload {
+	if eg == nil {
+		return fmt.Errorf("sandbox %q has no egress container (%s); destroy and apply again", sp.Name, name)
+	}
+	if controllable(eg) {
+		rep, err := d.api.control(ctx, name, egress.ControlRequest{Op: "set", Policy: data})
+		if err != nil {
+			return err
+		}
+		if rep.Error != "" {
+			return fmt.Errorf("the egress proxy of %q refused the new policy (the previous one stays in force): %s", sp.Name, rep.Error)
+		}
 		return nil
 	}
-	_, err = d.docker(ctx, "kill", "--signal", "HUP", egressName(sp.Name))
-	return err
-}
-
-func (d *Driver) verify(ctx context.Context, name string) error {
-	out, err := d.docker(ctx, "inspect", "--type", "container", "--format", "{{.Name}} {{.State.Running}}", containerName(name), egressName(name))
-	if err != nil {
+	if err := d.api.writeFile(ctx, name, filepath.Dir(policyPath), filepath.Base(policyPath), data, 0o644); err != nil {
 		return err
 	}
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		if !strings.HasSuffix(line, " true") {
-			return fmt.Errorf("container %s is not running", strings.Fields(line)[0])
+	if !eg.State.Running {
+		return nil
+	}
+	return d.api.kill(ctx, name, "HUP")
+}
+
+// verify checks that the sandbox and its proxy are running.
+func (d *Driver) verify(ctx context.Context, name string) error {
+	for _, c := range []string{containerName(name), egressName(name)} {
+		in, err := d.api.inspectContainer(ctx, c)
+		if err != nil {
+			return err
+		}
+		if in == nil {
+			return fmt.Errorf("container %s does not exist", c)
+		}
+		if !in.State.Running {
+			return fmt.Errorf("container %s is not running (%s)", c, in.State.Status)
 		}
 	}
 	return nil

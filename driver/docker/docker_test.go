@@ -430,11 +430,40 @@ func TestInPlaceAndReplace(t *testing.T) {
 	if err := reconcile.Apply(context.Background(), b.d, reconcile.PlanDestroy([]string{b.name}, mustLive(b), nil, b.d.Caps(), reconcile.Options{}), reconcile.ApplyOptions{Records: b.store}); err != nil {
 		t.Fatal(err)
 	}
+	if left := labelled(b.name); left != "" {
+		t.Errorf("destroy left behind: %s", left)
+	}
+}
+
+// labelled lists the containers, volumes and networks labelled as a
+// sandbox's, "" when there are none.
+func labelled(name string) string {
+	var left []string
 	for _, kind := range [][]string{{"ps", "-a"}, {"volume", "ls"}, {"network", "ls"}} {
-		out, _ := exec.Command("docker", append(kind, "-q", "--filter", "label="+LabelSandbox+"="+b.name)...).Output()
+		out, _ := exec.Command("docker", append(kind, "-q", "--filter", "label="+LabelSandbox+"="+name)...).Output()
 		if s := strings.TrimSpace(string(out)); s != "" {
-			t.Errorf("docker %s: left behind %s", kind[0], s)
+			left = append(left, kind[0]+": "+strings.Join(strings.Fields(s), " "))
 		}
+	}
+	return strings.Join(left, "; ")
+}
+
+// TestCreateOverLeftovers: a create cut short (here: the sandbox container
+// removed by hand, its proxy and volumes left) does not block the next
+// apply, which creates the sandbox whole.
+func TestCreateOverLeftovers(t *testing.T) {
+	b := newBox(t, "e2e-leftovers")
+	sp := b.spec("network:\n  allow: [a.example]\n")
+	b.apply(sp, nil)
+	if out, err := exec.Command("docker", "rm", "-f", containerName(b.name)).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	p := b.apply(sp, nil)
+	if c := p.Sandboxes[0]; c.Action != reconcile.ActionCreate {
+		t.Errorf("action %s, want create", c.Action)
+	}
+	if err := b.d.verify(t.Context(), b.name); err != nil {
+		t.Error(err)
 	}
 }
 

@@ -76,4 +76,9 @@ func TestTemplateMissing(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "template image 127.0.0.1:9/sbx-none:1 is not on this machine and cannot be pulled") {
 		t.Errorf("apply: %v", err)
 	}
+	// The failed create leaves nothing half-made (the proxy it started
+	// would block the next create).
+	if left := labelled(b.name); left != "" {
+		t.Errorf("a failed create left behind: %s", left)
+	}
 }
