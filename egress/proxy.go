@@ -185,6 +185,8 @@ func (p *Proxy) logEvent(v any) {
 	p.opts.Log.Write(append(b, '\n'))
 }
 
+// handle serves one connection. Every decision is logged before the
+// client hears it, so whoever saw a refusal finds it in the log.
 func (p *Proxy) handle(ctx context.Context, conn net.Conn) {
 	defer conn.Close()
 	conn.SetReadDeadline(time.Now().Add(p.opts.HeaderTimeout))
@@ -199,8 +201,8 @@ func (p *Proxy) handle(ctx context.Context, conn net.Conn) {
 	conn.SetReadDeadline(time.Time{})
 	host, port, err := target(req)
 	if err != nil {
-		writeStatus(conn, http.StatusBadRequest, err.Error())
 		p.log(entry{Method: req.Method, Host: req.Host, Decision: "deny", Reason: err.Error(), Status: http.StatusBadRequest})
+		writeStatus(conn, http.StatusBadRequest, err.Error())
 		return
 	}
 	e := entry{Method: req.Method, Host: host, Port: port}
@@ -212,8 +214,8 @@ func (p *Proxy) handle(ctx context.Context, conn net.Conn) {
 		if d.Rule == "default" {
 			e.Reason = "not in the allow list (policy: deny)"
 		}
-		writeStatus(conn, http.StatusForbidden, fmt.Sprintf("%s is blocked by sbx egress policy (%s)", host, e.Reason))
 		p.log(e)
+		writeStatus(conn, http.StatusForbidden, fmt.Sprintf("%s is blocked by sbx egress policy (%s)", host, e.Reason))
 		return
 	}
 	upstream, addr, reason := p.dial(ctx, pol, host, port)
@@ -222,8 +224,8 @@ func (p *Proxy) handle(ctx context.Context, conn net.Conn) {
 		if !strings.Contains(reason, "blocked") {
 			e.Status = http.StatusBadGateway
 		}
-		writeStatus(conn, e.Status, fmt.Sprintf("%s: %s", host, reason))
 		p.log(e)
+		writeStatus(conn, e.Status, fmt.Sprintf("%s: %s", host, reason))
 		return
 	}
 	defer upstream.Close()
@@ -248,15 +250,15 @@ func (p *Proxy) handle(ctx context.Context, conn net.Conn) {
 	req.Close = true
 	if err := req.Write(upstream); err != nil {
 		e.Status = http.StatusBadGateway
-		writeStatus(conn, e.Status, "upstream write failed")
 		p.log(e)
+		writeStatus(conn, e.Status, "upstream write failed")
 		return
 	}
 	resp, err := http.ReadResponse(bufio.NewReader(upstream), req)
 	if err != nil {
 		e.Status = http.StatusBadGateway
-		writeStatus(conn, e.Status, "upstream answered badly")
 		p.log(e)
+		writeStatus(conn, e.Status, "upstream answered badly")
 		return
 	}
 	defer resp.Body.Close()
