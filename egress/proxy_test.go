@@ -380,3 +380,64 @@ func TestBridgeChain(t *testing.T) {
 		t.Errorf("decision log: %s", logged)
 	}
 }
+
+// TestHTTPResponsesWhole: responses of every shape reach the client
+// whole through the proxy's buffered (and reused) writers, one request
+// after another and several at once.
+func TestHTTPResponsesWhole(t *testing.T) {
+	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Upstream", "yes")
+		w.Header().Add("Set-Cookie", "a=1")
+		w.Header().Add("Set-Cookie", "b=2")
+		switch r.URL.Path {
+		case "/big":
+			w.Write(big)
+		case "/chunked":
+			for i := 0; i < 3; i++ {
+				fmt.Fprintf(w, "part%d;", i)
+				w.(http.Flusher).Flush()
+			}
+		case "/empty":
+			w.WriteHeader(http.StatusNoContent)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	h := newHarness(t, loopbackOK("up.test"), fakeDNS{"up.test": {"127.0.0.1"}})
+	proxyURL, _ := url.Parse("http://" + h.addr)
+	c := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxyURL), DisableKeepAlives: true}, Timeout: 10 * time.Second}
+	fetch := func(path string) error {
+		resp, err := c.Get("http://up.test:" + port + path)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return err
+		}
+		want := map[string]string{"/big": string(big), "/chunked": "part0;part1;part2;", "/empty": ""}[path]
+		if string(body) != want {
+			return fmt.Errorf("%s: body of %d bytes, want %d", path, len(body), len(want))
+		}
+		if resp.Header.Get("X-Upstream") != "yes" || len(resp.Header.Values("Set-Cookie")) != 2 {
+			return fmt.Errorf("%s: headers %v", path, resp.Header)
+		}
+		return nil
+	}
+	for _, path := range []string{"/big", "/chunked", "/empty", "/big"} {
+		if err := fetch(path); err != nil {
+			t.Error(err)
+		}
+	}
+	errs := make(chan error, 12)
+	for i := 0; i < cap(errs); i++ {
+		go func() { errs <- fetch([]string{"/big", "/chunked", "/empty"}[i%3]) }()
+	}
+	for i := 0; i < cap(errs); i++ {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
