@@ -38,7 +38,7 @@ printf '{"default":"deny","allow":["a.example"],"deny":[],"blockCIDRs":["10.0.0.
 cat > "$work/raw.sh" <<SH
 set -e
 for v in raw-sock raw-policy; do docker volume create \$v >/dev/null; done
-docker run --detach --interactive --name raw-bench-egress -v raw-sock:/run/sbx-egress -v raw-policy:/policy $egress __egress-proxy --policy /policy/policy.json --init-policy "\$(cat $work/policy.json)" --control --listen unix:/run/sbx-egress/egress.sock >/dev/null &
+docker run --detach --interactive --name raw-bench-egress -v raw-sock:/run/sbx-egress -v raw-policy:/policy -e GOMAXPROCS=1 $egress __egress-proxy --policy /policy/policy.json --init-policy "\$(cat $work/policy.json)" --control --listen unix:/run/sbx-egress/egress.sock >/dev/null &
 egress_pid=\$!
 docker create --name raw-bench --network none --entrypoint /.sbx/sbx -v $work/sbx:/.sbx/sbx:ro -v raw-sock:/run/sbx-egress -v $work/ws:$work/ws -w $work/ws -e NODE_ENV=development -e HTTP_PROXY=http://127.0.0.1:3128 sbx-bench-busybox:1 __sandbox-init --socket /run/sbx-egress/egress.sock >/dev/null
 wait \$egress_pid

@@ -523,6 +523,11 @@ func (d *Driver) createObjects(ctx context.Context, sp *spec.Spec, rec *reconcil
 		"--restart", "unless-stopped",
 		"-v", volumeName(sp.Name, "sock")+":"+socketDir,
 		"-v", volumeName(sp.Name, "policy")+":/policy",
+		// One scheduler thread: a request then runs where it was
+		// accepted instead of waking another thread, which was most of
+		// the proxy's per-request latency (BENCHMARKS.md); the copying
+		// of tunnels happens in the kernel either way.
+		"-e", "GOMAXPROCS=1",
 		// Decisions go to the container's log (docker logs), which is
 		// cheap to read from the host.
 		image, "__egress-proxy", "--policy", policyPath, "--init-policy", string(pol), "--control",

@@ -64,27 +64,34 @@ func run() error {
 	defer srv.Close()
 	_, upPort, _ := net.SplitHostPort(up.Addr().String())
 
-	// sbx's proxy, allowing only the upstream (loopback not blocked here).
+	// sbx's proxy, allowing only the upstream (loopback not blocked here),
+	// as it runs in its container: its own process, the static sbx binary.
+	sbx := filepath.Join(dir, "sbx")
+	build := exec.Command("go", "build", "-o", sbx, "github.com/sbxhq/sbx/cmd/sbx")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("building sbx: %v: %s", err, out)
+	}
 	policy := filepath.Join(dir, "policy.json")
 	data, _ := json.Marshal(egress.Policy{Default: "deny", Allow: []string{"127.0.0.1:" + upPort}, BlockCIDRs: []string{"10.0.0.0/8"}})
 	os.WriteFile(policy, data, 0o644)
-	p, err := egress.New(egress.Options{PolicyPath: policy})
+	sbxPort, err := freePort()
 	if err != nil {
 		return err
 	}
-	pl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
+	proxy := exec.CommandContext(ctx, sbx, "__egress-proxy", "--policy", policy, "--listen", "127.0.0.1:"+sbxPort, "--log", os.DevNull)
+	proxy.Env = append(os.Environ(), "GOMAXPROCS=1") // as the docker driver runs it
+	if err := proxy.Start(); err != nil {
+		return fmt.Errorf("sbx __egress-proxy: %v", err)
 	}
-	go p.Serve(ctx, pl)
+	defer proxy.Process.Kill()
+	waitListening(sbxPort)
 
 	// tinyproxy with the same allow-list.
-	tl, err := net.Listen("tcp", "127.0.0.1:0")
+	tinyPort, err := freePort()
 	if err != nil {
 		return err
 	}
-	_, tinyPort, _ := net.SplitHostPort(tl.Addr().String())
-	tl.Close()
 	filter := filepath.Join(dir, "filter")
 	os.WriteFile(filter, []byte("^127\\.0\\.0\\.1$\n"), 0o644)
 	conf := filepath.Join(dir, "tinyproxy.conf")
@@ -104,18 +111,12 @@ LogLevel Critical
 		return fmt.Errorf("tinyproxy: %v", err)
 	}
 	defer tiny.Process.Kill()
-	for i := 0; i < 100; i++ {
-		if c, err := net.Dial("tcp", "127.0.0.1:"+tinyPort); err == nil {
-			c.Close()
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitListening(tinyPort)
 
 	fmt.Printf("| path | 1 GiB transfer | throughput | small request p50 | p99 |\n|---|---:|---:|---:|---:|\n")
 	for _, c := range []struct{ name, proxy string }{
 		{"direct", ""},
-		{"sbx egress proxy", pl.Addr().String()},
+		{"sbx egress proxy", "127.0.0.1:" + sbxPort},
 		{"tinyproxy " + tinyVersion(), "127.0.0.1:" + tinyPort},
 	} {
 		client := newClient(c.proxy)
@@ -146,6 +147,29 @@ LogLevel Critical
 			lat[len(lat)/2].Round(time.Microsecond), lat[len(lat)*99/100].Round(time.Microsecond))
 	}
 	return nil
+}
+
+// freePort returns a loopback port that was free a moment ago.
+func freePort() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	return port, nil
+}
+
+// waitListening waits (up to 2 s) until something accepts on a loopback
+// port.
+func waitListening(port string) {
+	for i := 0; i < 100; i++ {
+		if c, err := net.Dial("tcp", "127.0.0.1:"+port); err == nil {
+			c.Close()
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // newClient makes one connection per request, as a proxied client of a
