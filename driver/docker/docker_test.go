@@ -232,9 +232,15 @@ func (b *box) proxyGet(target string) string {
 }
 
 func (b *box) containerID(name string) string {
+	b.t.Helper()
+	return containerIDOf(b.t, name)
+}
+
+func containerIDOf(t *testing.T, name string) string {
+	t.Helper()
 	out, err := exec.Command("docker", "inspect", "-f", "{{.Id}}", name).Output()
 	if err != nil {
-		b.t.Fatalf("inspect %s: %v", name, err)
+		t.Fatalf("inspect %s: %v", name, err)
 	}
 	return strings.TrimSpace(string(out))
 }

@@ -1,0 +1,78 @@
+package docker
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestCLIWorkflow is the README's path for a Linux user, through the sbx
+// binary on a real daemon: init, plan, apply, a shell whose only way out
+// is the deny-by-default proxy, netlog, an allow-list change in place, a
+// converged plan, destroy.
+func TestCLIWorkflow(t *testing.T) {
+	e := newLoopEnv(t, "e2e-cli")
+	run := func(wantCode int, args ...string) string {
+		t.Helper()
+		out, code := e.sbx(args...)
+		if code != wantCode {
+			t.Fatalf("sbx %s: exit %d, want %d:\n%s", strings.Join(args, " "), code, wantCode, out)
+		}
+		return out
+	}
+	local := func(allow string) {
+		t.Helper()
+		doc := "name: e2e-cli\ndriver: docker\ntemplate: " + testImage + "\nnetwork:\n  blockCIDRs: [127.0.0.0/8]\n  allow: [" + allow + "]\n"
+		if err := os.WriteFile(filepath.Join(e.ws, "sandbox.local.yaml"), []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Remove(filepath.Join(e.ws, "PROMPT.md"))
+	run(0, "init", "--agent", "shell")
+	local("")
+	run(0, "validate")
+	if out := run(2, "plan", "--detailed-exitcode"); !strings.Contains(out, `sandbox "e2e-cli" will be created`) {
+		t.Errorf("plan of a new sandbox:\n%s", out)
+	}
+	if out := run(0, "apply", "-y"); !strings.Contains(out, "Apply complete: 1 created") {
+		t.Errorf("apply:\n%s", out)
+	}
+	web := env.webIP + ":8080"
+	fetch := "wget -q -O- http://" + web + "/ 2>&1; echo wget-exit=$?"
+	if out := run(0, "shell", "--", "sh", "-c", fetch); strings.Contains(out, "hello-from-web") || strings.Contains(out, "wget-exit=0") {
+		t.Errorf("an unlisted host answered under policy: deny:\n%s", out)
+	}
+	if out := run(0, "netlog"); !strings.Contains(out, "deny  GET "+web) || !strings.Contains(out, "not in the allow list") {
+		t.Errorf("netlog does not show the refusal:\n%s", out)
+	}
+	if out := run(0, "netlog", "--json"); !strings.Contains(out, `"decision":"deny"`) {
+		t.Errorf("netlog --json:\n%s", out)
+	}
+
+	id := containerIDOf(t, containerName("e2e-cli"))
+	local(env.webIP)
+	if out := run(2, "plan", "--detailed-exitcode"); !strings.Contains(out, "updated in-place") || !strings.Contains(out, "widens egress") {
+		t.Errorf("plan of an allow-list change:\n%s", out)
+	}
+	if out := run(0, "apply", "-y"); !strings.Contains(out, "1 updated") {
+		t.Errorf("apply of an allow-list change:\n%s", out)
+	}
+	if containerIDOf(t, containerName("e2e-cli")) != id {
+		t.Error("an allow-list change recreated the sandbox")
+	}
+	if out := run(0, "shell", "--", "sh", "-c", fetch); !strings.Contains(out, "hello-from-web") {
+		t.Errorf("the newly allowed host does not answer:\n%s", out)
+	}
+	if out := run(0, "plan", "--detailed-exitcode"); !strings.Contains(out, "No changes") {
+		t.Errorf("second plan:\n%s", out)
+	}
+	run(7, "shell", "--", "sh", "-c", "exit 7")
+
+	if out := run(0, "destroy", "-y"); !strings.Contains(out, "Destroy complete") {
+		t.Errorf("destroy:\n%s", out)
+	}
+	if left := labelled("e2e-cli"); left != "" {
+		t.Errorf("destroy left behind: %s", left)
+	}
+}
