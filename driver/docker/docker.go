@@ -607,8 +607,8 @@ func bind(src, dst string, ro bool) string {
 // setPolicy puts the sandbox's policy in force without a restart: through
 // the proxy's control channel, which answers once the policy is in force
 // (and written to its volume for the next start) or says why it refused
-// it. A proxy without one gets the file (docker cp) and SIGHUP; a stopped
-// proxy gets the file, which it loads when it starts.
+// it. A proxy without one gets the file (as docker cp would) and SIGHUP;
+// a stopped proxy gets the file, which it loads when it starts.
 func (d *Driver) setPolicy(ctx context.Context, sp *spec.Spec) error {
 	data, err := json.Marshal(policyOf(sp))
 	if err != nil {

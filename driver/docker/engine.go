@@ -27,12 +27,12 @@ import (
 )
 
 // engine asks the Docker Engine API of the daemon the docker CLI uses for
-// what plan and an in-place change need: inspecting containers and images,
-// and talking to the egress proxy (its control channel, or its policy file
-// and a signal for a proxy without one). A request takes about a
-// millisecond, where a docker CLI process takes 10–50, and the daemon's
-// archive endpoints (docker cp) 35; creating, building, exec and logs stay
-// with the CLI.
+// what plan, an in-place change and removal need: inspecting, listing and
+// removing containers, volumes and images, and talking to the egress proxy
+// (its control channel, or its policy file and a signal for a proxy
+// without one). A request takes about a millisecond, where a docker CLI
+// process takes 10–50 and the daemon's archive endpoints (docker cp) 35;
+// creating, building, exec and logs stay with the CLI.
 //
 // Paths carry no API version: the daemon answers them in its own current
 // version, whose fields the driver reads have been stable since API 1.25.
