@@ -532,13 +532,6 @@ func (d *Driver) createObjects(ctx context.Context, sp *spec.Spec, rec *reconcil
 		// cheap to read from the host.
 		image, "__egress-proxy", "--policy", policyPath, "--init-policy", string(pol), "--control",
 		"--listen", "unix:"+socketPath)
-	// The proxy starts while the sandbox container is created: neither
-	// needs the other until the sandbox starts.
-	egressStarted := make(chan error, 1)
-	go func() {
-		_, err := d.docker(ctx, eg...)
-		egressStarted <- err
-	}()
 	sb := append([]string{"create", "--name", containerName(sp.Name)}, labels(sp.Name, "sandbox")...)
 	sb = append(sb, "--label", "dev.sbx.agent="+sp.Agent, "--label", labelWS+"="+sp.Workspace.Path)
 	if rec != nil {
@@ -579,6 +572,14 @@ func (d *Driver) createObjects(ctx context.Context, sp *spec.Spec, rec *reconcil
 		sb = append(sb, "--env-file", f)
 	}
 	sb = append(sb, tmpl, "__sandbox-init", "--socket", socketPath)
+	// The proxy starts while the sandbox container is created: neither
+	// needs the other until the sandbox starts. (Nothing returns before
+	// the proxy's run has ended, so a cleanup after a failure finds it.)
+	egressStarted := make(chan error, 1)
+	go func() {
+		_, err := d.docker(ctx, eg...)
+		egressStarted <- err
+	}()
 	// docker create pulls a missing image itself; say plainly when it
 	// cannot.
 	_, err = d.docker(ctx, sb...)
