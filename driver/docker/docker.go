@@ -488,8 +488,11 @@ func (d *Driver) create(ctx context.Context, sp *spec.Spec, rec *reconcile.Recor
 		return err
 	}
 	if err := d.createObjects(ctx, sp, rec, image, tmpl); err != nil {
-		// Nothing half-made stays: the next apply starts clean.
-		if rmErr := d.remove(context.WithoutCancel(ctx), sp.Name); rmErr != nil {
+		// Nothing half-made stays: the next apply starts clean (even
+		// after Ctrl-C, within a bound).
+		cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if rmErr := d.remove(cleanup, sp.Name); rmErr != nil {
 			return fmt.Errorf("%w (and removing what was made: %v)", err, rmErr)
 		}
 		return err
