@@ -40,11 +40,9 @@ type engine struct {
 	run    *runner.Runner
 	docker string // the CLI, for `docker system dial-stdio`
 
-	once   sync.Once
-	client *http.Client
-
-	sockOnce sync.Once
-	sock     string // the daemon's socket, or "" to dial through the CLI
+	once   sync.Once    // sets sock and client
+	sock   string       // the daemon's socket, or "" to dial through the CLI
+	client *http.Client // requests on kept-alive connections from dial
 }
 
 // defaultSocket is where the CLI finds the daemon when nothing says
@@ -95,9 +93,21 @@ func currentContext(getenv func(string) string) string {
 	return cfg.CurrentContext
 }
 
+func (e *engine) setup() {
+	e.once.Do(func() {
+		e.sock = daemonSocket(e.run.Getenv)
+		e.client = &http.Client{Transport: &http.Transport{
+			DialContext:        func(ctx context.Context, _, _ string) (net.Conn, error) { return e.dial(ctx) },
+			DisableCompression: true,
+			MaxIdleConns:       2,
+			IdleConnTimeout:    30 * time.Second,
+		}}
+	})
+}
+
 // dial opens a connection to the daemon.
 func (e *engine) dial(ctx context.Context) (net.Conn, error) {
-	e.sockOnce.Do(func() { e.sock = daemonSocket(e.run.Getenv) })
+	e.setup()
 	if e.sock != "" {
 		var d net.Dialer
 		return d.DialContext(ctx, "unix", e.sock)
@@ -106,14 +116,7 @@ func (e *engine) dial(ctx context.Context) (net.Conn, error) {
 }
 
 func (e *engine) http() *http.Client {
-	e.once.Do(func() {
-		e.client = &http.Client{Transport: &http.Transport{
-			DialContext:        func(ctx context.Context, _, _ string) (net.Conn, error) { return e.dial(ctx) },
-			DisableCompression: true,
-			MaxIdleConns:       2,
-			IdleConnTimeout:    30 * time.Second,
-		}}
-	})
+	e.setup()
 	return e.client
 }
 
@@ -446,14 +449,15 @@ type stdioConn struct {
 	cmd    *exec.Cmd
 	w      io.WriteCloser
 	r      io.ReadCloser
-	stderr lockedBuffer
+	stderr bytes.Buffer // read only once the process has been waited for
 	once   sync.Once
 }
 
 func (c *stdioConn) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	if err == io.EOF {
-		// The relay ended: say why when it said so.
+		// The relay ended: say why when it said so (stop waits for the
+		// process, and so for its stderr).
 		c.stop()
 		if msg := strings.TrimSpace(c.stderr.String()); msg != "" {
 			return n, fmt.Errorf("docker system dial-stdio: %s", msg)
@@ -487,21 +491,3 @@ type stdioAddr struct{}
 
 func (stdioAddr) Network() string { return "docker-dial-stdio" }
 func (stdioAddr) String() string  { return "docker system dial-stdio" }
-
-// lockedBuffer collects a process's stderr while it may be read.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}

@@ -98,6 +98,13 @@ func TestEngineErrors(t *testing.T) {
 	if ok, err := e.imageExists(context.Background(), testImage); !ok || err != nil {
 		t.Errorf("the test image: %v, %v", ok, err)
 	}
+	// A daemon dial-stdio cannot reach (nothing listens on loopback port
+	// 9): the CLI's own words reach the error.
+	far := &engine{run: &runner.Runner{Env: append(os.Environ(), "DOCKER_HOST=tcp://127.0.0.1:9")}, docker: "docker"}
+	_, err = far.inspectContainer(context.Background(), containerName("e2e-unreachable"))
+	if err == nil || !strings.Contains(err.Error(), "docker system dial-stdio: ") || !strings.Contains(err.Error(), "127.0.0.1:9") {
+		t.Errorf("an unreachable daemon through dial-stdio: %v", err)
+	}
 }
 
 // TestPolicyWithoutControl: a stopped proxy gets the policy file, which
