@@ -21,6 +21,8 @@ func (st *state) decode(root *yaml.Node) *Spec {
 		Driver:    "auto",
 		Sensitive: map[string]bool{},
 		Network:   Network{Policy: "deny", AgentHosts: true},
+		Docker:    Docker{NoNewPrivileges: true},
+		Protect:   true,
 	}
 	s.Agent, _ = st.str(root, "agent", s)
 	if v, ok := st.str(root, "driver", s); ok {
@@ -44,6 +46,7 @@ func (st *state) decode(root *yaml.Node) *Spec {
 	st.network(root, s)
 	if _, d := lookupKey(root, "docker"); d != nil {
 		s.Docker.Runtime, _ = st.str(d, "runtime", s, "docker")
+		s.Docker.NoNewPrivileges = st.boolean(d, "noNewPrivileges", true)
 	}
 	st.loop(root, s)
 	return s
@@ -200,6 +203,7 @@ func (st *state) template(root *yaml.Node, s *Spec) {
 		}
 		build.Args = st.stringMap(b, "args", s, "template.build")
 		build.Target, _ = st.str(b, "target", s, "template.build")
+		build.Network = st.boolean(b, "network", false)
 		s.Template.Build = build
 	}
 }
@@ -217,6 +221,7 @@ func (st *state) workspace(root *yaml.Node, s *Spec) {
 	case w.Kind == yaml.MappingNode:
 		v, path, _ = st.scalar(w, "path", s, "workspace")
 		s.Workspace.ReadOnly = st.boolean(w, "readOnly", false)
+		s.Protect = st.boolean(w, "protect", true)
 	}
 	if v == nil {
 		s.Workspace.Path = st.base.dir
@@ -305,8 +310,14 @@ func (st *state) secrets(root *yaml.Node, s *Spec) {
 	for i := 0; i+1 < len(sec.Content); i += 2 {
 		k, v := sec.Content[i], deref(sec.Content[i+1])
 		var x Secret
-		x.Env, _ = st.str(v, "env", s)
-		x.Command, _ = st.strings(v, "command")
+		x.Env, _ = st.str(v, "env", s, "secrets."+k.Value)
+		var cmd []*yaml.Node
+		x.Command, cmd = st.strings(v, "command")
+		for i, n := range cmd {
+			if st.sensitive[n] {
+				s.Sensitive[fmt.Sprintf("secrets.%s.command[%d]", k.Value, i)] = true
+			}
+		}
 		s.Secrets[k.Value] = x
 		if _, clash := s.Env[k.Value]; clash {
 			st.errorf(k, "secrets."+k.Value, "%q is also set in env; a variable is either env (stored in the sandbox) or a secret (never stored), not both", k.Value)

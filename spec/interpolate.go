@@ -14,6 +14,9 @@ type expansion struct {
 	// needed lists variables that must be set but are not (offline mode
 	// only; otherwise they are errors).
 	needed []string
+	// vars lists every host variable the string refers to, set or not:
+	// what it can carry from the host.
+	vars []string
 }
 
 // interpolator expands Compose-style variables: ${VAR}, ${VAR:-default},
@@ -53,8 +56,7 @@ func (ip *interpolator) expand(s string) (expansion, error) {
 				return out, err
 			}
 			b.WriteString(e.value)
-			out.sensitive = out.sensitive || e.sensitive
-			out.needed = append(out.needed, e.needed...)
+			out.add(e)
 			i = end + 1
 		case isNameStart(next):
 			j := i + 1
@@ -66,8 +68,7 @@ func (ip *interpolator) expand(s string) (expansion, error) {
 				return out, err
 			}
 			b.WriteString(e.value)
-			out.sensitive = out.sensitive || e.sensitive
-			out.needed = append(out.needed, e.needed...)
+			out.add(e)
 			i = j
 		default:
 			b.WriteByte('$')
@@ -76,6 +77,13 @@ func (ip *interpolator) expand(s string) (expansion, error) {
 	}
 	out.value = b.String()
 	return out, nil
+}
+
+// add merges what a part of the string brought.
+func (e *expansion) add(part expansion) {
+	e.sensitive = e.sensitive || part.sensitive
+	e.needed = append(e.needed, part.needed...)
+	e.vars = append(e.vars, part.vars...)
 }
 
 // closing finds the } that closes the ${ whose body starts at start.
@@ -121,6 +129,12 @@ func (ip *interpolator) braced(body string) (expansion, error) {
 }
 
 func (ip *interpolator) variable(name, op, word string) (expansion, error) {
+	e, err := ip.lookupVariable(name, op, word)
+	e.vars = append(e.vars, name)
+	return e, err
+}
+
+func (ip *interpolator) lookupVariable(name, op, word string) (expansion, error) {
 	val, set := ip.lookup(name)
 	nonEmpty := set && val != ""
 	fromEnv := expansion{value: val, sensitive: true}

@@ -13,26 +13,27 @@ func TestInterpolate(t *testing.T) {
 		in        string
 		want      string
 		sensitive bool
+		vars      []string
 		err       string
 	}{
 		{in: "plain", want: "plain"},
 		{in: "$$HOME and $$", want: "$HOME and $"},
-		{in: "${SET}", want: "value", sensitive: true},
-		{in: "$SET/x", want: "value/x", sensitive: true},
-		{in: "a-${SET}-b", want: "a-value-b", sensitive: true},
-		{in: "${UNSET:-default}", want: "default"},
-		{in: "${EMPTY:-default}", want: "default"},
-		{in: "${EMPTY-default}", want: "", sensitive: true},
-		{in: "${UNSET-default}", want: "default"},
-		{in: "${SET:-default}", want: "value", sensitive: true},
-		{in: "${UNSET:-${NESTED}}", want: "inner", sensitive: true},
-		{in: "${UNSET:-${ALSO_UNSET:-deep}}", want: "deep"},
-		{in: "${SET:+alt}", want: "alt"},
-		{in: "${EMPTY:+alt}", want: ""},
-		{in: "${EMPTY+alt}", want: "alt"},
-		{in: "${UNSET+alt}", want: ""},
-		{in: "${SET:?must}", want: "value", sensitive: true},
-		{in: "${EMPTY?must}", want: "", sensitive: true},
+		{in: "${SET}", want: "value", sensitive: true, vars: []string{"SET"}},
+		{in: "$SET/x", want: "value/x", sensitive: true, vars: []string{"SET"}},
+		{in: "a-${SET}-b-${EMPTY:-}", want: "a-value-b-", sensitive: true, vars: []string{"SET", "EMPTY"}},
+		{in: "${UNSET:-default}", want: "default", vars: []string{"UNSET"}},
+		{in: "${EMPTY:-default}", want: "default", vars: []string{"EMPTY"}},
+		{in: "${EMPTY-default}", want: "", sensitive: true, vars: []string{"EMPTY"}},
+		{in: "${UNSET-default}", want: "default", vars: []string{"UNSET"}},
+		{in: "${SET:-default}", want: "value", sensitive: true, vars: []string{"SET"}},
+		{in: "${UNSET:-${NESTED}}", want: "inner", sensitive: true, vars: []string{"NESTED", "UNSET"}},
+		{in: "${UNSET:-${ALSO_UNSET:-deep}}", want: "deep", vars: []string{"ALSO_UNSET", "UNSET"}},
+		{in: "${SET:+alt}", want: "alt", vars: []string{"SET"}},
+		{in: "${EMPTY:+alt}", want: "", vars: []string{"EMPTY"}},
+		{in: "${EMPTY+alt}", want: "alt", vars: []string{"EMPTY"}},
+		{in: "${UNSET+alt}", want: "", vars: []string{"UNSET"}},
+		{in: "${SET:?must}", want: "value", sensitive: true, vars: []string{"SET"}},
+		{in: "${EMPTY?must}", want: "", sensitive: true, vars: []string{"EMPTY"}},
 		{in: "cost: 5$", want: "cost: 5$"},
 		{in: "$1", want: "$1"},
 		{in: "${UNSET}", err: `variable "UNSET" is not set (write ${UNSET:-default} to give a default)`},
@@ -57,7 +58,7 @@ func TestInterpolate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(expansion{value: tt.want, sensitive: tt.sensitive}, got, cmp.AllowUnexported(expansion{})); diff != "" {
+			if diff := cmp.Diff(expansion{value: tt.want, sensitive: tt.sensitive, vars: tt.vars}, got, cmp.AllowUnexported(expansion{})); diff != "" {
 				t.Errorf("expand(%q) (-want +got):\n%s", tt.in, diff)
 			}
 		})
@@ -70,7 +71,7 @@ func TestInterpolateOffline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := expansion{value: "//c", needed: []string{"A", "B"}}
+	want := expansion{value: "//c", needed: []string{"A", "B"}, vars: []string{"A", "B", "C"}}
 	if diff := cmp.Diff(want, got, cmp.AllowUnexported(expansion{})); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}

@@ -1,11 +1,14 @@
 package spec
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -81,6 +84,12 @@ func Load(paths []string, opts Options) (*Result, error) {
 				ds = append(ds, Diagnostic{File: local, Message: readError(err)})
 				continue
 			}
+			if blank(data) {
+				// An overlay with nothing in it (comments at most) is no
+				// overlay: the docker driver leaves one so that the
+				// sandbox cannot create its own.
+				continue
+			}
 			doc, problems := readDocument(local, filepath.Dir(abs), data)
 			ds = append(ds, problems...)
 			if doc != nil {
@@ -152,6 +161,21 @@ func expandLocal(paths []string) []string {
 	return out
 }
 
+// blank reports whether a file holds nothing but whitespace and comments.
+func blank(data []byte) bool {
+	for _, line := range bytes.Split(data, []byte("\n")) {
+		t := bytes.TrimSpace(line)
+		if len(t) > 0 && t[0] != '#' {
+			return false
+		}
+	}
+	return true
+}
+
+// LocalPath names the personal overlay of a base file:
+// sandbox.yaml → sandbox.local.yaml.
+func LocalPath(base string) string { return localPath(base) }
+
 // localPath names the personal overlay of a base file.
 func localPath(base string) string {
 	ext := filepath.Ext(base)
@@ -178,6 +202,7 @@ type state struct {
 	base       *document
 	origin     map[*yaml.Node]*document
 	sensitive  map[*yaml.Node]bool
+	vars       map[*yaml.Node][]string
 	unresolved map[*yaml.Node]bool
 	diags      Diagnostics
 	needed     Diagnostics
@@ -206,6 +231,7 @@ func resolve(layers []*document, opts Options) (*Spec, Diagnostics, Diagnostics)
 		base:       layers[0],
 		origin:     map[*yaml.Node]*document{},
 		sensitive:  map[*yaml.Node]bool{},
+		vars:       map[*yaml.Node][]string{},
 		unresolved: map[*yaml.Node]bool{},
 	}
 	if st.opts.LookupEnv == nil {
@@ -251,8 +277,49 @@ func resolve(layers []*document, opts Options) (*Spec, Diagnostics, Diagnostics)
 	}
 	for _, d := range layers {
 		s.Files = append(s.Files, d.name)
+		s.Declarations = append(s.Declarations, Declaration{Path: d.abs, SHA256: d.digest})
 	}
+	s.Origins = map[string]Origin{}
+	st.provenance(root, "", s)
 	return s, st.needed, st.diags
+}
+
+// provenance records, for every field path of the merged tree, the file
+// and position that wrote it, and the host variables each value refers
+// to. The merged tree keeps the layers' own nodes, so each node still
+// knows its file.
+func (st *state) provenance(n *yaml.Node, path string, s *Spec) {
+	n = deref(n)
+	if n == nil {
+		return
+	}
+	d := st.fileOf(n)
+	o := Origin{File: d.name, Path: d.abs, Line: n.Line, Col: n.Column}
+	if n.Kind == yaml.ScalarNode {
+		o.Value = n.Value
+	}
+	if path != "" {
+		s.Origins[path] = o
+	}
+	switch n.Kind {
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			st.provenance(n.Content[i+1], joinKey(path, n.Content[i].Value), s)
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			st.provenance(c, path+"["+strconv.Itoa(i)+"]", s)
+		}
+	case yaml.ScalarNode:
+		if vs := st.vars[n]; len(vs) > 0 {
+			if s.HostVars == nil {
+				s.HostVars = map[string][]string{}
+			}
+			vs = append([]string(nil), vs...)
+			sort.Strings(vs)
+			s.HostVars[path] = slices.Compact(vs)
+		}
+	}
 }
 
 func markOrigin(n *yaml.Node, d *document, origin map[*yaml.Node]*document) {
@@ -296,6 +363,9 @@ func (st *state) interpolate(n *yaml.Node, path string) {
 		retag(n)
 		if e.sensitive {
 			st.sensitive[n] = true
+		}
+		if len(e.vars) > 0 {
+			st.vars[n] = e.vars
 		}
 	}
 }

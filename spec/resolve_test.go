@@ -33,6 +33,13 @@ func defaultCIDRs() []netip.Prefix {
 	return out
 }
 
+// specOpts compares specs without their provenance, which
+// TestProvenance checks.
+var specOpts = cmp.Options{
+	cmpopts.EquateComparable(netip.Prefix{}),
+	cmpopts.IgnoreFields(spec.Spec{}, "Origins", "Declarations"),
+}
+
 func TestResolveDefaults(t *testing.T) {
 	dir := t.TempDir()
 	ws := filepath.Join(dir, "api")
@@ -51,9 +58,11 @@ func TestResolveDefaults(t *testing.T) {
 		Template:    spec.Template{Image: "docker/sandbox-templates:claude-code"},
 		Workspace:   spec.Workspace{Path: ws},
 		Network:     spec.Network{Policy: "deny", AgentHosts: true, BlockCIDRs: defaultCIDRs()},
+		Docker:      spec.Docker{NoNewPrivileges: true},
+		Protect:     true,
 		Sensitive:   map[string]bool{},
 	}
-	if diff := cmp.Diff([]*spec.Spec{want}, res.Specs, cmpopts.EquateComparable(netip.Prefix{})); diff != "" {
+	if diff := cmp.Diff([]*spec.Spec{want}, res.Specs, specOpts); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 }
@@ -130,9 +139,17 @@ loop:
 			IterationTimeout: 10 * time.Minute,
 			Breaker:          spec.Breaker{NoProgress: 3, SameError: 5},
 		},
+		Docker:  spec.Docker{NoNewPrivileges: true},
+		Protect: true,
+		HostVars: map[string][]string{
+			"env.DATABASE_URL": {"DATABASE_URL"},
+			"env.PORT":         {"PORT"},
+			"env.TOKENISH":     {"SECRET_THING"},
+			"template.image":   {"TAG"},
+		},
 		Sensitive: map[string]bool{"env.TOKENISH": true},
 	}
-	if diff := cmp.Diff(want, s, cmpopts.EquateComparable(netip.Prefix{})); diff != "" {
+	if diff := cmp.Diff(want, s, specOpts); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 }
@@ -207,5 +224,92 @@ func TestAllowRules(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, hosts); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+// TestProvenance checks that every value knows the file and position that
+// wrote it after layers are merged, that a list replaced by a layer is
+// that layer's, that removals name the nearest enclosing value, and that
+// the files' digests are kept.
+func TestProvenance(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "data/x", "")
+	base := write(t, dir, "sandbox.yaml", `version: 1
+agent: claude
+mounts: ["./data:/data:ro"]
+env:
+  A: one
+network:
+  allow: [a.example.com, b.example.com]
+`)
+	local := write(t, dir, "sandbox.local.yaml", `mounts: ["./data:/data", "./data:/other:ro"]
+env:
+  B: ${HOME}
+network:
+  presets: [npm]
+`)
+	res, err := spec.Load([]string{base}, spec.Options{Schema: compile(t), LookupEnv: env(map[string]string{"HOME": dir})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := res.Specs[0]
+	at := func(file string, line, col int) string {
+		return spec.Origin{File: file, Line: line, Col: col}.String()
+	}
+	tests := []struct {
+		path string
+		want string
+	}{
+		{"agent", at(base, 2, 8)},
+		{"mounts", at(local, 1, 9)},
+		{"mounts[1]", at(local, 1, 26)},
+		{"env.A", at(base, 5, 6)},
+		{"env.B", at(local, 3, 6)},
+		{"network.allow[1]", at(base, 7, 26)},
+		{"network.presets[0]", at(local, 5, 13)},
+		{"network.deny", at(base, 7, 3)}, // the merged network mapping is the base file's
+		{"docker.runtime", ""},
+	}
+	for _, tt := range tests {
+		o, ok := s.OriginOf(tt.path)
+		if got := o.String(); got != tt.want || ok != (tt.want != "") {
+			t.Errorf("OriginOf(%q) = %q, %v; want %q", tt.path, got, ok, tt.want)
+		}
+	}
+	o, _ := s.OriginOfItem("network.allow", func(v string) bool { return v == "b.example.com" })
+	if got, want := o.String(), at(base, 7, 26); got != want {
+		t.Errorf("OriginOfItem(b.example.com) = %q, want %q", got, want)
+	}
+	if o.Path != base {
+		t.Errorf("origin path = %q, want %q", o.Path, base)
+	}
+	if diff := cmp.Diff(map[string][]string{"env.B": {"HOME"}}, s.HostVars); diff != "" {
+		t.Errorf("HostVars (-want +got):\n%s", diff)
+	}
+	if len(s.Declarations) != 2 || s.Declarations[0].Path != base || s.Declarations[1].Path != local || len(s.Declarations[1].SHA256) != 64 {
+		t.Errorf("Declarations = %+v", s.Declarations)
+	}
+	if !s.Writable(local) || s.Writable(filepath.Join(filepath.Dir(dir), "elsewhere")) {
+		t.Errorf("Writable: the local file is in the workspace, a sibling directory is not")
+	}
+}
+
+// TestBlankLocalOverlay: a sandbox.local.yaml with only comments is no
+// overlay (the docker driver leaves such a file so the sandbox cannot
+// create its own), while a blank sandbox file is still an error.
+func TestBlankLocalOverlay(t *testing.T) {
+	dir := t.TempDir()
+	base := write(t, dir, "sandbox.yaml", "version: 1\nagent: claude\n")
+	write(t, dir, "sandbox.local.yaml", "# personal overrides\n\n")
+	res, err := spec.Load([]string{base}, spec.Options{Schema: compile(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Specs[0].Files; len(got) != 1 {
+		t.Errorf("Files = %v, want only the base file", got)
+	}
+	other := write(t, dir, "other.yaml", "# nothing\n")
+	if _, err := spec.Load([]string{other}, spec.Options{Schema: compile(t)}); err == nil {
+		t.Errorf("a blank sandbox file must fail")
 	}
 }

@@ -5,7 +5,11 @@
 package spec
 
 import (
+	"fmt"
 	"net/netip"
+	"path/filepath"
+	"sort"
+	"strings"
 	"time"
 )
 
@@ -39,11 +43,115 @@ type Spec struct {
 	Network     Network           `json:"network"`
 	Docker      Docker            `json:"docker"`
 	Loop        *Loop             `json:"loop,omitempty"`
+	// Protect makes the sandbox's own declaration (every layer,
+	// sandbox.local.yaml, the prompt, the build context) and .git/config
+	// and .git/hooks read-only inside the sandbox, where the driver can
+	// (workspace.protect, default true).
+	Protect bool `json:"protect"`
+	// HostVars maps a field path to the host environment variables its
+	// value was interpolated from (whether or not they were set): what the
+	// field can carry from the host into the sandbox.
+	HostVars map[string][]string `json:"hostVars,omitempty"`
+	// Declarations are the files the spec was read from, with the SHA-256
+	// of their content, base first.
+	Declarations []Declaration `json:"declarations,omitempty"`
 
 	// Sensitive holds the field paths (such as "env.DATABASE_URL") whose
 	// value came from the host environment. Output shows them as
 	// "(sensitive)".
 	Sensitive map[string]bool `json:"-"`
+	// Origins says, for every field path of the merged files, which file
+	// and position wrote it (see OriginOf).
+	Origins map[string]Origin `json:"-"`
+}
+
+// Declaration is one file a spec was read from.
+type Declaration struct {
+	Path   string `json:"path"` // absolute
+	SHA256 string `json:"sha256"`
+}
+
+// Origin is where a value was written: a file and a position in it.
+type Origin struct {
+	File string `json:"file"` // as the user named it
+	Path string `json:"path"` // absolute
+	Line int    `json:"line,omitempty"`
+	Col  int    `json:"col,omitempty"`
+	// Value is the scalar as written (after interpolation), "" for a
+	// mapping or a list.
+	Value string `json:"-"`
+}
+
+// String is FILE:LINE:COL, as validation messages name positions.
+func (o Origin) String() string {
+	switch {
+	case o.File == "":
+		return ""
+	case o.Line == 0:
+		return o.File
+	case o.Col == 0:
+		return fmt.Sprintf("%s:%d", o.File, o.Line)
+	}
+	return fmt.Sprintf("%s:%d:%d", o.File, o.Line, o.Col)
+}
+
+// OriginOf returns where the value at a field path ("mounts[1]",
+// "network.allow", "env.TOKEN") was written: the position of the value
+// itself, or of the nearest enclosing value that a file wrote (a removed
+// key names the file that replaced its parent). ok is false when no file
+// wrote any part of it (a default).
+func (s *Spec) OriginOf(path string) (Origin, bool) {
+	for p := path; ; {
+		if o, ok := s.Origins[p]; ok {
+			return o, true
+		}
+		i := strings.LastIndexAny(p, ".[")
+		if i <= 0 {
+			return Origin{}, false
+		}
+		p = p[:i]
+	}
+}
+
+// OriginOfItem returns where the element of the list at path whose value
+// satisfies match was written, else where the list was.
+func (s *Spec) OriginOfItem(path string, match func(string) bool) (Origin, bool) {
+	var items []string
+	for p := range s.Origins {
+		if rest, ok := strings.CutPrefix(p, path+"["); ok && strings.HasSuffix(rest, "]") && !strings.ContainsAny(rest, ".[") {
+			items = append(items, p)
+		}
+	}
+	sort.Strings(items)
+	for _, p := range items {
+		if o := s.Origins[p]; match(o.Value) {
+			return o, true
+		}
+	}
+	return s.OriginOf(path)
+}
+
+// Within reports whether path is dir or inside it.
+func Within(path, dir string) bool {
+	if dir == "" {
+		return false
+	}
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
+}
+
+// Writable reports whether the sandbox can write the host file at path:
+// it lies in a read-write workspace or under a read-write mount's source.
+func (s *Spec) Writable(path string) bool {
+	if !s.Workspace.ReadOnly && Within(path, s.Workspace.Path) {
+		return true
+	}
+	for _, m := range s.Mounts {
+		if !m.ReadOnly && Within(path, m.Source) {
+			return true
+		}
+	}
+	return false
 }
 
 // Template is the image the sandbox starts from, or how to build it.
@@ -58,6 +166,9 @@ type Build struct {
 	Dockerfile string            `json:"dockerfile"` // relative to Context
 	Args       map[string]string `json:"args,omitempty"`
 	Target     string            `json:"target,omitempty"`
+	// Network gives the build the daemon's network; by default a build has
+	// none (it gets no more than the sandbox would).
+	Network bool `json:"network,omitempty"`
 }
 
 // Workspace is the host directory the agent works in.
@@ -107,6 +218,9 @@ type Network struct {
 // Docker holds options only the docker driver reads.
 type Docker struct {
 	Runtime string `json:"runtime,omitempty"`
+	// NoNewPrivileges runs the sandbox with no-new-privileges (default
+	// true): setuid programs such as sudo cannot raise privileges.
+	NoNewPrivileges bool `json:"noNewPrivileges"`
 }
 
 // Loop configures `sbx loop`.

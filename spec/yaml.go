@@ -2,11 +2,14 @@ package spec
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -21,9 +24,11 @@ const MaxFileSize = 1 << 20
 
 // document is one parsed file.
 type document struct {
-	name string     // as the user named it, used in messages
-	dir  string     // absolute directory, for resolving relative paths
-	root *yaml.Node // the top-level mapping
+	name   string     // as the user named it, used in messages
+	dir    string     // absolute directory, for resolving relative paths
+	abs    string     // absolute path of the file
+	digest string     // SHA-256 of the content, hex
+	root   *yaml.Node // the top-level mapping
 }
 
 // readDocument reads and parses one file. It returns problems rather than
@@ -71,7 +76,8 @@ func readDocument(name, dir string, data []byte) (*document, Diagnostics) {
 	if root.Kind != yaml.MappingNode {
 		return nil, at(root.Line, root.Column, "the top level must be a mapping of keys such as \"version\" and \"agent\", got %s", nodeKind(root))
 	}
-	doc := &document{name: name, dir: dir, root: root}
+	sum := sha256.Sum256(data)
+	doc := &document{name: name, dir: dir, abs: filepath.Join(dir, filepath.Base(name)), digest: hex.EncodeToString(sum[:]), root: root}
 	return doc, checkKeys(doc)
 }
 
