@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -126,6 +127,34 @@ func LoadPlan(r io.Reader) (*Changes, error) {
 		p.Errors = []string{}
 	}
 	return &p, nil
+}
+
+// Adopts reports whether the plan takes over a sandbox sbx did not create
+// (it was made with --adopt).
+func (p *Changes) Adopts() bool {
+	for _, c := range p.Sandboxes {
+		if c.Adopt {
+			return true
+		}
+	}
+	return false
+}
+
+// Matches checks that a saved plan is exactly fresh, the plan made now
+// from the same files and live state: a saved plan is applied as it is,
+// so one edited since it was made must not run.
+func (p *Changes) Matches(fresh *Changes) error {
+	var a, b bytes.Buffer
+	if err := WriteJSON(&a, p); err != nil {
+		return err
+	}
+	if err := WriteJSON(&b, fresh); err != nil {
+		return err
+	}
+	if !bytes.Equal(a.Bytes(), b.Bytes()) {
+		return errors.New("the saved plan is not what sbx plans now from the same files and live state (was it edited?); make a new plan")
+	}
+	return nil
 }
 
 // Rebind checks that a saved plan still describes the world, then attaches

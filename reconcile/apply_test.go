@@ -52,7 +52,7 @@ func (f *fakeDriver) Do(ctx context.Context, s Step, sb *spec.Spec, secrets Secr
 	case StepRemove:
 		delete(f.live, s.Sandbox)
 	case StepCreate:
-		l := liveOf(sb)
+		l := liveOf(sb, SbxCaps())
 		l.Network = LiveNetwork{}
 		f.live[s.Sandbox] = l
 	case StepSetNetwork:
@@ -100,7 +100,7 @@ func plan(t *testing.T, f *fakeDriver, st *Store, sb *spec.Spec) *Changes {
 }
 
 func applyOpts(st *Store) ApplyOptions {
-	return ApplyOptions{Records: st, Secrets: map[string]Secrets{"api": testSecrets}}
+	return ApplyOptions{Records: st}
 }
 
 func TestApplyRunsStepsInOrderAndConverges(t *testing.T) {
@@ -115,8 +115,8 @@ func TestApplyRunsStepsInOrderAndConverges(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{
-		`1/5 create sandbox "api"`, `2/5 update network rules of sandbox "api"`,
-		`3/5 set secrets of sandbox "api"`, `4/5 verify sandbox "api"`, `5/5 record sandbox "api"`,
+		`1/4 create sandbox "api"`, `2/4 update network rules of sandbox "api"`,
+		`3/4 verify sandbox "api"`, `4/4 record sandbox "api"`,
 	}
 	if diff := cmp.Diff(want, progress); diff != "" {
 		t.Errorf("steps (-want +got):\n%s", diff)
@@ -131,7 +131,7 @@ func TestApplyRunsStepsInOrderAndConverges(t *testing.T) {
 	if err := Apply(context.Background(), f, plan(t, f, st, sb), applyOpts(st)); err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]string{"stop", "remove", "create", "set-network", "set-secrets", "verify"}, f.calls); diff != "" {
+	if diff := cmp.Diff([]string{"stop", "remove", "create", "set-network", "verify"}, f.calls); diff != "" {
 		t.Errorf("driver calls (-want +got):\n%s", diff)
 	}
 	if err := Converged(plan(t, f, st, sb)); err != nil {
@@ -140,20 +140,20 @@ func TestApplyRunsStepsInOrderAndConverges(t *testing.T) {
 }
 
 func TestApplyFailureNamesStepAndRerunConverges(t *testing.T) {
-	kinds := []StepKind{StepStop, StepRemove, StepCreate, StepSetNetwork, StepSetSecrets, StepVerify}
+	kinds := []StepKind{StepStop, StepRemove, StepCreate, StepSetNetwork, StepVerify}
 	for i, kind := range kinds {
 		t.Run(kind.String(), func(t *testing.T) {
 			st, _ := OpenStore(t.TempDir())
 			applied := baseSpec()
-			f := &fakeDriver{caps: SbxCaps(), live: map[string]*Live{"api": liveOf(applied)}}
-			if err := st.Put(recordOf(t, f.caps, applied, nil)); err != nil {
+			f := &fakeDriver{caps: SbxCaps(), live: map[string]*Live{"api": liveOf(applied, SbxCaps())}}
+			if err := st.Put(recordOf(t, f.caps, applied)); err != nil {
 				t.Fatal(err)
 			}
 			sb := baseSpec()
 			sb.Env["NODE_ENV"] = "production"
 			f.failAt = kind
 			err := Apply(context.Background(), f, plan(t, f, st, sb), applyOpts(st))
-			wantErr := fmt.Sprintf("apply step %d/7 (%s): backend said no", i+1, Step{Kind: kind, Sandbox: "api"})
+			wantErr := fmt.Sprintf("apply step %d/6 (%s): backend said no", i+1, Step{Kind: kind, Sandbox: "api"})
 			if err == nil || err.Error() != wantErr {
 				t.Fatalf("got error %v, want %q", err, wantErr)
 			}
@@ -175,8 +175,8 @@ func TestApplyFailureNamesStepAndRerunConverges(t *testing.T) {
 func TestApplyDidNotConverge(t *testing.T) {
 	st, _ := OpenStore(t.TempDir())
 	applied := baseSpec()
-	f := &fakeDriver{caps: SbxCaps(), live: map[string]*Live{"api": liveOf(applied)}, lazy: true}
-	if err := st.Put(recordOf(t, f.caps, applied, nil)); err != nil {
+	f := &fakeDriver{caps: SbxCaps(), live: map[string]*Live{"api": liveOf(applied, SbxCaps())}, lazy: true}
+	if err := st.Put(recordOf(t, f.caps, applied)); err != nil {
 		t.Fatal(err)
 	}
 	sb := baseSpec()
@@ -192,7 +192,7 @@ func TestApplyDidNotConverge(t *testing.T) {
 }
 
 func TestApplyRefusesPlanWithErrors(t *testing.T) {
-	f := &fakeDriver{caps: SbxCaps(), live: map[string]*Live{"api": liveOf(baseSpec())}}
+	f := &fakeDriver{caps: SbxCaps(), live: map[string]*Live{"api": liveOf(baseSpec(), SbxCaps())}}
 	st, _ := OpenStore(t.TempDir())
 	p := plan(t, f, st, baseSpec())
 	err := Apply(context.Background(), f, p, applyOpts(st))
@@ -207,8 +207,8 @@ func TestApplyRefusesPlanWithErrors(t *testing.T) {
 func TestSavedPlan(t *testing.T) {
 	st, _ := OpenStore(t.TempDir())
 	applied := baseSpec()
-	f := &fakeDriver{caps: SbxCaps(), live: map[string]*Live{"api": liveOf(applied)}}
-	if err := st.Put(recordOf(t, f.caps, applied, nil)); err != nil {
+	f := &fakeDriver{caps: SbxCaps(), live: map[string]*Live{"api": liveOf(applied, SbxCaps())}}
+	if err := st.Put(recordOf(t, f.caps, applied)); err != nil {
 		t.Fatal(err)
 	}
 	sb := baseSpec()
@@ -239,7 +239,7 @@ func TestSavedPlan(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			keep := *f.live["api"]
 			defer func() { f.live["api"] = &keep }()
-			f.live["api"] = liveOf(applied)
+			f.live["api"] = liveOf(applied, SbxCaps())
 			sb2 := baseSpec()
 			sb2.Network.Allow = append(sb2.Network.Allow, "registry.npmjs.org")
 			tc.change(sb2)
@@ -279,8 +279,8 @@ func TestPlanJSON(t *testing.T) {
 	sb.Env["NODE_ENV"] = "production"
 	sb.Env["DATABASE_URL"] = "postgresql://prod-db/app"
 	sb.Network.Allow = append(sb.Network.Allow, "registry.npmjs.org")
-	p := Plan([]Desired{desiredOf(t, sb)}, map[string]*Live{"api": liveOf(applied)},
-		map[string]*Record{"api": recordOf(t, SbxCaps(), applied, nil)}, SbxCaps(), Options{DriverVersion: "0.53.0"})
+	p := Plan([]Desired{desiredOf(t, sb)}, map[string]*Live{"api": liveOf(applied, SbxCaps())},
+		map[string]*Record{"api": recordOf(t, SbxCaps(), applied)}, SbxCaps(), Options{DriverVersion: "0.53.0"})
 	var buf bytes.Buffer
 	if err := WriteJSON(&buf, p); err != nil {
 		t.Fatal(err)
@@ -290,7 +290,7 @@ func TestPlanJSON(t *testing.T) {
 }
 
 func TestPlanDestroy(t *testing.T) {
-	rec := recordOf(t, SbxCaps(), baseSpec(), nil)
+	rec := recordOf(t, SbxCaps(), baseSpec())
 	tests := []struct {
 		name    string
 		live    map[string]*Live
@@ -298,10 +298,10 @@ func TestPlanDestroy(t *testing.T) {
 		adopt   bool
 		want    string
 	}{
-		{"managed", map[string]*Live{"api": liveOf(baseSpec())}, map[string]*Record{"api": rec}, false,
+		{"managed", map[string]*Live{"api": liveOf(baseSpec(), SbxCaps())}, map[string]*Record{"api": rec}, false,
 			"sbx will perform the following actions (driver: sbx):\n\n  # sandbox \"api\" will be destroyed\n  - sandbox \"api\"\n    " + destroyNote + "\n\nPlan: 0 to create, 0 to update, 0 to replace, 1 to destroy.\n"},
 		{"absent", nil, nil, false, "No changes. Sandbox \"api\" does not exist.\n"},
-		{"unmanaged", map[string]*Live{"api": liveOf(baseSpec())}, nil, false,
+		{"unmanaged", map[string]*Live{"api": liveOf(baseSpec(), SbxCaps())}, nil, false,
 			"Error: sandbox \"api\" exists but was not created by sbx; use --adopt to manage it\n"},
 	}
 	for _, tc := range tests {

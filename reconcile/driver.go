@@ -56,6 +56,13 @@ type Live struct {
 	Network   LiveNetwork    `json:"network"`
 	Resources spec.Resources `json:"resources"`
 	Runtime   string         `json:"runtime,omitempty"`
+	// NoNewPrivileges, Protect and Hardening are the docker driver's
+	// safeguards as the sandbox was created: no-new-privileges, the
+	// declaration mounted read-only, and the version of its defaults
+	// (limits, dropped capabilities, log rotation).
+	NoNewPrivileges bool   `json:"noNewPrivileges,omitempty"`
+	Protect         bool   `json:"protect,omitempty"`
+	Hardening       string `json:"hardening,omitempty"`
 	// Unreported lists readable fields this observation did not report (the
 	// plugin lists no workspaces for a stopped VM): the planner compares
 	// them with the record, as if the backend could not read them back.
@@ -204,13 +211,24 @@ const (
 	FieldNetworkAdd    // an added allow/deny rule or blocked range, or a policy change
 	FieldNetworkRemove // a removed allow/deny rule or blocked range
 	FieldRuntime       // docker.runtime
+	// FieldResourcesUnset is a cpu limit removed: some backends can lower
+	// or raise a limit in place but not remove it.
+	FieldResourcesUnset
+	FieldNoNewPrivileges // docker.noNewPrivileges
+	FieldProtect         // workspace.protect
+	// FieldHardening is the version of the driver's safeguards a sandbox
+	// was created with (Caps.Hardening).
+	FieldHardening
+	FieldTemplateBuild // template.build: context content, network
 )
 
 var fieldNames = map[Field]string{
 	FieldAgent: "agent", FieldTemplate: "template", FieldWorkspace: "workspace",
 	FieldMounts: "mounts", FieldEnv: "env", FieldSecrets: "secrets", FieldResources: "resources",
 	FieldPorts: "ports", FieldNetworkAdd: "network-add", FieldNetworkRemove: "network-remove",
-	FieldRuntime: "docker.runtime",
+	FieldRuntime: "docker.runtime", FieldResourcesUnset: "resources-unset",
+	FieldNoNewPrivileges: "docker.noNewPrivileges", FieldProtect: "workspace.protect",
+	FieldHardening: "hardening", FieldTemplateBuild: "template.build",
 }
 
 func (f Field) String() string {
@@ -248,10 +266,13 @@ const (
 	// Ignored: the field means nothing to this backend (docker.runtime
 	// outside the docker driver); it never causes a change.
 	Ignored
+	// PerExec: the backend never stores the field; it is passed to each
+	// exec (secrets). A change is recorded, and changes nothing live.
+	PerExec
 )
 
 func (m Mode) String() string {
-	return [...]string{"unsupported", "in place", "replace", "ignored"}[m]
+	return [...]string{"unsupported", "in place", "replace", "ignored", "per exec"}[m]
 }
 
 // Cap is one row of a driver's capability table.
@@ -270,6 +291,16 @@ type Cap struct {
 type Caps struct {
 	Driver string
 	Fields map[Field]Cap
+	// Defaults are the limits the driver applies when the file sets none;
+	// the planner compares the file's limits with these filled in.
+	Defaults spec.Resources
+	// Hardening names the version of the safeguards the driver applies at
+	// create ("" when it has none to version); a sandbox created with an
+	// older one is replaced to get them.
+	Hardening string
+	// Protects is set when the driver makes the declaration read-only
+	// inside the sandbox (workspace.protect).
+	Protects bool
 }
 
 // Of returns the row for f; a field the table omits is unsupported.
@@ -288,6 +319,14 @@ func inPlace(how string, readable bool) Cap {
 	return Cap{Mode: InPlace, Readable: readable, Reason: how}
 }
 
+// perExec is the row of secrets on every driver: their values reach a
+// process only through the environment of the exec that starts it.
+var perExec = Cap{Mode: PerExec, Reason: "secrets are passed to each exec, never stored in the sandbox"}
+
+func ignored(what string) Cap {
+	return Cap{Mode: Ignored, Reason: what + " applies only to the docker driver"}
+}
+
 // SbxCaps is the table of the sbx driver (Docker's standalone sbx CLI),
 // from docker-sandboxes-cli.md §3.3 and §4.3. Resources are readable only
 // since 0.45 under unconfirmed field names, and the template only through
@@ -296,17 +335,22 @@ func inPlace(how string, readable bool) Cap {
 func SbxCaps() Caps {
 	const d = "sbx"
 	return Caps{Driver: d, Fields: map[Field]Cap{
-		FieldAgent:         replace(d, "the agent", true),
-		FieldTemplate:      replace(d, "the template", false),
-		FieldWorkspace:     replace(d, "the workspace", true),
-		FieldMounts:        replace(d, "mounts", true),
-		FieldEnv:           replace(d, "env", false),
-		FieldSecrets:       inPlace("sbx secret set --sandbox changes secrets in place", false),
-		FieldResources:     replace(d, "resources", false),
-		FieldPorts:         inPlace("sbx ports changes ports in place", true),
-		FieldNetworkAdd:    inPlace("sbx policy changes network rules in place", true),
-		FieldNetworkRemove: inPlace("sbx policy changes network rules in place", true),
-		FieldRuntime:       {Mode: Ignored, Reason: "docker.runtime applies only to the docker driver"},
+		FieldAgent:           replace(d, "the agent", true),
+		FieldTemplate:        replace(d, "the template", false),
+		FieldTemplateBuild:   replace(d, "the template", false),
+		FieldWorkspace:       replace(d, "the workspace", true),
+		FieldMounts:          replace(d, "mounts", true),
+		FieldEnv:             replace(d, "env", false),
+		FieldSecrets:         perExec,
+		FieldResources:       replace(d, "resources", false),
+		FieldResourcesUnset:  replace(d, "resources", false),
+		FieldPorts:           inPlace("sbx ports changes ports in place", true),
+		FieldNetworkAdd:      inPlace("sbx policy changes network rules in place", true),
+		FieldNetworkRemove:   inPlace("sbx policy changes network rules in place", true),
+		FieldRuntime:         ignored("docker.runtime"),
+		FieldNoNewPrivileges: ignored("docker.noNewPrivileges"),
+		FieldProtect:         {Mode: Ignored, Reason: "the sbx backend cannot mount the declaration read-only; sbx flags every widening it causes instead"},
+		FieldHardening:       {Mode: Ignored},
 	}}
 }
 
@@ -317,36 +361,55 @@ func SbxCaps() Caps {
 func DockerSandboxCaps() Caps {
 	const d = "docker-sandbox"
 	return Caps{Driver: d, Fields: map[Field]Cap{
-		FieldAgent:         replace(d, "the agent", true),
-		FieldTemplate:      replace(d, "the template", false),
-		FieldWorkspace:     replace(d, "the workspace", true),
-		FieldMounts:        replace(d, "mounts", true),
-		FieldEnv:           inPlace("the docker-sandbox backend applies env per exec", false),
-		FieldSecrets:       inPlace("the docker-sandbox backend passes secrets per exec", false),
-		FieldResources:     {Mode: Unsupported, Reason: "the docker-sandbox backend cannot set resources"},
-		FieldPorts:         {Mode: Unsupported, Reason: "the docker-sandbox backend cannot publish ports"},
-		FieldNetworkAdd:    inPlace("docker sandbox network proxy adds network rules in place", false),
-		FieldNetworkRemove: {Mode: Replace, Reason: "the docker-sandbox backend cannot remove a network rule"},
-		FieldRuntime:       {Mode: Ignored, Reason: "docker.runtime applies only to the docker driver"},
+		FieldAgent:           replace(d, "the agent", true),
+		FieldTemplate:        replace(d, "the template", false),
+		FieldTemplateBuild:   replace(d, "the template", false),
+		FieldWorkspace:       replace(d, "the workspace", true),
+		FieldMounts:          replace(d, "mounts", true),
+		FieldEnv:             inPlace("the docker-sandbox backend applies env per exec", false),
+		FieldSecrets:         perExec,
+		FieldResources:       {Mode: Unsupported, Reason: "the docker-sandbox backend cannot set resources"},
+		FieldResourcesUnset:  {Mode: Unsupported, Reason: "the docker-sandbox backend cannot set resources"},
+		FieldPorts:           {Mode: Unsupported, Reason: "the docker-sandbox backend cannot publish ports"},
+		FieldNetworkAdd:      inPlace("docker sandbox network proxy adds network rules in place", false),
+		FieldNetworkRemove:   {Mode: Replace, Reason: "the docker-sandbox backend cannot remove a network rule"},
+		FieldRuntime:         ignored("docker.runtime"),
+		FieldNoNewPrivileges: ignored("docker.noNewPrivileges"),
+		FieldProtect:         {Mode: Ignored, Reason: "the docker-sandbox backend cannot mount the declaration read-only; sbx flags every widening it causes instead"},
+		FieldHardening:       {Mode: Ignored},
 	}}
 }
+
+// DockerHardening versions the safeguards the docker driver gives every
+// container it creates (limits, dropped capabilities, no-new-privileges,
+// read-only root and socket for the proxy, log rotation); a sandbox made
+// with an older version is replaced to get them.
+const DockerHardening = "2"
+
+// DockerDefaultMemory bounds a docker sandbox whose file sets no memory.
+const DockerDefaultMemory = 8 << 30
 
 // DockerCaps is the table of the docker driver (plain Docker Engine with
 // sbx's egress proxy). Env is compared with the record kept in the
 // container's labels.
 func DockerCaps() Caps {
 	const d = "docker"
-	return Caps{Driver: d, Fields: map[Field]Cap{
-		FieldAgent:         replace(d, "the agent", true),
-		FieldTemplate:      replace(d, "the template", true),
-		FieldWorkspace:     replace(d, "the workspace", true),
-		FieldMounts:        replace(d, "mounts", true),
-		FieldEnv:           replace(d, "env", false),
-		FieldSecrets:       inPlace("the docker backend passes secrets per exec", false),
-		FieldResources:     inPlace("docker update changes resources in place", true),
-		FieldPorts:         replace(d, "ports", true),
-		FieldNetworkAdd:    inPlace("the egress proxy reloads its policy in place", true),
-		FieldNetworkRemove: inPlace("the egress proxy reloads its policy in place", true),
-		FieldRuntime:       replace(d, "docker.runtime", true),
+	return Caps{Driver: d, Defaults: spec.Resources{Memory: DockerDefaultMemory}, Hardening: DockerHardening, Protects: true, Fields: map[Field]Cap{
+		FieldAgent:           replace(d, "the agent", true),
+		FieldTemplate:        replace(d, "the template", true),
+		FieldTemplateBuild:   replace(d, "the template", false),
+		FieldWorkspace:       replace(d, "the workspace", true),
+		FieldMounts:          replace(d, "mounts", true),
+		FieldEnv:             replace(d, "env", false),
+		FieldSecrets:         perExec,
+		FieldResources:       inPlace("docker update changes resources in place", true),
+		FieldResourcesUnset:  {Mode: Replace, Readable: true, Reason: "docker update cannot remove a cpu limit"},
+		FieldPorts:           replace(d, "ports", true),
+		FieldNetworkAdd:      inPlace("the egress proxy reloads its policy in place", true),
+		FieldNetworkRemove:   inPlace("the egress proxy reloads its policy in place", true),
+		FieldRuntime:         replace(d, "docker.runtime", true),
+		FieldNoNewPrivileges: replace(d, "docker.noNewPrivileges", true),
+		FieldProtect:         replace(d, "workspace.protect", true),
+		FieldHardening:       {Mode: Replace, Readable: true, Reason: "the sandbox was created without the docker driver's current safeguards (limits, dropped capabilities, read-only declaration, log rotation)"},
 	}}
 }

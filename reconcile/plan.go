@@ -119,14 +119,28 @@ type SandboxChange struct {
 	// Notes are caveats the user should read (what adopting assumes).
 	Notes []string `json:"notes,omitempty"`
 	// Deleted is set when a sandbox sbx applied no longer exists.
-	Deleted bool   `json:"deleted_outside_sbx,omitempty"`
-	Steps   []Step `json:"steps"`
+	Deleted bool `json:"deleted_outside_sbx,omitempty"`
+	// Widenings are what the change gives the sandbox beyond what was
+	// last approved; apply -y refuses them without --approve-widening.
+	Widenings []Widening `json:"widenings,omitempty"`
+	Steps     []Step     `json:"steps"`
 }
 
 // WidensEgress reports whether the change lets the sandbox reach more.
 func (c *SandboxChange) WidensEgress() bool {
 	for _, d := range c.Changes {
 		if d.WidensEgress {
+			return true
+		}
+	}
+	return false
+}
+
+// Widens reports whether any sandbox of the plan would get more than was
+// last approved.
+func (p *Changes) Widens() bool {
+	for _, c := range p.Sandboxes {
+		if c.Action != ActionNoOp && c.Action != ActionDestroy && len(c.Widenings) > 0 {
 			return true
 		}
 	}
@@ -313,16 +327,41 @@ func planOne(d Desired, live *Live, rec *Record, caps Caps) (*SandboxChange, []s
 	buildChanged := false
 	if live != nil && rec != nil && d.BuildHash != rec.BuildHash {
 		buildChanged = true
-		pl.add(Diff{Op: Change, Field: FieldTemplate, Path: "template.build", Before: rec.BuildHash, After: d.BuildHash})
+		pl.add(Diff{Op: Change, Field: FieldTemplateBuild, Path: "template.build", Before: rec.BuildHash, After: d.BuildHash})
+	}
+	if sb.Template.Build != nil || (rc.Template.Build != nil && rec != nil) {
+		var dn, rn bool
+		if sb.Template.Build != nil {
+			dn = sb.Template.Build.Network
+		}
+		if rc.Template.Build != nil {
+			rn = rc.Template.Build.Network
+		}
+		pl.scalar(FieldTemplateBuild, "template.build.network", boolString(dn), "", boolString(rn))
 	}
 	pl.scalar(FieldWorkspace, "workspace", workspaceString(sb.Workspace), workspaceString(l.Workspace), workspaceString(rc.Workspace))
 	pl.set(FieldMounts, FieldMounts, "mounts", mountItems(sb), mountStrings(l.Mounts), mountStrings(rc.Mounts), true, false, false)
 	pl.env()
 	pl.secrets()
-	pl.scalar(FieldResources, "resources.cpus", cpusString(sb.Resources.CPUs), cpusString(l.Resources.CPUs), cpusString(rc.Resources.CPUs))
-	pl.scalar(FieldResources, "resources.memory", memoryString(sb.Resources.Memory), memoryString(l.Resources.Memory), memoryString(rc.Resources.Memory))
+	want := effectiveResources(sb.Resources, caps.Defaults)
+	recRes := rc.Resources
+	cpusField := FieldResources
+	if want.CPUs == 0 && (l.Resources.CPUs != 0 || (rec != nil && recRes.CPUs != 0)) {
+		cpusField = FieldResourcesUnset
+	}
+	pl.scalar(cpusField, "resources.cpus", cpusString(want.CPUs), cpusString(l.Resources.CPUs), cpusString(recRes.CPUs))
+	pl.scalar(FieldResources, "resources.memory", memoryString(want.Memory), memoryString(l.Resources.Memory), memoryString(recRes.Memory))
 	pl.set(FieldPorts, FieldPorts, "ports", portItems(sb), portStrings(livePorts), portStrings(rc.Ports), true, false, false)
 	pl.scalar(FieldRuntime, "docker.runtime", sb.Docker.Runtime, l.Runtime, rc.Docker.Runtime)
+	pl.scalar(FieldNoNewPrivileges, "docker.noNewPrivileges", boolString(sb.Docker.NoNewPrivileges), boolString(l.NoNewPrivileges), boolString(rc.Docker.NoNewPrivileges))
+	pl.scalar(FieldProtect, "workspace.protect", boolString(sb.Protect), boolString(l.Protect), boolString(rc.Protect))
+	if caps.Hardening != "" && live != nil && pl.readable(FieldHardening) && l.Hardening != caps.Hardening {
+		before := l.Hardening
+		if before == "" {
+			before = "none"
+		}
+		pl.add(Diff{Op: Change, Field: FieldHardening, Path: "hardening", Before: before, After: caps.Hardening})
+	}
 	pl.scalar(FieldNetworkAdd, "network.policy", sb.Network.Policy, l.Network.Policy, rc.Network.Policy)
 	var recAllow []string
 	if rec != nil {
@@ -338,14 +377,16 @@ func planOne(d Desired, live *Live, rec *Record, caps Caps) (*SandboxChange, []s
 	pl.set(FieldNetworkAdd, FieldNetworkRemove, "network.deny", plainItems(sb.Network.Deny), l.Network.Deny, rc.Network.Deny, true, false, true)
 	pl.set(FieldNetworkAdd, FieldNetworkRemove, "network.blockCIDRs", plainItems(prefixStrings(sb.Network.BlockCIDRs)), nil, prefixStrings(rc.Network.BlockCIDRs), false, false, true)
 
-	c := &SandboxChange{Sandbox: sb.Name, Reasons: []string{}, Changes: pl.diffs, Drift: pl.drift, Notes: pl.notes, Steps: []Step{}}
+	pl.declarationNotes()
+	c := &SandboxChange{Sandbox: sb.Name, Reasons: []string{}, Changes: pl.diffs, Drift: pl.drift, Notes: pl.notes, Steps: []Step{},
+		Widenings: widenings(d, caps)}
 	if c.Changes == nil {
 		c.Changes = []Diff{}
 	}
 	if c.Drift == nil {
 		c.Drift = []Diff{}
 	}
-	record, err := newRecord(pl.caps.Driver, d)
+	record, err := newRecord(pl.caps.Driver, pl.caps.Defaults, d)
 	if err != nil {
 		pl.errs = append(pl.errs, err.Error())
 	}
@@ -356,7 +397,7 @@ func planOne(d Desired, live *Live, rec *Record, caps Caps) (*SandboxChange, []s
 	full := func(reason string) {
 		step(StepCreate, reason).Record = record
 		step(StepSetNetwork, "set the network rules of sandbox.yaml").Network = fullNetwork(sb)
-		if len(sb.Secrets) > 0 {
+		if len(sb.Secrets) > 0 && pl.caps.Of(FieldSecrets).Mode != PerExec {
 			step(StepSetSecrets, "set the secrets of sandbox.yaml").Secrets = &NameDelta{Set: sortedKeys(sb.Secrets)}
 		}
 	}
@@ -395,7 +436,7 @@ func planOne(d Desired, live *Live, rec *Record, caps Caps) (*SandboxChange, []s
 		c.Adopt = rec == nil
 		pl.updateSteps(step)
 	default:
-		c.Action = ActionNoOp
+		c.Action, c.Widenings = ActionNoOp, nil
 		return c, pl.errs
 	}
 	step(StepVerify, "check the sandbox runs")
@@ -461,7 +502,7 @@ func (pl *planner) updateSteps(step func(StepKind, string) *Step) {
 		}
 		step(StepSetNetwork, r).Network = nd
 	}
-	if ds, r := of(func(d Diff) bool { return d.Field == FieldSecrets }); len(ds) > 0 {
+	if ds, r := of(func(d Diff) bool { return d.Field == FieldSecrets }); len(ds) > 0 && pl.caps.Of(FieldSecrets).Mode != PerExec {
 		step(StepSetSecrets, r).Secrets = names(ds, "secrets.")
 	}
 }
@@ -706,7 +747,9 @@ func (pl *planner) env() {
 	}
 }
 
-// secrets compares secret values by fingerprint; they are always sensitive.
+// secrets compares where each secret's value comes from (an environment
+// variable or a host command) with the record. Values are never compared:
+// no backend stores them, each exec gets them afresh.
 func (pl *planner) secrets() {
 	var recSecrets map[string]spec.Secret
 	if pl.rec != nil {
@@ -714,21 +757,116 @@ func (pl *planner) secrets() {
 	}
 	for _, k := range unionKeys(pl.sb.Secrets, recSecrets) {
 		path := "secrets." + k
-		_, inD := pl.sb.Secrets[k]
-		_, inR := recSecrets[k]
-		d := Diff{Field: FieldSecrets, Path: path, Sensitive: true}
+		dv, inD := pl.sb.Secrets[k]
+		rv, inR := recSecrets[k]
+		d := Diff{Field: FieldSecrets, Path: path, Sensitive: pl.sensitive(path)}
 		switch {
 		case inD && !inR:
-			d.Op = Add
+			d.Op, d.After = Add, SecretSource(dv)
 		case !inD && inR:
-			d.Op = Remove
-		case pl.rec.Fingerprints[path] == pl.d.Fingerprints[path]:
+			d.Op, d.Before = Remove, SecretSource(rv)
+		case d.Sensitive:
+			if fingerprintsUnder(pl.rec.Fingerprints, path) == fingerprintsUnder(pl.d.Fingerprints, path) {
+				continue
+			}
+			d.Op = Change
+		case SecretSource(dv) == SecretSource(rv):
 			continue
 		default:
-			d.Op = Change
+			d.Op, d.Before, d.After = Change, SecretSource(rv), SecretSource(dv)
 		}
 		pl.add(d)
 	}
+}
+
+// SecretSource says where a secret's value comes from, as plans show it:
+// "env GITHUB_TOKEN" or "command gh auth token".
+func SecretSource(s spec.Secret) string {
+	if len(s.Command) > 0 {
+		return "command " + quoteArgs(s.Command)
+	}
+	return "env " + s.Env
+}
+
+// quoteArgs joins argv as a shell would read it back.
+func quoteArgs(argv []string) string {
+	q := make([]string, len(argv))
+	for i, a := range argv {
+		if a != "" && strings.IndexFunc(a, func(r rune) bool {
+			return !(r == '-' || r == '_' || r == '.' || r == '/' || r == ':' || r == '=' || r == '@' || r == ',' || r == '+' ||
+				('a' <= r && r <= 'z') || ('A' <= r && r <= 'Z') || ('0' <= r && r <= '9'))
+		}) < 0 {
+			q[i] = a
+			continue
+		}
+		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(q, " ")
+}
+
+// declarationNotes says which of the sandbox's declaration files the
+// sandbox itself could have written since the last apply: on backends that
+// cannot keep them read-only inside the sandbox, that is how a changed
+// file is noticed.
+func (pl *planner) declarationNotes() {
+	if pl.rec == nil || (pl.caps.Protects && pl.rec.Config.Protect && pl.sb.Protect) {
+		return
+	}
+	was := map[string]string{}
+	for _, f := range pl.rec.Config.Declarations {
+		was[f.Path] = f.SHA256
+	}
+	for _, f := range pl.sb.Declarations {
+		if was[f.Path] == f.SHA256 || !(pl.sb.Writable(f.Path) || pl.rec.Config.Writable(f.Path)) {
+			continue
+		}
+		what := "changed"
+		if _, ok := was[f.Path]; !ok {
+			what = "appeared"
+		}
+		pl.notes = append(pl.notes, fmt.Sprintf("%s %s since the last apply, and the sandbox can write it: review what it changes (each widening is listed)", displayPath(pl.sb, f.Path), what))
+	}
+}
+
+// displayPath names a file as the user named it, else by its path.
+func displayPath(sb *spec.Spec, abs string) string {
+	for _, o := range sb.Origins {
+		if o.Path == abs {
+			return o.File
+		}
+	}
+	return abs
+}
+
+// fingerprintsUnder joins the fingerprints of path and of the fields
+// inside it, so two redacted values compare.
+func fingerprintsUnder(fps map[string]string, path string) string {
+	var keys []string
+	for k := range fps {
+		if coversPath(path, k) && (k == path || strings.HasPrefix(k, path+".") || strings.HasPrefix(k, path+"[")) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		b.WriteString(k + "=" + fps[k] + ";")
+	}
+	return b.String()
+}
+
+func boolString(b bool) string { return strconv.FormatBool(b) }
+
+// effectiveResources fills in the driver's defaults where the file sets
+// no limit.
+func effectiveResources(r, def spec.Resources) spec.Resources {
+	if r.CPUs == 0 {
+		r.CPUs = def.CPUs
+	}
+	if r.Memory == 0 {
+		r.Memory = def.Memory
+	}
+	return r
 }
 
 func unionKeys[V any](a, b map[string]V) []string {
@@ -939,7 +1077,7 @@ func observedDigest(names []string, live map[string]*Live, records map[string]*R
 func desiredDigest(driver string, ds []Desired) string {
 	all := map[string]*Record{}
 	for _, d := range ds {
-		r, err := newRecord(driver, d)
+		r, err := newRecord(driver, spec.Resources{}, d)
 		if err != nil {
 			continue
 		}

@@ -71,27 +71,25 @@ func (k Key) Fingerprint(path, value string) string {
 // planner compares non-readable values by. Secret values never enter it.
 type Desired struct {
 	Spec *spec.Spec
-	// Fingerprints maps "env.NAME", "secrets.NAME" and each sensitive path to
-	// its keyed fingerprint.
+	// Fingerprints maps "env.NAME" and each sensitive path to its keyed
+	// fingerprint.
 	Fingerprints map[string]string
 	// BuildHash is the content hash of the template's build context, ""
 	// without a build.
 	BuildHash string
+	// Approved is what the user last approved for this sandbox (the last
+	// record applied on this machine, kept when the sandbox is destroyed);
+	// nil when nothing was. Widenings are measured from it.
+	Approved *Record
 }
 
-// NewDesired fingerprints sb's env values, the values of its secrets and its
-// sensitive fields with key. Every declared secret must have a value.
-func NewDesired(sb *spec.Spec, key Key, secrets Secrets, buildHash string) (Desired, error) {
+// NewDesired fingerprints sb's env values and its sensitive fields with
+// key. Secrets are not read: no backend stores them, so no plan needs
+// their values.
+func NewDesired(sb *spec.Spec, key Key, buildHash string) (Desired, error) {
 	fp := map[string]string{}
 	for k, v := range sb.Env {
 		fp["env."+k] = key.Fingerprint("env."+k, v)
-	}
-	for name := range sb.Secrets {
-		v, ok := secrets[name]
-		if !ok {
-			return Desired{}, fmt.Errorf("sandbox %q: secret %s has no value", sb.Name, name)
-		}
-		fp["secrets."+name] = key.Fingerprint("secrets."+name, v)
 	}
 	tree, err := toTree(sb)
 	if err != nil {
@@ -110,8 +108,10 @@ func NewDesired(sb *spec.Spec, key Key, secrets Secrets, buildHash string) (Desi
 }
 
 // newRecord builds the record apply writes for d: pure, no key needed, since
-// d carries the fingerprints.
-func newRecord(driver string, d Desired) (*Record, error) {
+// d carries the fingerprints. Limits the file leaves unset are recorded as
+// the driver's defaults (what the sandbox gets), so a record made before a
+// driver had defaults still reads as what was applied then.
+func newRecord(driver string, defaults spec.Resources, d Desired) (*Record, error) {
 	tree, err := toTree(d.Spec)
 	if err != nil {
 		return nil, err
@@ -135,6 +135,7 @@ func newRecord(driver string, d Desired) (*Record, error) {
 	if err := json.Unmarshal(b, &r.Config); err != nil {
 		return nil, fmt.Errorf("redact sandbox %q: %w", d.Spec.Name, err)
 	}
+	r.Config.Resources = effectiveResources(r.Config.Resources, defaults)
 	for k, v := range d.Fingerprints {
 		r.Fingerprints[k] = v
 	}
@@ -287,6 +288,9 @@ func coversPath(p, path string) bool {
 //	DIR/            0700
 //	DIR/key         0600, 32 random bytes, hex, created once
 //	DIR/records/DRIVER/NAME.json  0600, one Record
+//	DIR/approved/NAME.json        0600, the last Record applied to NAME
+//	                              (any driver), kept by destroy: what
+//	                              the user last approved
 //	DIR/locks/NAME.lock           0600, see Lock
 type Store struct {
 	Dir string
@@ -320,6 +324,10 @@ func (s *Store) keyPath() string { return filepath.Join(s.Dir, "key") }
 
 func (s *Store) recordPath(driver, name string) string {
 	return filepath.Join(s.Dir, "records", driver, name+".json")
+}
+
+func (s *Store) approvedPath(name string) string {
+	return filepath.Join(s.Dir, "approved", name+".json")
 }
 
 // Key returns the machine's fingerprint key, creating it on first use. The
@@ -387,7 +395,18 @@ func (s *Store) writeTemp(dir, prefix string, data []byte) (string, error) {
 
 // Get returns the record of a sandbox, nil when there is none.
 func (s *Store) Get(driver, name string) (*Record, error) {
-	b, err := os.ReadFile(s.recordPath(driver, name))
+	return s.read(s.recordPath(driver, name))
+}
+
+// Approved returns the record the user last approved for a sandbox (the
+// last one applied on this machine, whatever the driver, even if the
+// sandbox was destroyed since); nil when there is none.
+func (s *Store) Approved(name string) (*Record, error) {
+	return s.read(s.approvedPath(name))
+}
+
+func (s *Store) read(path string) (*Record, error) {
+	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -396,10 +415,10 @@ func (s *Store) Get(driver, name string) (*Record, error) {
 	}
 	var r Record
 	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("record %s: %w", s.recordPath(driver, name), err)
+		return nil, fmt.Errorf("record %s: %w", path, err)
 	}
 	if r.ManagedBy != ManagedBy {
-		return nil, fmt.Errorf("record %s: not written by sbx", s.recordPath(driver, name))
+		return nil, fmt.Errorf("record %s: not written by sbx", path)
 	}
 	return &r, nil
 }
@@ -421,25 +440,28 @@ func (s *Store) Records(driver string, names []string) (map[string]*Record, erro
 
 // Put writes r atomically: a synced temporary file renamed over the old
 // record, so an interrupted apply leaves the old record or the new one,
-// never half of one.
+// never half of one. The record also becomes what the user approved.
 func (s *Store) Put(r *Record) error {
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err
 	}
-	path := s.recordPath(r.Driver, r.Name)
-	tmp, err := s.writeTemp(filepath.Dir(path), r.Name, append(b, '\n'))
-	if err != nil {
-		return fmt.Errorf("write record: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write record: %w", err)
+	for _, path := range []string{s.recordPath(r.Driver, r.Name), s.approvedPath(r.Name)} {
+		tmp, err := s.writeTemp(filepath.Dir(path), r.Name, append(b, '\n'))
+		if err != nil {
+			return fmt.Errorf("write record: %w", err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			os.Remove(tmp)
+			return fmt.Errorf("write record: %w", err)
+		}
 	}
 	return nil
 }
 
 // Delete removes a sandbox's record; a missing record is not an error.
+// What the user approved stays: a sandbox created again is measured
+// against it.
 func (s *Store) Delete(driver, name string) error {
 	err := os.Remove(s.recordPath(driver, name))
 	if errors.Is(err, fs.ErrNotExist) {

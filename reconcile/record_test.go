@@ -30,7 +30,7 @@ func TestStorePermissionsAndRoundTrip(t *testing.T) {
 	if _, err := st.Key(); err != nil {
 		t.Fatal(err)
 	}
-	rec := recordOf(t, SbxCaps(), baseSpec(), nil)
+	rec := recordOf(t, SbxCaps(), baseSpec())
 	if err := st.Put(rec); err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestStorePermissionsAndRoundTrip(t *testing.T) {
 
 func TestStorePutIsAtomic(t *testing.T) {
 	st, _ := OpenStore(t.TempDir())
-	old := recordOf(t, SbxCaps(), baseSpec(), nil)
+	old := recordOf(t, SbxCaps(), baseSpec())
 	if err := st.Put(old); err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestStorePutIsAtomic(t *testing.T) {
 	}
 	next := baseSpec()
 	next.Env["NODE_ENV"] = "production"
-	if err := st.Put(recordOf(t, SbxCaps(), next, nil)); err != nil {
+	if err := st.Put(recordOf(t, SbxCaps(), next)); err != nil {
 		t.Fatal(err)
 	}
 	got, _ = st.Get("sbx", "api")
@@ -150,7 +150,7 @@ func TestRecordIsRedacted(t *testing.T) {
 	sb := baseSpec()
 	sb.Template.Image = "registry.internal/secret-team/agent:1"
 	sb.Sensitive["template.image"] = true
-	r := recordOf(t, SbxCaps(), sb, nil)
+	r := recordOf(t, SbxCaps(), sb)
 	st, _ := OpenStore(t.TempDir())
 	if err := st.Put(r); err != nil {
 		t.Fatal(err)
@@ -164,13 +164,25 @@ func TestRecordIsRedacted(t *testing.T) {
 			t.Errorf("record contains %q:\n%s", leak, b)
 		}
 	}
-	for _, want := range []string{`"managedBy": "github.com/sbxhq/sbx"`, `"secrets.GITHUB_TOKEN": "hmac-sha256:`, `"NODE_ENV": "development"`} {
+	for _, want := range []string{`"managedBy": "github.com/sbxhq/sbx"`, `"env.DATABASE_URL": "hmac-sha256:`, `"NODE_ENV": "development"`} {
 		if !bytes.Contains(b, []byte(want)) {
 			t.Errorf("record lacks %s:\n%s", want, b)
 		}
 	}
+	// What was applied is what the user approved, and destroying the
+	// sandbox (which forgets the record) keeps that.
+	if err := st.Delete("sbx", "api"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := st.Get("sbx", "api"); err != nil || got != nil {
+		t.Errorf("record after Delete = %v, %v; want none", got, err)
+	}
+	approved, err := st.Approved("api")
+	if err != nil || approved == nil || approved.Config.Template.Image != r.Config.Template.Image {
+		t.Errorf("approved after Delete = %+v, %v; want the record", approved, err)
+	}
 	// The redacted field still compares: planning the same spec is a no-op.
-	live := liveOf(sb)
+	live := liveOf(sb, SbxCaps())
 	p := Plan([]Desired{desiredOf(t, sb)}, map[string]*Live{"api": live}, map[string]*Record{"api": r}, SbxCaps(), Options{})
 	if !p.Empty() {
 		var buf bytes.Buffer

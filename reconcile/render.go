@@ -97,8 +97,32 @@ func (r *renderer) render(p *Changes) {
 	if len(widens) > 0 {
 		r.printf("Warning: this plan widens the network egress of sandbox %s (marked \"widens egress\").\n\n", strings.Join(widens, ", "))
 	}
+	r.widenings(p)
 	create, update, replace, destroy := p.Count()
 	r.printf("%s\n", r.paint(ansiBold, fmt.Sprintf("Plan: %d to create, %d to update, %d to replace, %d to destroy.", create, update, replace, destroy)))
+}
+
+// widenings lists what the plan gives each sandbox beyond what was last
+// approved, and where each came from.
+func (r *renderer) widenings(p *Changes) {
+	if !p.Widens() {
+		return
+	}
+	r.printf("%s\n", r.paint(ansiBold, "This plan widens what the sandbox may do, beyond what you last approved:"))
+	for _, c := range p.Sandboxes {
+		if c.Action == ActionNoOp || c.Action == ActionDestroy || len(c.Widenings) == 0 {
+			continue
+		}
+		r.printf("  # sandbox %q\n", c.Sandbox)
+		for _, w := range c.Widenings {
+			line := "    " + r.paint(ansiYellow, "!") + " " + w.String()
+			if w.FromSandbox {
+				line = "    " + r.paint(ansiRed, "!") + " " + w.String()
+			}
+			r.printf("%s\n", line)
+		}
+	}
+	r.printf("Apply asks before it makes these changes; apply -y makes them only with --approve-widening.\n\n")
 }
 
 func (r *renderer) noChanges(p *Changes, names []string) {
@@ -213,6 +237,8 @@ type planDoc struct {
 	Summary      summary `json:"summary"`
 	Applyable    bool    `json:"applyable"`
 	WidensEgress bool    `json:"widens_egress"`
+	// Widens is set when some sandbox's widenings need approval.
+	Widens bool `json:"widens"`
 }
 
 // planFields has Changes' fields without its methods, so encoding does not
@@ -230,7 +256,7 @@ type summary struct {
 // ({"format_version": "1", ...}; see docs/plan-json.md). Save writes the same
 // document.
 func WriteJSON(w io.Writer, p *Changes) error {
-	d := planDoc{planFields: (*planFields)(p), Applyable: len(p.Errors) == 0}
+	d := planDoc{planFields: (*planFields)(p), Applyable: len(p.Errors) == 0, Widens: p.Widens()}
 	d.Summary.Create, d.Summary.Update, d.Summary.Replace, d.Summary.Destroy = p.Count()
 	for _, c := range p.Sandboxes {
 		if c.WidensEgress() {

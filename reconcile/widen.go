@@ -1,0 +1,360 @@
+package reconcile
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/sbxhq/sbx/spec"
+)
+
+// Widening is one way a plan gives the sandbox more than the user last
+// approved: more egress, a host path, a host secret or variable, a host
+// command, a weaker runtime, higher limits, another template, a published
+// port, or its declaration no longer protected. The agent inside may be
+// hostile and may have written the file the change came from, so apply -y
+// refuses a widening unless --approve-widening says the user saw it.
+type Widening struct {
+	// Path is the field, as diffs name it ("mounts[1]", "network.allow").
+	Path string `json:"path"`
+	// What says what the sandbox gains, for people.
+	What string `json:"what"`
+	// Origin is FILE:LINE:COL of the value that causes it ("" for a
+	// driver default).
+	Origin string `json:"origin,omitempty"`
+	// FromSandbox is set when that file is one the sandbox could have
+	// written (in its workspace or a read-write mount, and not kept
+	// read-only inside it).
+	FromSandbox bool `json:"from_sandbox,omitempty"`
+}
+
+// String is the line the plan shows.
+func (w Widening) String() string {
+	s := w.What
+	if w.Origin != "" {
+		s += " (from " + w.Origin
+		if w.FromSandbox {
+			s += ", a file the sandbox can write"
+		}
+		s += ")"
+	}
+	return s
+}
+
+// widenings compares the desired sandbox with the last approved one. With
+// no approval on record (a sandbox never applied on this machine) only host
+// commands count: everything else came from files no sandbox could have
+// written yet, while a command runs on the host and is always approved
+// explicitly, as Docker's sbx env asks consent for host commands.
+func widenings(d Desired, caps Caps) []Widening {
+	w := &widener{d: d.Spec, caps: caps, buildHash: d.BuildHash, fps: d.Fingerprints}
+	if d.Approved != nil {
+		w.base = &d.Approved.Config
+		w.baseBuild = d.Approved.BuildHash
+		w.baseFPs = d.Approved.Fingerprints
+	}
+	w.secrets()
+	if w.base == nil {
+		return w.out
+	}
+	w.network()
+	w.mounts()
+	w.workspace()
+	w.hostVars()
+	w.template()
+	w.resources()
+	w.ports()
+	w.hardening()
+	sort.SliceStable(w.out, func(i, j int) bool { return w.out[i].Path < w.out[j].Path })
+	return w.out
+}
+
+type widener struct {
+	d, base    *spec.Spec
+	caps       Caps
+	buildHash  string
+	baseBuild  string
+	fps        map[string]string
+	baseFPs    map[string]string
+	out        []Widening
+	protectSet map[string]bool
+}
+
+// applies reports whether the driver acts on a field at all.
+func (w *widener) applies(f Field) bool {
+	m := w.caps.Of(f).Mode
+	return m != Ignored && m != Unsupported
+}
+
+func (w *widener) add(path, what string, o spec.Origin, ok bool) {
+	wd := Widening{Path: path, What: what}
+	if ok {
+		wd.Origin = o.String()
+		wd.FromSandbox = w.writable(o.Path)
+	}
+	w.out = append(w.out, wd)
+}
+
+// at records a widening at a field path, from the value's origin.
+func (w *widener) at(path, what string) {
+	o, ok := w.d.OriginOf(path)
+	w.add(path, what, o, ok)
+}
+
+// writable reports whether the sandbox could have written the file: it is
+// in the desired or the approved sandbox's writable paths, and the driver
+// did not keep it read-only (it protects the approved sandbox's
+// declaration files, and a sandbox.local.yaml next to its base file).
+func (w *widener) writable(path string) bool {
+	if path == "" || !(w.d.Writable(path) || (w.base != nil && w.base.Writable(path))) {
+		return false
+	}
+	if w.caps.Protects && w.base != nil && w.base.Protect {
+		if w.protectSet == nil {
+			w.protectSet = map[string]bool{}
+			for _, f := range w.base.Declarations {
+				w.protectSet[f.Path] = true
+			}
+			if len(w.base.Declarations) > 0 {
+				w.protectSet[spec.LocalPath(w.base.Declarations[0].Path)] = true
+			}
+		}
+		return !w.protectSet[path]
+	}
+	return true
+}
+
+func (w *widener) secrets() {
+	for _, name := range sortedKeys(w.d.Secrets) {
+		sec := w.d.Secrets[name]
+		path := "secrets." + name
+		var old *spec.Secret
+		if w.base != nil {
+			if s, ok := w.base.Secrets[name]; ok {
+				old = &s
+			}
+		}
+		same := old != nil && SecretSource(*old) == SecretSource(sec)
+		if sensitiveIn(w.d, path) || fingerprintsUnder(w.baseFPs, path) != "" {
+			same = old != nil && fingerprintsUnder(w.fps, path) == fingerprintsUnder(w.baseFPs, path)
+		}
+		switch {
+		case same:
+		case len(sec.Command) > 0:
+			w.at(path, fmt.Sprintf("secret %s runs a command on this machine: %s", name, quoteArgs(sec.Command)))
+		case w.base != nil:
+			w.at(path, fmt.Sprintf("secret %s passes host environment variable %s into the sandbox", name, sec.Env))
+		}
+	}
+}
+
+func (w *widener) network() {
+	d, b := w.d.Network, w.base.Network
+	if d.Policy == "allow" && b.Policy != "allow" {
+		w.at("network.policy", "network.policy allow: the sandbox may reach any host")
+	}
+	had := map[string]bool{}
+	for _, r := range b.AllowRules(w.base.Agent) {
+		had[r.Host] = true
+	}
+	for _, r := range d.AllowRules(w.d.Agent) {
+		if had[r.Host] {
+			continue
+		}
+		what := fmt.Sprintf("egress to %s", r.Host)
+		switch src := r.Source; {
+		case src == "network.allow":
+			host := r.Host
+			o, ok := w.d.OriginOfItem("network.allow", func(v string) bool {
+				h, err := spec.ParseHost(v)
+				return err == nil && h.String() == host
+			})
+			w.add("network.allow", what, o, ok)
+		case strings.HasPrefix(src, "preset "):
+			preset := strings.TrimPrefix(src, "preset ")
+			o, ok := w.d.OriginOfItem("network.presets", func(v string) bool { return v == preset })
+			w.add("network.presets", what+" (preset "+preset+")", o, ok)
+		default: // the agent's own hosts
+			path := "agent"
+			if _, set := w.d.Origins["network.agentHosts"]; set && !b.AgentHosts {
+				path = "network.agentHosts"
+			}
+			w.at(path, what+" ("+src+")")
+		}
+	}
+	for _, h := range b.Deny {
+		if !slices.Contains(d.Deny, h) {
+			w.at("network.deny", fmt.Sprintf("no longer denies %s", h))
+		}
+	}
+	for _, p := range b.BlockCIDRs {
+		if !slices.Contains(d.BlockCIDRs, p) {
+			w.at("network.blockCIDRs", fmt.Sprintf("may reach %s (no longer in blockCIDRs)", p))
+		}
+	}
+}
+
+func (w *widener) mounts() {
+	had := map[string]bool{}
+	for _, m := range w.base.Mounts {
+		had[mountString(m)] = true
+	}
+	for i, m := range w.d.Mounts {
+		if had[mountString(m)] {
+			continue
+		}
+		mode := "read-write"
+		if m.ReadOnly {
+			mode = "read-only"
+		}
+		src := m.Source
+		if sensitiveIn(w.d, fmt.Sprintf("mounts[%d]", i)) {
+			src = "(sensitive)"
+		}
+		w.at(fmt.Sprintf("mounts[%d]", i), fmt.Sprintf("host path %s mounted at %s, %s", src, m.Target, mode))
+	}
+}
+
+func (w *widener) workspace() {
+	d, b := w.d.Workspace, w.base.Workspace
+	switch {
+	case d.Path != b.Path:
+		mode := "read-write"
+		if d.ReadOnly {
+			mode = "read-only"
+		}
+		w.at("workspace", fmt.Sprintf("workspace %s, %s", d.Path, mode))
+	case b.ReadOnly && !d.ReadOnly:
+		w.at("workspace.readOnly", fmt.Sprintf("workspace %s becomes writable", d.Path))
+	}
+	if w.applies(FieldProtect) && w.base.Protect && !w.d.Protect {
+		w.at("workspace.protect", "the sandbox may rewrite its own declaration, .git/config and .git/hooks (workspace.protect false)")
+	}
+}
+
+// hostVars flags host environment variables a value now carries into the
+// sandbox that the approved one did not (env: {X: ${AWS_SECRET_KEY}}).
+func (w *widener) hostVars() {
+	for _, path := range sortedKeys(w.d.HostVars) {
+		var added []string
+		for _, v := range w.d.HostVars[path] {
+			if !slices.Contains(w.base.HostVars[path], v) {
+				added = append(added, v)
+			}
+		}
+		if len(added) == 0 {
+			continue
+		}
+		noun := "variable"
+		if len(added) > 1 {
+			noun = "variables"
+		}
+		w.at(path, fmt.Sprintf("%s reads host environment %s %s", path, noun, strings.Join(added, ", ")))
+	}
+}
+
+func (w *widener) template() {
+	d, b := w.d.Template, w.base.Template
+	if d.Build == nil {
+		if d.Image != b.Image || b.Build != nil {
+			img := d.Image
+			if w.d.Sensitive["template.image"] || w.d.Sensitive["template"] {
+				img = "(sensitive)"
+			}
+			path := "template.image"
+			if _, ok := w.d.Origins[path]; !ok {
+				path = "template"
+			}
+			w.at(path, "template image "+img)
+		}
+		return
+	}
+	switch {
+	case b.Build == nil:
+		w.at("template.build", "template built from "+d.Build.Context)
+	case w.buildHash != w.baseBuild || d.Build.Context != b.Build.Context || d.Build.Dockerfile != b.Build.Dockerfile:
+		w.at("template.build", "template build context or Dockerfile changed ("+d.Build.Context+")")
+	}
+	if d.Build.Network && (b.Build == nil || !b.Build.Network) {
+		w.at("template.build.network", "the template build gets the Docker daemon's network")
+	}
+}
+
+func (w *widener) resources() {
+	if !w.applies(FieldResources) {
+		return
+	}
+	d := effectiveResources(w.d.Resources, w.caps.Defaults)
+	b := w.base.Resources
+	if b.CPUs != 0 && (d.CPUs == 0 || d.CPUs > b.CPUs) {
+		to := cpusString(d.CPUs)
+		if to == "" {
+			to = "unlimited"
+		}
+		w.at("resources.cpus", fmt.Sprintf("cpu limit %s → %s", cpusString(b.CPUs), to))
+	}
+	if b.Memory != 0 && (d.Memory == 0 || d.Memory > b.Memory) {
+		to := memoryString(d.Memory)
+		if to == "" {
+			to = "unlimited"
+		}
+		w.at("resources.memory", fmt.Sprintf("memory limit %s → %s", memoryString(b.Memory), to))
+	}
+}
+
+func (w *widener) ports() {
+	if !w.applies(FieldPorts) {
+		return
+	}
+	had := map[string]bool{}
+	for _, p := range w.base.Ports {
+		had[PortString(p)] = true
+	}
+	for i, p := range w.d.Ports {
+		if !had[PortString(p)] {
+			w.at(fmt.Sprintf("ports[%d]", i), "publishes sandbox port "+PortString(p)+" on the host")
+		}
+	}
+}
+
+func (w *widener) hardening() {
+	runtime := func(s *spec.Spec) string {
+		if s.Docker.Runtime == "" {
+			return "runc"
+		}
+		return s.Docker.Runtime
+	}
+	if rt := runtime(w.d); w.applies(FieldRuntime) && rt != runtime(w.base) && rt != "runsc" {
+		what := "runtime " + rt
+		if w.base.Docker.Runtime == "runsc" {
+			what += " instead of gVisor (runsc)"
+		}
+		w.at("docker.runtime", what)
+	}
+	if w.applies(FieldNoNewPrivileges) && w.base.Docker.NoNewPrivileges && !w.d.Docker.NoNewPrivileges {
+		w.at("docker.noNewPrivileges", "setuid programs may raise privileges inside the sandbox (docker.noNewPrivileges false)")
+	}
+}
+
+// CommandApproved reports whether the user approved the host command of
+// secret name as the files now declare it: it is what was last applied.
+// An unapproved command never runs, not even to plan.
+func CommandApproved(d Desired, name string) bool {
+	if d.Spec == nil || d.Approved == nil {
+		return false
+	}
+	sec, ok := d.Spec.Secrets[name]
+	if !ok || len(sec.Command) == 0 {
+		return false
+	}
+	old, ok := d.Approved.Config.Secrets[name]
+	if !ok {
+		return false
+	}
+	path := "secrets." + name
+	if sensitiveIn(d.Spec, path) || fingerprintsUnder(d.Approved.Fingerprints, path) != "" {
+		return fingerprintsUnder(d.Fingerprints, path) == fingerprintsUnder(d.Approved.Fingerprints, path)
+	}
+	return slices.Equal(old.Command, sec.Command)
+}

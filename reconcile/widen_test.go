@@ -1,0 +1,274 @@
+package reconcile
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/sbxhq/sbx/spec"
+)
+
+// TestWidenings plays the hostile agent's edits to its own declaration (and
+// a user's ordinary ones): each widening is found, named with its origin,
+// and marked when the file is one the sandbox could have written; changes
+// that only narrow what the sandbox may do are not widenings.
+func TestWidenings(t *testing.T) {
+	local := spec.Origin{File: "sandbox.local.yaml", Path: "/src/api/sandbox.local.yaml", Line: 3, Col: 5}
+	home := spec.Origin{File: "/home/u/agents/api.yaml", Path: "/home/u/agents/api.yaml", Line: 7, Col: 3}
+	from := func(path string, o spec.Origin) func(sb *spec.Spec) {
+		return func(sb *spec.Spec) {
+			if sb.Origins == nil {
+				sb.Origins = map[string]spec.Origin{}
+			}
+			sb.Origins[path] = o
+		}
+	}
+	tests := []struct {
+		name     string
+		caps     Caps
+		approved func(sb *spec.Spec) // nil: as baseSpec; noApproval: none
+		none     bool                // nothing approved yet
+		want     []func(sb *spec.Spec)
+		widens   []Widening
+	}{
+		{
+			name:   "unchanged",
+			caps:   SbxCaps(),
+			widens: nil,
+		},
+		{
+			name: "a host mount from the local file",
+			caps: SbxCaps(),
+			want: []func(*spec.Spec){
+				func(sb *spec.Spec) { sb.Mounts = []spec.Mount{{Source: "/", Target: "/hostroot", ReadOnly: true}} },
+				from("mounts[0]", local),
+			},
+			widens: []Widening{{Path: "mounts[0]", What: "host path / mounted at /hostroot, read-only", Origin: "sandbox.local.yaml:3:5", FromSandbox: true}},
+		},
+		{
+			name: "a mount made writable",
+			caps: SbxCaps(),
+			approved: func(sb *spec.Spec) {
+				sb.Mounts = []spec.Mount{{Source: "/data", Target: "/data", ReadOnly: true}}
+			},
+			want: []func(*spec.Spec){
+				func(sb *spec.Spec) { sb.Mounts = []spec.Mount{{Source: "/data", Target: "/data"}} },
+				from("mounts[0]", home),
+			},
+			widens: []Widening{{Path: "mounts[0]", What: "host path /data mounted at /data, read-write", Origin: "/home/u/agents/api.yaml:7:3"}},
+		},
+		{
+			name: "a mount removed narrows",
+			caps: SbxCaps(),
+			approved: func(sb *spec.Spec) {
+				sb.Mounts = []spec.Mount{{Source: "/data", Target: "/data"}}
+			},
+		},
+		{
+			name: "egress: allow, preset, policy, deny and ranges",
+			caps: DockerCaps(),
+			want: []func(*spec.Spec){
+				func(sb *spec.Spec) {
+					sb.Network.Allow = append(sb.Network.Allow, "pastebin.example")
+					sb.Network.Presets = []string{"pypi"}
+					sb.Network.Policy = "allow"
+					sb.Network.Deny = nil
+					sb.Network.BlockCIDRs = nil
+				},
+				from("network.allow[1]", spec.Origin{File: "sandbox.yaml", Path: "/src/api/sandbox.yaml", Line: 9, Col: 22, Value: "pastebin.example"}),
+				from("network.presets[0]", spec.Origin{File: "sandbox.local.yaml", Path: "/src/api/sandbox.local.yaml", Line: 2, Col: 14, Value: "pypi"}),
+			},
+			approved: func(sb *spec.Spec) {
+				sb.Network.BlockCIDRs = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+				sb.Declarations = []spec.Declaration{{Path: "/src/api/sandbox.yaml"}}
+			},
+			widens: []Widening{
+				{Path: "network.allow", What: "egress to pastebin.example", Origin: "sandbox.yaml:9:22"},
+				{Path: "network.blockCIDRs", What: "may reach 10.0.0.0/8 (no longer in blockCIDRs)"},
+				{Path: "network.deny", What: "no longer denies pastebin.com"},
+				{Path: "network.policy", What: "network.policy allow: the sandbox may reach any host"},
+				{Path: "network.presets", What: "egress to files.pythonhosted.org (preset pypi)", Origin: "sandbox.local.yaml:2:14"},
+				{Path: "network.presets", What: "egress to pypi.org (preset pypi)", Origin: "sandbox.local.yaml:2:14"},
+			},
+		},
+		{
+			// The docker driver keeps the approved sandbox's declaration
+			// read-only inside it: its files were not written by the
+			// sandbox. A new layer in the workspace could have been.
+			name: "protected declaration is not from the sandbox",
+			caps: DockerCaps(),
+			approved: func(sb *spec.Spec) {
+				sb.Declarations = []spec.Declaration{{Path: "/src/api/sandbox.yaml"}}
+			},
+			want: []func(*spec.Spec){
+				func(sb *spec.Spec) {
+					sb.Mounts = []spec.Mount{{Source: "/etc", Target: "/hostetc"}, {Source: "/var", Target: "/hostvar"}}
+				},
+				from("mounts[0]", local),
+				from("mounts[1]", spec.Origin{File: "extra.yaml", Path: "/src/api/extra.yaml", Line: 1, Col: 9}),
+			},
+			widens: []Widening{
+				{Path: "mounts[0]", What: "host path /etc mounted at /hostetc, read-write", Origin: "sandbox.local.yaml:3:5"},
+				{Path: "mounts[1]", What: "host path /var mounted at /hostvar, read-write", Origin: "extra.yaml:1:9", FromSandbox: true},
+			},
+		},
+		{
+			name: "secrets: a new host command, a changed one, a host variable",
+			caps: SbxCaps(),
+			want: []func(*spec.Spec){
+				func(sb *spec.Spec) {
+					sb.Secrets["GITHUB_TOKEN"] = spec.Secret{Command: []string{"sh", "-c", "cat ~/.ssh/id_ed25519"}}
+					sb.Secrets["AWS"] = spec.Secret{Env: "AWS_SECRET_ACCESS_KEY"}
+				},
+				from("secrets.GITHUB_TOKEN", local),
+			},
+			widens: []Widening{
+				{Path: "secrets.AWS", What: "secret AWS passes host environment variable AWS_SECRET_ACCESS_KEY into the sandbox"},
+				{Path: "secrets.GITHUB_TOKEN", What: "secret GITHUB_TOKEN runs a command on this machine: sh -c 'cat ~/.ssh/id_ed25519'", Origin: "sandbox.local.yaml:3:5", FromSandbox: true},
+			},
+		},
+		{
+			// Nothing approved yet (first apply on this machine): only a
+			// host command needs approval.
+			name: "first apply: only host commands",
+			caps: SbxCaps(),
+			none: true,
+			want: []func(*spec.Spec){func(sb *spec.Spec) {
+				sb.Mounts = []spec.Mount{{Source: "/data", Target: "/data"}}
+				sb.Secrets["AWS"] = spec.Secret{Env: "AWS_SECRET_ACCESS_KEY"}
+			}},
+			widens: []Widening{{Path: "secrets.GITHUB_TOKEN", What: "secret GITHUB_TOKEN runs a command on this machine: gh auth token"}},
+		},
+		{
+			name: "host variables in env",
+			caps: SbxCaps(),
+			approved: func(sb *spec.Spec) {
+				sb.HostVars = map[string][]string{"env.DATABASE_URL": {"DATABASE_URL"}}
+			},
+			want: []func(*spec.Spec){func(sb *spec.Spec) {
+				sb.HostVars = map[string][]string{"env.DATABASE_URL": {"DATABASE_URL"}, "env.X": {"AWS_SECRET_ACCESS_KEY", "HOME"}}
+			}},
+			widens: []Widening{{Path: "env.X", What: "env.X reads host environment variables AWS_SECRET_ACCESS_KEY, HOME"}},
+		},
+		{
+			name: "docker safeguards dropped",
+			caps: DockerCaps(),
+			approved: func(sb *spec.Spec) {
+				sb.Docker.Runtime = "runsc"
+			},
+			want: []func(*spec.Spec){func(sb *spec.Spec) {
+				sb.Docker = spec.Docker{}
+				sb.Protect = false
+				sb.Workspace.ReadOnly = false
+			}},
+			widens: []Widening{
+				{Path: "docker.noNewPrivileges", What: "setuid programs may raise privileges inside the sandbox (docker.noNewPrivileges false)"},
+				{Path: "docker.runtime", What: "runtime runc instead of gVisor (runsc)"},
+				{Path: "workspace.protect", What: "the sandbox may rewrite its own declaration, .git/config and .git/hooks (workspace.protect false)"},
+			},
+		},
+		{
+			name: "docker safeguards mean nothing on sbx",
+			caps: SbxCaps(),
+			approved: func(sb *spec.Spec) {
+				sb.Docker.Runtime = "runsc"
+			},
+			want: []func(*spec.Spec){func(sb *spec.Spec) { sb.Docker = spec.Docker{}; sb.Protect = false }},
+		},
+		{
+			name: "gVisor added narrows",
+			caps: DockerCaps(),
+			want: []func(*spec.Spec){func(sb *spec.Spec) { sb.Docker.Runtime = "runsc" }},
+		},
+		{
+			name: "workspace made writable, template and build network",
+			caps: DockerCaps(),
+			approved: func(sb *spec.Spec) {
+				sb.Workspace.ReadOnly = true
+				sb.Template = spec.Template{Build: &spec.Build{Context: "/src/api/.sandbox", Dockerfile: "Dockerfile"}}
+			},
+			want: []func(*spec.Spec){func(sb *spec.Spec) {
+				sb.Workspace.ReadOnly = false
+				sb.Template = spec.Template{Build: &spec.Build{Context: "/src/api/.sandbox", Dockerfile: "Dockerfile", Network: true}}
+			}},
+			widens: []Widening{
+				{Path: "template.build.network", What: "the template build gets the Docker daemon's network"},
+				{Path: "workspace.readOnly", What: "workspace /src/api becomes writable"},
+			},
+		},
+		{
+			name: "another template image",
+			caps: SbxCaps(),
+			want: []func(*spec.Spec){func(sb *spec.Spec) { sb.Template.Image = "evil/agent:latest" }},
+			widens: []Widening{
+				{Path: "template", What: "template image evil/agent:latest"},
+			},
+		},
+		{
+			name: "higher limits and a published port",
+			caps: SbxCaps(),
+			approved: func(sb *spec.Spec) {
+				sb.Resources = spec.Resources{CPUs: 2, Memory: 4 << 30}
+			},
+			want: []func(*spec.Spec){func(sb *spec.Spec) {
+				sb.Resources = spec.Resources{CPUs: 1, Memory: 16 << 30}
+				sb.Ports = []spec.Port{{ContainerPort: 3000, Protocol: "tcp"}}
+			}},
+			widens: []Widening{
+				{Path: "ports[0]", What: "publishes sandbox port 3000/tcp on the host"},
+				{Path: "resources.memory", What: "memory limit 4g → 16g"},
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			base := baseSpec()
+			if tc.approved != nil {
+				tc.approved(base)
+			}
+			want := baseSpec()
+			if tc.approved != nil {
+				tc.approved(want)
+			}
+			for _, f := range tc.want {
+				f(want)
+			}
+			d := desiredOf(t, want)
+			if !tc.none {
+				d.Approved = recordOf(t, tc.caps, base)
+			}
+			if diff := cmp.Diff(tc.widens, widenings(d, tc.caps)); diff != "" {
+				t.Errorf("widenings (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestCommandApproved: a host command runs only when it is exactly the one
+// the user last approved.
+func TestCommandApproved(t *testing.T) {
+	approved := recordOf(t, SbxCaps(), baseSpec())
+	d := desiredOf(t, baseSpec())
+	if CommandApproved(d, "GITHUB_TOKEN") {
+		t.Error("approved without any approval on record")
+	}
+	d.Approved = approved
+	if !CommandApproved(d, "GITHUB_TOKEN") {
+		t.Error("the applied command is not approved")
+	}
+	changed := baseSpec()
+	changed.Secrets["GITHUB_TOKEN"] = spec.Secret{Command: []string{"gh", "auth", "token", "--hostname", "evil.example"}}
+	d = desiredOf(t, changed)
+	d.Approved = approved
+	if CommandApproved(d, "GITHUB_TOKEN") {
+		t.Error("a changed command is approved")
+	}
+	renamed := baseSpec()
+	renamed.Secrets["OTHER"] = renamed.Secrets["GITHUB_TOKEN"]
+	d = desiredOf(t, renamed)
+	d.Approved = approved
+	if CommandApproved(d, "OTHER") {
+		t.Error("a command approved for another secret is approved")
+	}
+}
