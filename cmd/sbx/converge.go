@@ -55,7 +55,6 @@ type session struct {
 	desired []reconcile.Desired
 	live    map[string]*reconcile.Live
 	records map[string]*reconcile.Record
-	secrets map[string]reconcile.Secrets
 	locks   []*reconcile.Lock
 }
 
@@ -74,9 +73,9 @@ func (s *session) release() {
 }
 
 // open loads the files, picks the backend and, when lock is set, takes the
-// sandboxes' locks, then observes them. needSecrets resolves the secret
-// values (plan and apply fingerprint them; destroy and status do not).
-func (a *app) open(ctx context.Context, t *target, lock string, needSecrets bool) (*session, error) {
+// sandboxes' locks, then observes them and fingerprints what the files
+// want. It reads no secret and runs no host command: no plan needs them.
+func (a *app) open(ctx context.Context, t *target, lock string) (*session, error) {
 	res, err := a.load(t.files, spec.Options{NoLocal: t.noLocal})
 	if err != nil {
 		return nil, err
@@ -133,11 +132,9 @@ func (a *app) open(ctx context.Context, t *target, lock string, needSecrets bool
 		s.release()
 		return nil, err
 	}
-	if needSecrets {
-		if err := a.resolveSecrets(ctx, s); err != nil {
-			s.release()
-			return nil, err
-		}
+	if err := s.desire(); err != nil {
+		s.release()
+		return nil, err
 	}
 	return s, nil
 }
@@ -164,32 +161,40 @@ func (s *session) observe(ctx context.Context) error {
 	return nil
 }
 
-// resolveSecrets reads every secret's value on the host and fingerprints
-// the desired state with this machine's key.
-func (a *app) resolveSecrets(ctx context.Context, s *session) error {
+// desire fingerprints what the files want with this machine's key, and
+// attaches what the user last approved for each sandbox (on this machine;
+// else the record the backend keeps with the sandbox).
+func (s *session) desire() error {
 	key, err := s.store.Key()
 	if err != nil {
 		return err
 	}
-	s.secrets = map[string]reconcile.Secrets{}
 	s.desired = nil
 	for _, sp := range s.specs {
-		vals, err := a.secretValues(ctx, sp)
-		if err != nil {
-			return err
-		}
-		s.secrets[sp.Name] = vals
 		hash, err := s.backend.BuildHash(sp)
 		if err != nil {
 			return err
 		}
-		d, err := reconcile.NewDesired(sp, key, vals, hash)
+		d, err := reconcile.NewDesired(sp, key, hash)
 		if err != nil {
+			return err
+		}
+		if d.Approved, err = s.approved(sp.Name); err != nil {
 			return err
 		}
 		s.desired = append(s.desired, d)
 	}
 	return nil
+}
+
+// approved is what the user last approved for a sandbox: the last record
+// applied on this machine, else the record kept with the sandbox.
+func (s *session) approved(name string) (*reconcile.Record, error) {
+	r, err := s.store.Approved(name)
+	if r != nil || err != nil {
+		return r, err
+	}
+	return s.records[name], nil
 }
 
 // plan decides what apply would do.
@@ -220,7 +225,7 @@ Exit status: 0 with no errors (and, with --detailed-exitcode, no changes),
 				if len(args) > 0 {
 					return a.errorf("plan takes no arguments; name files with -f")
 				}
-				s, err := a.open(ctx, t, "", true)
+				s, err := a.open(ctx, t, "")
 				if err != nil {
 					return a.fail(err)
 				}
@@ -283,32 +288,35 @@ func applyVerb() *verb {
 		usage:   "[flags] [PLANFILE]",
 		help: `Plans as 'sbx plan' does, shows the plan, asks for confirmation, and runs
 the steps in order. With PLANFILE (from 'sbx plan --out'), applies exactly
-that plan, and refuses if the live sandbox changed since it was made. On a
-terminal apply asks for "yes"; elsewhere it refuses without -y. After the
-last step it observes again and fails if anything is still pending.`,
+that plan without asking again (the plan was the review), and refuses it if
+the files or the live sandbox changed since it was made. On a terminal apply
+asks for "yes"; elsewhere it refuses without -y. A plan that widens what a
+sandbox may do beyond what you last approved (more egress, host paths, host
+secrets or commands, a weaker runtime, higher limits, another template) is
+listed as such; -y applies it only with --approve-widening. After the last
+step apply observes again and fails if anything is still pending.`,
 		setup: func(fs *pflag.FlagSet) runFunc {
 			t := &target{}
 			t.register(fs)
 			t.registerAdopt(fs)
 			t.registerLock(fs)
-			yes := fs.BoolP("auto-approve", "y", false, "apply without asking")
+			ap := &approval{}
+			ap.register(fs)
 			return func(ctx context.Context, a *app, args []string) int {
 				if len(args) > 1 {
 					return a.errorf("apply takes at most one argument, a saved plan")
 				}
-				s, err := a.open(ctx, t, "sbx apply", true)
+				s, err := a.open(ctx, t, "sbx apply")
 				if err != nil {
 					return a.fail(err)
 				}
 				defer s.release()
 				var p *reconcile.Changes
 				if len(args) == 1 {
-					if p, err = loadPlan(args[0]); err != nil {
+					if p, err = a.savedPlan(s, args[0]); err != nil {
 						return a.errorf("%v", err)
 					}
-					if err := p.Rebind(s.desired, s.live, s.records); err != nil {
-						return a.errorf("%v", err)
-					}
+					ap.reviewed = true
 				} else {
 					p = s.plan(t.adopt)
 				}
@@ -321,13 +329,61 @@ last step it observes again and fails if anything is still pending.`,
 				if p.Empty() {
 					return exitOK
 				}
-				if code, ok := a.confirm(*yes, "apply"); !ok {
+				if code, ok := a.approve(p, ap, "apply"); !ok {
 					return code
 				}
-				return a.execute(ctx, s, p, func() *reconcile.Changes { return s.plan(t.adopt) })
+				adopt := t.adopt || p.Adopts()
+				return a.execute(ctx, s, p, func() *reconcile.Changes { return s.plan(adopt) })
 			}
 		},
 	}
+}
+
+// approval is how a verb that converges is approved: -y, and
+// --approve-widening for a plan that widens what a sandbox may do.
+type approval struct {
+	yes, widening bool
+	// reviewed is set for a saved plan: it was shown when it was made.
+	reviewed bool
+}
+
+func (ap *approval) register(fs *pflag.FlagSet) {
+	fs.BoolVarP(&ap.yes, "auto-approve", "y", false, "apply without asking")
+	fs.BoolVar(&ap.widening, "approve-widening", false, "with -y, also apply changes that widen what a sandbox may do (listed in the plan)")
+}
+
+// approve decides whether a plan may run. A saved plan was the review. On
+// a terminal the user answers "yes" to the plan shown, widenings listed.
+// Off a terminal -y approves it, but a plan that widens a sandbox beyond
+// what was last approved also needs --approve-widening: the change may
+// come from a file the agent inside wrote.
+func (a *app) approve(p *reconcile.Changes, ap *approval, what string) (int, bool) {
+	switch {
+	case ap.reviewed:
+		return exitOK, true
+	case ap.yes && p.Widens() && !ap.widening:
+		fmt.Fprintf(a.stderr, "sbx: %s refused: the plan widens what the sandbox may do (listed above under \"This plan widens\"); review it and run %s on a terminal, or pass --approve-widening with -y\n", what, what)
+		return exitError, false
+	}
+	return a.confirm(ap.yes, what)
+}
+
+// savedPlan loads a plan saved by 'sbx plan --out' and checks that it is
+// exactly what sbx would plan now: made from the same files and the same
+// live state, and not edited since (the file may sit where the sandbox can
+// write it).
+func (a *app) savedPlan(s *session, path string) (*reconcile.Changes, error) {
+	p, err := loadPlan(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.Rebind(s.desired, s.live, s.records); err != nil {
+		return nil, err
+	}
+	if err := p.Matches(s.plan(p.Adopts())); err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	return p, nil
 }
 
 func loadPlan(path string) (*reconcile.Changes, error) {
@@ -347,7 +403,6 @@ func loadPlan(path string) (*reconcile.Changes, error) {
 func (a *app) execute(ctx context.Context, s *session, p *reconcile.Changes, replan func() *reconcile.Changes) int {
 	err := reconcile.Apply(ctx, s.backend, p, reconcile.ApplyOptions{
 		Records: s.store,
-		Secrets: s.secrets,
 		Progress: func(i, n int, st reconcile.Step) {
 			fmt.Fprintf(a.stdout, "[%d/%d] %s\n", i, n, st)
 		},
@@ -367,7 +422,22 @@ func (a *app) execute(ctx context.Context, s *session, p *reconcile.Changes, rep
 		return exitOK
 	}
 	fmt.Fprintf(a.stdout, "\nApply complete: %d created, %d updated, %d replaced, %d destroyed.\n", c, u, r, d)
+	a.unsetSecrets(s)
 	return exitOK
+}
+
+// unsetSecrets says which secrets this shell cannot give the sandbox:
+// apply needs none, but sbx shell and sbx loop pass them to each exec.
+func (a *app) unsetSecrets(s *session) {
+	for _, sp := range s.specs {
+		for _, n := range sortedNames(sp.Secrets) {
+			if env := sp.Secrets[n].Env; env != "" {
+				if v, ok := a.lookupEnv(env); !ok || v == "" {
+					fmt.Fprintf(a.stderr, "sbx: note: secret %s of sandbox %q: %s is not set in this shell; export it before 'sbx shell' or 'sbx loop' (or remove the secret from %s if the agent signs in another way)\n", n, sp.Name, env, sp.Files[0])
+				}
+			}
+		}
+	}
 }
 
 // confirm asks for "yes" on a terminal; off a terminal only -y approves.
@@ -406,7 +476,7 @@ alone unless --adopt is given.`,
 				if len(args) > 0 {
 					return a.errorf("destroy takes no arguments; name files with -f")
 				}
-				s, err := a.open(ctx, t, "sbx destroy", false)
+				s, err := a.open(ctx, t, "sbx destroy")
 				if err != nil {
 					return a.fail(err)
 				}
@@ -447,7 +517,7 @@ func statusVerb() *verb {
 				if len(args) > 0 {
 					return a.errorf("status takes no arguments; name files with -f")
 				}
-				s, err := a.open(ctx, t, "", true)
+				s, err := a.open(ctx, t, "")
 				if err != nil {
 					return a.fail(err)
 				}
@@ -529,34 +599,61 @@ func nonNil(ss []string) []string {
 	return ss
 }
 
-// secretValues reads a sandbox's secrets on the host: from the environment
-// or from a command's trimmed output. Values are registered for redaction.
-func (a *app) secretValues(ctx context.Context, sp *spec.Spec) (reconcile.Secrets, error) {
+// secretValues reads a sandbox's secrets on the host, for an exec: from
+// the environment, or from a host command the user approved ('sbx apply'
+// lists every new or changed command as a widening and asks). A command
+// that was not approved never runs. Values are registered for redaction.
+func (a *app) secretValues(ctx context.Context, s *session, sp *spec.Spec) (reconcile.Secrets, error) {
+	d := s.desiredOf(sp.Name)
 	out := reconcile.Secrets{}
-	names := make([]string, 0, len(sp.Secrets))
-	for n := range sp.Secrets {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	var problems []string
+	for _, n := range sortedNames(sp.Secrets) {
 		sec := sp.Secrets[n]
 		switch {
 		case sec.Env != "":
 			v, ok := a.lookupEnv(sec.Env)
 			if !ok || v == "" {
-				return nil, fmt.Errorf("sandbox %q: secret %s: environment variable %s is not set", sp.Name, n, sec.Env)
+				problems = append(problems, fmt.Sprintf("secret %s: environment variable %s is not set in this shell; export it, or remove the secret from %s if the agent signs in another way", n, sec.Env, sp.Files[0]))
+				continue
 			}
 			out[n] = v
 		case len(sec.Command) > 0:
+			if !reconcile.CommandApproved(d, n) {
+				problems = append(problems, fmt.Sprintf("secret %s: its host command (%s) is not approved on this machine; run 'sbx apply' to review and approve it", n, reconcile.SecretSource(sec)))
+				continue
+			}
 			v, err := a.runSecretCommand(ctx, sec.Command)
 			if err != nil {
-				return nil, fmt.Errorf("sandbox %q: secret %s: %v", sp.Name, n, err)
+				problems = append(problems, fmt.Sprintf("secret %s: %v", n, err))
+				continue
 			}
 			out[n] = v
 		}
 		a.runner().Redact(out[n])
 	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("sandbox %q: %s", sp.Name, strings.Join(problems, "; "))
+	}
 	return out, nil
+}
+
+// desiredOf is the desired state of one of the session's sandboxes.
+func (s *session) desiredOf(name string) reconcile.Desired {
+	for _, d := range s.desired {
+		if d.Spec.Name == name {
+			return d
+		}
+	}
+	return reconcile.Desired{}
+}
+
+func sortedNames[V any](m map[string]V) []string {
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
 }
 
 // fail prints an error; problems in the files print one per line.

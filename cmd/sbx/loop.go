@@ -37,7 +37,8 @@ tripped, 5 maxDuration spent, 130 interrupted (Ctrl-C or sbx loop stop).`,
 			t.register(fs)
 			t.registerLock(fs)
 			maxIter := fs.Int("max-iterations", 0, "override loop.maxIterations (must be > 0)")
-			yes := fs.BoolP("auto-approve", "y", false, "apply the sandbox's plan without asking")
+			ap := &approval{}
+			ap.register(fs)
 			ephemeral := fs.Bool("ephemeral", false, "create the sandbox for this run and destroy it at the end, even on failure")
 			asJSON := fs.Bool("json", false, "with status: print as JSON")
 			fs.SetInterspersed(true)
@@ -56,7 +57,7 @@ tripped, 5 maxDuration spent, 130 interrupted (Ctrl-C or sbx loop stop).`,
 				if fs.Changed("max-iterations") && *maxIter <= 0 {
 					return a.errorf("--max-iterations must be greater than 0")
 				}
-				return a.loopRun(ctx, t, *maxIter, *yes, *ephemeral)
+				return a.loopRun(ctx, t, *maxIter, ap, *ephemeral)
 			}
 		},
 	}
@@ -152,8 +153,8 @@ type denialCounter interface {
 	Denials(ctx context.Context, name string, since, until time.Time) (int, error)
 }
 
-func (a *app) loopRun(ctx context.Context, t *target, maxIter int, yes, ephemeral bool) int {
-	s, err := a.open(ctx, t, "sbx loop", true)
+func (a *app) loopRun(ctx context.Context, t *target, maxIter int, ap *approval, ephemeral bool) int {
+	s, err := a.open(ctx, t, "sbx loop")
 	if err != nil {
 		return a.fail(err)
 	}
@@ -188,12 +189,20 @@ func (a *app) loopRun(ctx context.Context, t *target, maxIter int, yes, ephemera
 		if err := reconcile.Render(a.stdout, p, a.color(a.stdout)); err != nil {
 			return a.errorf("%v", err)
 		}
-		if code, ok := a.confirm(yes, "apply"); !ok {
+		if code, ok := a.approve(p, ap, "apply"); !ok {
 			return code
 		}
 		if code := a.execute(ctx, s, p, func() *reconcile.Changes { return s.plan(t.adopt) }); code != exitOK {
 			return code
 		}
+		// What was just applied is now what the user approved.
+		if err := s.desire(); err != nil {
+			return a.errorf("%v", err)
+		}
+	}
+	secrets, err := a.secretValues(ctx, s, sp)
+	if err != nil {
+		return a.errorf("%v", err)
 	}
 	ex, ok := s.backend.(execer)
 	if !ok {
@@ -204,12 +213,12 @@ func (a *app) loopRun(ctx context.Context, t *target, maxIter int, yes, ephemera
 		return a.errorf("%v", err)
 	}
 	var redact []string
-	for _, v := range s.secrets[sp.Name] {
+	for _, v := range secrets {
 		redact = append(redact, v)
 	}
 	cfg := loop.Config{
 		Sandbox: sp.Name, Agent: sp.Agent, Workspace: sp.Workspace.Path, Loop: l,
-		Env: s.execEnv(sp), Redact: redact,
+		Env: s.execEnv(sp, secrets), Redact: redact,
 		Exec: execFunc(func(ctx context.Context, argv []string, o cliutil.ExecOptions) (int, error) {
 			return ex.Exec(ctx, sp.Name, argv, o)
 		}),

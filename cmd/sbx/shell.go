@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/sbxhq/sbx/driver/cliutil"
+	"github.com/sbxhq/sbx/reconcile"
 	"github.com/sbxhq/sbx/spec"
 )
 
@@ -50,8 +51,8 @@ configuration. The exit status is the command's.`,
 
 // one opens the session of a verb that works on exactly one sandbox,
 // which must exist.
-func (a *app) one(ctx context.Context, t *target, needSecrets bool) (*session, *spec.Spec, error) {
-	s, err := a.open(ctx, t, "", needSecrets)
+func (a *app) one(ctx context.Context, t *target) (*session, *spec.Spec, error) {
+	s, err := a.open(ctx, t, "")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -66,13 +67,17 @@ func (a *app) one(ctx context.Context, t *target, needSecrets bool) (*session, *
 }
 
 func (a *app) shell(ctx context.Context, t *target, argv []string) int {
-	s, sp, err := a.one(ctx, t, true)
+	s, sp, err := a.one(ctx, t)
 	if err != nil {
 		return a.fail(err)
 	}
 	ex, ok := s.backend.(execer)
 	if !ok {
 		return a.errorf("the %s driver cannot run commands in a sandbox", s.backend.Name())
+	}
+	secrets, err := a.secretValues(ctx, s, sp)
+	if err != nil {
+		return a.errorf("%v", err)
 	}
 	interactive := len(argv) == 0
 	if interactive {
@@ -81,7 +86,7 @@ func (a *app) shell(ctx context.Context, t *target, argv []string) int {
 	code, err := ex.Exec(ctx, sp.Name, argv, cliutil.ExecOptions{
 		Interactive: true,
 		TTY:         isTerminal(a.stdin) && isTerminal(a.stdout),
-		Env:         s.execEnv(sp),
+		Env:         s.execEnv(sp, secrets),
 		Stdin:       a.stdin,
 		Stdout:      a.stdout,
 		Stderr:      a.stderr,
@@ -106,7 +111,7 @@ func netlogVerb() *verb {
 				if len(args) > 0 {
 					return a.errorf("netlog takes no arguments; name files with -f")
 				}
-				s, sp, err := a.one(ctx, t, false)
+				s, sp, err := a.one(ctx, t)
 				if err != nil {
 					return a.fail(err)
 				}
@@ -125,14 +130,14 @@ func netlogVerb() *verb {
 
 // execEnv is the environment a command in the sandbox gets through its
 // exec: the secrets, and the sandbox's env on backends that store none.
-func (s *session) execEnv(sp *spec.Spec) map[string]string {
+func (s *session) execEnv(sp *spec.Spec, secrets reconcile.Secrets) map[string]string {
 	env := map[string]string{}
 	if pe, ok := s.backend.(envPerExec); ok && pe.EnvPerExec() {
 		for k, v := range sp.Env {
 			env[k] = v
 		}
 	}
-	for k, v := range s.secrets[sp.Name] {
+	for k, v := range secrets {
 		env[k] = v
 	}
 	return env
