@@ -55,7 +55,11 @@ func TestCLIWorkflow(t *testing.T) {
 	if out := run(2, "plan", "--detailed-exitcode"); !strings.Contains(out, "updated in-place") || !strings.Contains(out, "widens egress") {
 		t.Errorf("plan of an allow-list change:\n%s", out)
 	}
-	if out := run(0, "apply", "-y"); !strings.Contains(out, "1 updated") {
+	// A widening needs more than -y: the file may be the agent's.
+	if out := run(1, "apply", "-y"); !strings.Contains(out, "apply refused: the plan widens") || !strings.Contains(out, "egress to "+env.webIP+" (from sandbox.local.yaml:") {
+		t.Errorf("apply -y of a widening:\n%s", out)
+	}
+	if out := run(0, "apply", "-y", "--approve-widening"); !strings.Contains(out, "1 updated") {
 		t.Errorf("apply of an allow-list change:\n%s", out)
 	}
 	if containerIDOf(t, containerName("e2e-cli")) != id {

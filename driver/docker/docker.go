@@ -43,6 +43,14 @@ const (
 	LabelRole    = "dev.sbx.role"
 	LabelRecord  = "dev.sbx.record"
 	labelWS      = "dev.sbx.workspace"
+	// labelHardening is the version of the safeguards the container was
+	// made with (reconcile.DockerHardening); labelProtect says whether its
+	// declaration is mounted read-only inside it.
+	labelHardening = "dev.sbx.hardening"
+	labelProtect   = "dev.sbx.protect"
+	// labelProtected lists (JSON) the paths mounted read-only to protect
+	// the declaration, so observing tells them from the file's mounts.
+	labelProtected = "dev.sbx.protected"
 )
 
 // Paths inside the containers.
@@ -180,9 +188,10 @@ type inspect struct {
 		Running bool
 	}
 	HostConfig struct {
-		Runtime  string
-		NanoCpus int64
-		Memory   int64
+		Runtime     string
+		NanoCpus    int64
+		Memory      int64
+		SecurityOpt []string
 	}
 	Mounts []struct {
 		Type        string
@@ -223,9 +232,15 @@ func (d *Driver) Observe(ctx context.Context, names []string) (map[string]*recon
 			}
 		}
 		ws := in.Config.Labels[labelWS]
+		protected := map[string]bool{}
+		if in.Config.Labels[labelProtect] == "true" {
+			for _, p := range protectedPaths(in) {
+				protected[p] = true
+			}
+		}
 		for _, m := range in.Mounts {
 			switch {
-			case m.Type != "bind" || m.Destination == helperPath:
+			case m.Type != "bind" || m.Destination == helperPath || (protected[m.Destination] && !m.RW):
 			case m.Destination == ws:
 				l.Workspace = spec.Workspace{Path: m.Source, ReadOnly: !m.RW}
 			default:
@@ -237,6 +252,13 @@ func (d *Driver) Observe(ctx context.Context, names []string) (map[string]*recon
 		if rt := in.HostConfig.Runtime; rt != "runc" && rt != "" {
 			l.Runtime = rt
 		}
+		for _, o := range in.HostConfig.SecurityOpt {
+			if o == "no-new-privileges" || o == "no-new-privileges:true" || o == "no-new-privileges=true" {
+				l.NoNewPrivileges = true
+			}
+		}
+		l.Protect = in.Config.Labels[labelProtect] == "true"
+		l.Hardening = in.Config.Labels[labelHardening]
 		pol, err := d.readPolicy(ctx, name)
 		if err != nil {
 			return nil, err
@@ -247,6 +269,14 @@ func (d *Driver) Observe(ctx context.Context, names []string) (map[string]*recon
 		live[name] = l
 	}
 	return live, nil
+}
+
+// protectedPaths are the paths a sandbox container was given read-only to
+// protect its declaration (labelProtected).
+func protectedPaths(in *inspect) []string {
+	var paths []string
+	json.Unmarshal([]byte(in.Config.Labels[labelProtected]), &paths)
+	return paths
 }
 
 // controllable reports whether an egress container answers on its
@@ -321,16 +351,7 @@ func (d *Driver) Do(ctx context.Context, s reconcile.Step, sp *spec.Spec, _ reco
 	case reconcile.StepSetSecrets:
 		return nil // secrets reach the agent per exec
 	case reconcile.StepUpdateResources:
-		args := []string{"update"}
-		if sp.Resources.CPUs > 0 {
-			args = append(args, "--cpus", strconv.FormatFloat(sp.Resources.CPUs, 'f', -1, 64))
-		}
-		if sp.Resources.Memory > 0 {
-			args = append(args, "--memory", strconv.FormatInt(sp.Resources.Memory, 10), "--memory-swap", "-1")
-		}
-		if len(args) == 1 {
-			return nil
-		}
+		args := append([]string{"update"}, resourceArgs(sp)...)
 		_, err := d.docker(ctx, append(args, containerName(s.Sandbox))...)
 		return err
 	case reconcile.StepVerify:
@@ -454,6 +475,11 @@ func (d *Driver) build(ctx context.Context, sp *spec.Spec) error {
 		return err
 	}
 	args := []string{"build", "-q", "-t", templateImage(sp, hash), "-f", filepath.Join(b.Context, b.Dockerfile)}
+	if !b.Network {
+		// A build gets no more network than the sandbox: none, unless the
+		// file says template.build.network.
+		args = append(args, "--network", "none")
+	}
 	for _, k := range cliutil.SortedKeys(b.Args) {
 		args = append(args, "--build-arg", k+"="+b.Args[k])
 	}
@@ -508,9 +534,24 @@ func (d *Driver) create(ctx context.Context, sp *spec.Spec, rec *reconcile.Recor
 // before it starts) and the sandbox container, and starts them.
 func (d *Driver) createObjects(ctx context.Context, sp *spec.Spec, rec *reconcile.Record, image, tmpl string) error {
 	for _, role := range []string{"sock", "policy"} {
-		if _, err := d.docker(ctx, append(append([]string{"volume", "create"}, labels(sp.Name, role+"-volume")...), volumeName(sp.Name, role))...); err != nil {
+		args := append([]string{"volume", "create"}, labels(sp.Name, role+"-volume")...)
+		if role == "sock" {
+			// The socket's volume is a small tmpfs: the proxy writes
+			// only its socket there, and the sandbox mounts it
+			// read-only, so neither can fill the host's disk with it.
+			args = append(args, "--opt", "type=tmpfs", "--opt", "device=tmpfs", "--opt", "o=size=1m,nr_inodes=64,mode=0755")
+		}
+		if _, err := d.docker(ctx, append(args, volumeName(sp.Name, role))...); err != nil {
 			return err
 		}
+	}
+	prot, err := protect(sp)
+	if err != nil {
+		return err
+	}
+	protected, err := json.Marshal(prot.paths)
+	if err != nil {
+		return err
 	}
 	// The proxy writes the policy onto its volume at first start
 	// (--init-policy); later changes are written there by setPolicy.
@@ -522,6 +563,7 @@ func (d *Driver) createObjects(ctx context.Context, sp *spec.Spec, rec *reconcil
 	// across attaches: it is its control channel. (`docker create -i`
 	// would close it after the first attach.)
 	eg := append([]string{"run", "--detach", "--interactive", "--name", egressName(sp.Name)}, labels(sp.Name, "egress")...)
+	eg = append(eg, proxyLimits...)
 	eg = append(eg,
 		"--restart", "unless-stopped",
 		"-v", volumeName(sp.Name, "sock")+":"+socketDir,
@@ -536,7 +578,10 @@ func (d *Driver) createObjects(ctx context.Context, sp *spec.Spec, rec *reconcil
 		image, "__egress-proxy", "--policy", policyPath, "--init-policy", string(pol), "--control",
 		"--listen", "unix:"+socketPath)
 	sb := append([]string{"create", "--name", containerName(sp.Name)}, labels(sp.Name, "sandbox")...)
-	sb = append(sb, "--label", "dev.sbx.agent="+sp.Agent, "--label", labelWS+"="+sp.Workspace.Path)
+	sb = append(sb, "--label", "dev.sbx.agent="+sp.Agent, "--label", labelWS+"="+sp.Workspace.Path,
+		"--label", labelHardening+"="+reconcile.DockerHardening,
+		"--label", labelProtect+"="+strconv.FormatBool(sp.Protect),
+		"--label", labelProtected+"="+string(protected))
 	if rec != nil {
 		data, err := json.Marshal(rec)
 		if err != nil {
@@ -547,11 +592,19 @@ func (d *Driver) createObjects(ctx context.Context, sp *spec.Spec, rec *reconcil
 	sb = append(sb, "--network", "none", "--hostname", sp.Name, "--restart", "unless-stopped",
 		"--entrypoint", helperPath,
 		"-v", d.opts.Binary+":"+helperPath+":ro",
-		"-v", volumeName(sp.Name, "sock")+":"+socketDir,
+		"-v", volumeName(sp.Name, "sock")+":"+socketDir+":ro",
 		"-v", bind(sp.Workspace.Path, sp.Workspace.Path, sp.Workspace.ReadOnly),
 		"-w", sp.Workspace.Path)
 	for _, m := range sp.Mounts {
 		sb = append(sb, "-v", bind(m.Source, m.Target, m.ReadOnly))
+	}
+	// Binds over the workspace come after it, so they lie on top.
+	for _, b := range prot.binds {
+		sb = append(sb, "-v", b)
+	}
+	sb = append(sb, sandboxLimits...)
+	if sp.Docker.NoNewPrivileges {
+		sb = append(sb, "--security-opt", "no-new-privileges")
 	}
 	for _, kv := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"} {
 		sb = append(sb, "-e", kv+"="+proxyURL)
@@ -560,12 +613,7 @@ func (d *Driver) createObjects(ctx context.Context, sp *spec.Spec, rec *reconcil
 	if sp.Docker.Runtime != "" {
 		sb = append(sb, "--runtime", sp.Docker.Runtime)
 	}
-	if sp.Resources.CPUs > 0 {
-		sb = append(sb, "--cpus", strconv.FormatFloat(sp.Resources.CPUs, 'f', -1, 64))
-	}
-	if sp.Resources.Memory > 0 {
-		sb = append(sb, "--memory", strconv.FormatInt(sp.Resources.Memory, 10), "--memory-swap", "-1")
-	}
+	sb = append(sb, resourceArgs(sp)...)
 	if len(sp.Env) > 0 {
 		f, err := cliutil.EnvFile(sp.Env)
 		if err != nil {
@@ -598,6 +646,43 @@ func (d *Driver) createObjects(ctx context.Context, sp *spec.Spec, rec *reconcil
 	}
 	_, err = d.docker(ctx, "start", containerName(sp.Name))
 	return err
+}
+
+// The safeguards every container gets (reconcile.DockerHardening names
+// their version; change both together). The proxy needs no capability at
+// all: it binds a socket on its own volume and dials out. The sandbox
+// keeps what agents use (installing packages as root: chown, file
+// ownership and modes, setuid/setgid to drop to a package manager's user;
+// kill; binding low ports on its loopback) and loses what they do not:
+// raw sockets, device nodes, audit writes, file capabilities, chroot.
+var (
+	proxyLimits = []string{
+		"--read-only", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
+		"--pids-limit", "128", "--memory", "128m", "--memory-swap", "128m",
+		"-e", "GOMEMLIMIT=96MiB",
+		"--log-driver", "json-file", "--log-opt", "max-size=10m", "--log-opt", "max-file=3",
+	}
+	sandboxLimits = []string{
+		"--cap-drop", "NET_RAW", "--cap-drop", "MKNOD", "--cap-drop", "AUDIT_WRITE",
+		"--cap-drop", "SETFCAP", "--cap-drop", "SYS_CHROOT",
+		"--pids-limit", "4096",
+		"--log-driver", "json-file", "--log-opt", "max-size=10m", "--log-opt", "max-file=2",
+	}
+)
+
+// resourceArgs are the limits of the sandbox: the file's, else the
+// driver's default memory (reconcile.DockerCaps), with no swap beyond it.
+func resourceArgs(sp *spec.Spec) []string {
+	var args []string
+	if sp.Resources.CPUs > 0 {
+		args = append(args, "--cpus", strconv.FormatFloat(sp.Resources.CPUs, 'f', -1, 64))
+	}
+	mem := sp.Resources.Memory
+	if mem == 0 {
+		mem = reconcile.DockerDefaultMemory
+	}
+	m := strconv.FormatInt(mem, 10)
+	return append(args, "--memory", m, "--memory-swap", m)
 }
 
 func bind(src, dst string, ro bool) string {

@@ -178,13 +178,13 @@ func (b *box) observe() (map[string]*reconcile.Live, map[string]*reconcile.Recor
 	return live, recs
 }
 
-func (b *box) plan(sp *spec.Spec, secrets reconcile.Secrets) *reconcile.Changes {
+func (b *box) plan(sp *spec.Spec) *reconcile.Changes {
 	b.t.Helper()
 	hash, err := b.d.BuildHash(sp)
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	des, err := reconcile.NewDesired(sp, b.key, secrets, hash)
+	des, err := reconcile.NewDesired(sp, b.key, hash)
 	if err != nil {
 		b.t.Fatal(err)
 	}
@@ -193,19 +193,19 @@ func (b *box) plan(sp *spec.Spec, secrets reconcile.Secrets) *reconcile.Changes 
 }
 
 // apply converges the sandbox and checks that a second plan is empty.
-func (b *box) apply(sp *spec.Spec, secrets reconcile.Secrets) *reconcile.Changes {
+func (b *box) apply(sp *spec.Spec) *reconcile.Changes {
 	b.t.Helper()
 	if err := b.d.Preflight(sp); err != nil {
 		b.t.Fatal(err)
 	}
-	p := b.plan(sp, secrets)
+	p := b.plan(sp)
 	if err := p.Err(); err != nil {
 		b.t.Fatal(err)
 	}
-	if err := reconcile.Apply(context.Background(), b.d, p, reconcile.ApplyOptions{Records: b.store, Secrets: map[string]reconcile.Secrets{b.name: secrets}}); err != nil {
+	if err := reconcile.Apply(context.Background(), b.d, p, reconcile.ApplyOptions{Records: b.store}); err != nil {
 		b.t.Fatalf("apply: %v\ntrace:\n%s", err, b.trace.String())
 	}
-	if err := reconcile.Converged(b.plan(sp, secrets)); err != nil {
+	if err := reconcile.Converged(b.plan(sp)); err != nil {
 		b.t.Fatal(err)
 	}
 	return p
@@ -283,7 +283,7 @@ func isolation(t *testing.T, runtime string) {
 	// sandbox allows it with blockCIDRs that leave that range open, the
 	// other keeps the default ranges.
 	open := b.spec(rt + fmt.Sprintf("network:\n  allow: [%s, allowed.invalid]\n  deny: [denied.invalid]\n  blockCIDRs: [127.0.0.0/8, 169.254.0.0/16]\n", env.webIP))
-	b.apply(open, nil)
+	b.apply(open)
 	if runtime != "" {
 		if out, _ := b.sh("dmesg 2>&1 | head -1", nil); !strings.Contains(out, "gVisor") {
 			t.Fatalf("the sandbox does not run under gVisor: %q", out)
@@ -383,7 +383,7 @@ func isolation(t *testing.T, runtime string) {
 	// Default blocked ranges: private and link-local addresses are
 	// unreachable even as IP literals the policy allows.
 	strict := newBox(t, b.name+"-strict")
-	strict.apply(strict.spec(rt+fmt.Sprintf("network:\n  allow: [%s, 169.254.169.254, 10.0.0.1]\n", env.webIP)), nil)
+	strict.apply(strict.spec(rt + fmt.Sprintf("network:\n  allow: [%s, 169.254.169.254, 10.0.0.1]\n", env.webIP)))
 	t.Run("private and link-local ranges are unreachable as IP literals", func(t *testing.T) {
 		for _, target := range []string{env.webIP + ":8080", "169.254.169.254", "10.0.0.1"} {
 			if out := strict.proxyGet(target); !strings.Contains(out, "403") || !strings.Contains(out, "blocked address") {
@@ -399,13 +399,13 @@ func isolation(t *testing.T, runtime string) {
 func TestInPlaceAndReplace(t *testing.T) {
 	b := newBox(t, "e2e-change")
 	base := "env: {NODE_ENV: development}\nnetwork:\n  blockCIDRs: [127.0.0.0/8]\n"
-	b.apply(b.spec(base), nil)
+	b.apply(b.spec(base))
 	id := b.containerID(containerName(b.name))
 	if out := b.proxyGet(env.webIP + ":8080"); !strings.Contains(out, "403") {
 		t.Fatalf("before the change: %q", out)
 	}
 
-	p := b.apply(b.spec(base+"  allow: ["+env.webIP+"]\n"), nil)
+	p := b.apply(b.spec(base + "  allow: [" + env.webIP + "]\n"))
 	if c := p.Sandboxes[0]; c.Action != reconcile.ActionUpdate {
 		t.Errorf("allow-list change: action %s, want update in place", c.Action)
 	}
@@ -416,7 +416,7 @@ func TestInPlaceAndReplace(t *testing.T) {
 		t.Errorf("after the change: %q", out)
 	}
 
-	p = b.apply(b.spec(strings.Replace(base, "development", "production", 1)+"  allow: ["+env.webIP+"]\n"), nil)
+	p = b.apply(b.spec(strings.Replace(base, "development", "production", 1) + "  allow: [" + env.webIP + "]\n"))
 	if c := p.Sandboxes[0]; c.Action != reconcile.ActionReplace {
 		t.Errorf("env change: action %s, want replace", c.Action)
 	}
@@ -428,7 +428,7 @@ func TestInPlaceAndReplace(t *testing.T) {
 	}
 
 	id = b.containerID(containerName(b.name))
-	p = b.apply(b.spec(strings.Replace(base, "development", "production", 1)+"  allow: ["+env.webIP+"]\nresources: {cpus: 0.5, memory: 64m}\n"), nil)
+	p = b.apply(b.spec(strings.Replace(base, "development", "production", 1) + "  allow: [" + env.webIP + "]\nresources: {cpus: 0.5, memory: 64m}\n"))
 	if c := p.Sandboxes[0]; c.Action != reconcile.ActionUpdate || b.containerID(containerName(b.name)) != id {
 		t.Errorf("resources change: action %s", c.Action)
 	}
@@ -460,11 +460,11 @@ func labelled(name string) string {
 func TestCreateOverLeftovers(t *testing.T) {
 	b := newBox(t, "e2e-leftovers")
 	sp := b.spec("network:\n  allow: [a.example]\n")
-	b.apply(sp, nil)
+	b.apply(sp)
 	if out, err := exec.Command("docker", "rm", "-f", containerName(b.name)).CombinedOutput(); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	p := b.apply(sp, nil)
+	p := b.apply(sp)
 	if c := p.Sandboxes[0]; c.Action != reconcile.ActionCreate {
 		t.Errorf("action %s, want create", c.Action)
 	}
@@ -485,7 +485,7 @@ func TestSecretsNeverInConfig(t *testing.T) {
 	const secret = "ghp_e2e_Secret_0042"
 	b.d.opts.Runner.Redact(secret)
 	sp := b.spec("secrets:\n  GITHUB_TOKEN: {env: GH_TOKEN}\n")
-	b.apply(sp, reconcile.Secrets{"GITHUB_TOKEN": secret})
+	b.apply(sp)
 	out, code := b.sh(`echo "$GITHUB_TOKEN"`, map[string]string{"GITHUB_TOKEN": secret})
 	if code != 0 || strings.TrimSpace(out) != secret {
 		t.Fatalf("the process did not get the secret: %d %q", code, out)
@@ -514,7 +514,7 @@ func TestUnmanagedContainer(t *testing.T) {
 		t.Fatalf("%v: %s", err, out)
 	}
 	defer exec.Command("docker", "rm", "-f", containerName(b.name)).Run()
-	p := b.plan(b.spec(""), nil)
+	p := b.plan(b.spec(""))
 	if err := p.Err(); err == nil || !strings.Contains(err.Error(), "--adopt") {
 		t.Errorf("plan over a container sbx did not create: %v", err)
 	}

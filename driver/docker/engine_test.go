@@ -51,7 +51,7 @@ func TestDaemonSocket(t *testing.T) {
 // resolves it as the CLI does.
 func TestEngineThroughDialStdio(t *testing.T) {
 	b := newBox(t, "e2e-dialstdio")
-	b.apply(b.spec("network:\n  allow: [a.example]\n"), nil)
+	b.apply(b.spec("network:\n  allow: [a.example]\n"))
 
 	cfg := t.TempDir()
 	create := exec.Command("docker", "context", "create", "sbx-e2e", "--docker", "host=unix://"+defaultSocket)
@@ -114,7 +114,7 @@ func TestEngineErrors(t *testing.T) {
 func TestPolicyWithoutControl(t *testing.T) {
 	b := newBox(t, "e2e-nocontrol")
 	base := "network:\n  blockCIDRs: [127.0.0.0/8]\n"
-	b.apply(b.spec(base), nil)
+	b.apply(b.spec(base))
 	eg := egressName(b.name)
 	docker := func(args ...string) string {
 		t.Helper()
@@ -143,11 +143,11 @@ func TestPolicyWithoutControl(t *testing.T) {
 		image, "__egress-proxy", "--policy", policyPath, "--listen", "unix:"+socketPath)
 	docker(args...)
 	docker("start", eg)
-	if err := reconcile.Converged(b.plan(b.spec(base+"  allow: [stopped.example]\n"), nil)); err != nil {
+	if err := reconcile.Converged(b.plan(b.spec(base + "  allow: [stopped.example]\n"))); err != nil {
 		t.Errorf("an earlier sbx's proxy, read through its file: %v", err)
 	}
 	id := b.containerID(containerName(b.name))
-	p := b.apply(b.spec(base+"  allow: ["+env.webIP+"]\n"), nil)
+	p := b.apply(b.spec(base + "  allow: [" + env.webIP + "]\n"))
 	if c := p.Sandboxes[0]; c.Action != reconcile.ActionUpdate || b.containerID(containerName(b.name)) != id {
 		t.Errorf("allow-list change with an earlier sbx's proxy: action %s", c.Action)
 	}

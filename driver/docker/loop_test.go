@@ -204,7 +204,7 @@ func TestLoopSteering(t *testing.T) {
 	e := newLoopEnv(t, "e2e-loop-steer")
 	e.file(`  maxIterations: 10
   completion: {promise: DONE}
-  command: [sh, -c, '` + counter + `cat > in-$$n; while [ ! -f go-$$n ]; do sleep 0.05; done']
+  command: [sh, -c, '` + counter + `cat > .in-$$n && mv .in-$$n in-$$n; while [ ! -f go-$$n ]; do sleep 0.05; done']
 `)
 	if out, code := e.sbx("apply", "-y"); code != 0 {
 		t.Fatalf("apply: %s", out)

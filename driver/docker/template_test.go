@@ -27,7 +27,7 @@ func TestTemplateBuild(t *testing.T) {
 	write("motd", "version one\n")
 	write(".dockerignore", "*.log\n")
 	sp := func() string { return "template: {build: {context: tmpl}}\n" }
-	p := b.apply(b.spec(sp()), nil)
+	p := b.apply(b.spec(sp()))
 	if got := stepKinds(p); !strings.HasPrefix(got, "build create") {
 		t.Errorf("steps %q, want the build first", got)
 	}
@@ -37,12 +37,12 @@ func TestTemplateBuild(t *testing.T) {
 	id := b.containerID(containerName(b.name))
 
 	write("debug.log", "ignored\n")
-	if p := b.plan(b.spec(sp()), nil); !p.Empty() {
+	if p := b.plan(b.spec(sp())); !p.Empty() {
 		t.Errorf("an ignored file changed the plan: %+v", p.Sandboxes[0].Changes)
 	}
 
 	write("motd", "version two\n")
-	p = b.apply(b.spec(sp()), nil)
+	p = b.apply(b.spec(sp()))
 	if got := stepKinds(p); !strings.HasPrefix(got, "build stop remove create") {
 		t.Errorf("steps %q, want build before the replace", got)
 	}
@@ -71,7 +71,7 @@ func stepKinds(p *reconcile.Changes) string {
 // so the pull fails at once without leaving the machine.
 func TestTemplateMissing(t *testing.T) {
 	b := newBox(t, "e2e-missing")
-	p := b.plan(b.spec("template: 127.0.0.1:9/sbx-none:1\n"), nil)
+	p := b.plan(b.spec("template: 127.0.0.1:9/sbx-none:1\n"))
 	err := reconcile.Apply(t.Context(), b.d, p, reconcile.ApplyOptions{Records: b.store})
 	if err == nil || !strings.Contains(err.Error(), "template image 127.0.0.1:9/sbx-none:1 is not on this machine and cannot be pulled") {
 		t.Errorf("apply: %v", err)
