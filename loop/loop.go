@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/sbxhq/sbx/driver/cliutil"
+	"github.com/sbxhq/sbx/internal/redact"
 	"github.com/sbxhq/sbx/spec"
 )
 
@@ -407,33 +408,41 @@ func (r *loopRun) supervise(ctx context.Context, argv []string, pidfile string, 
 	}
 }
 
-// redactor writes whole lines with secret values replaced.
+// redactor writes whole lines with secret values (and their common
+// encodings) replaced.
 type redactor struct {
 	mu      sync.Mutex
 	w       io.Writer
-	secrets []string
+	secrets *redact.Set
 	buf     []byte
 }
 
 func newRedactor(w io.Writer, secrets []string) *redactor {
-	var s []string
-	for _, v := range secrets {
-		if v != "" {
-			s = append(s, v)
-		}
-	}
+	s := &redact.Set{}
+	s.Add(secrets...)
 	return &redactor{w: w, secrets: s}
 }
+
+// maxPending bounds what the redactor holds while it waits for the end of
+// a line: an agent printing without newlines must not grow sbx's memory.
+const maxPending = 64 << 10
 
 func (r *redactor) Write(p []byte) (int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.buf = append(r.buf, p...)
-	if i := bytes.LastIndexByte(r.buf, '\n'); i >= 0 {
-		if err := r.emit(r.buf[:i+1]); err != nil {
+	cut := bytes.LastIndexByte(r.buf, '\n') + 1
+	if cut == 0 && len(r.buf) > maxPending {
+		// No line end in sight: mask what is whole, then write all but a
+		// tail that could hold the start of a secret.
+		r.buf = append(r.buf[:0], r.secrets.String(string(r.buf))...)
+		cut = len(r.buf) - max(r.secrets.Longest()-1, 0)
+	}
+	if cut > 0 {
+		if err := r.emit(r.buf[:cut]); err != nil {
 			return 0, err
 		}
-		r.buf = append(r.buf[:0], r.buf[i+1:]...)
+		r.buf = append(r.buf[:0], r.buf[cut:]...)
 	}
 	return len(p), nil
 }
@@ -449,10 +458,6 @@ func (r *redactor) Flush() {
 }
 
 func (r *redactor) emit(b []byte) error {
-	s := string(b)
-	for _, v := range r.secrets {
-		s = strings.ReplaceAll(s, v, "[redacted]")
-	}
-	_, err := io.WriteString(r.w, s)
+	_, err := io.WriteString(r.w, r.secrets.String(string(b)))
 	return err
 }

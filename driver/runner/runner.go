@@ -16,6 +16,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sbxhq/sbx/internal/redact"
 )
 
 // Runner runs commands. The zero value runs them untraced.
@@ -27,20 +29,14 @@ type Runner struct {
 	// Cmd.Env); nil inherits sbx's own.
 	Env []string
 
-	mu     sync.Mutex
-	redact []string
+	mu      sync.Mutex
+	secrets redact.Set
 }
 
 // Redact registers values (secrets) that must never appear in a trace or an
-// error message.
+// error message, in any of their common encodings.
 func (r *Runner) Redact(values ...string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, v := range values {
-		if v != "" {
-			r.redact = append(r.redact, v)
-		}
-	}
+	r.secrets.Add(values...)
 }
 
 // Cmd describes one command.
@@ -158,12 +154,7 @@ func (r *Runner) trace(what, ending string, showErr bool, d time.Duration, stdou
 }
 
 func (r *Runner) scrub(s string) string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, v := range r.redact {
-		s = strings.ReplaceAll(s, v, "[redacted]")
-	}
-	return s
+	return r.secrets.String(s)
 }
 
 func (r *Runner) scrubAll(args []string) []string {
