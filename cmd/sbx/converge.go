@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -258,16 +259,14 @@ Exit status: 0 with no errors (and, with --detailed-exitcode, no changes),
 	}
 }
 
+// savePlan writes the plan for 'sbx apply FILE', replacing FILE (a link
+// there is replaced, not followed).
 func savePlan(path string, p *reconcile.Changes) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
+	var b bytes.Buffer
+	if err := p.Save(&b); err != nil {
 		return err
 	}
-	if err := p.Save(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return replaceFile(path, b.Bytes(), 0o600)
 }
 
 // render prints a plan for people, or the no-changes line.

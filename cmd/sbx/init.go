@@ -50,22 +50,10 @@ func (a *app) init(agent, file string, force bool) int {
 		}
 		return a.errorf("%s; agents: %s", msg, strings.Join(spec.Agents, ", "))
 	}
-	flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
-	if force {
-		flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
-	}
-	f, err := os.OpenFile(file, flags, 0o644)
-	if errors.Is(err, fs.ErrExist) {
-		return a.errorf("%s already exists; use --force to overwrite it", file)
-	}
-	if err != nil {
-		return a.errorf("%v", err)
-	}
-	if _, err := f.WriteString(initFile(agent)); err != nil {
-		f.Close()
-		return a.errorf("%v", err)
-	}
-	if err := f.Close(); err != nil {
+	if err := writeInit(file, []byte(initFile(agent)), force); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return a.errorf("%s already exists; use --force to overwrite it", file)
+		}
 		return a.errorf("%v", err)
 	}
 	fmt.Fprintf(a.stdout, "wrote %s (agent %s)\n", file, agent)
@@ -84,6 +72,23 @@ func (a *app) init(agent, file string, force bool) int {
 	}
 	fmt.Fprintln(a.stdout, "hint: add sandbox.local.yaml to .gitignore; it holds personal overrides merged over sandbox.yaml")
 	return exitOK
+}
+
+// writeInit creates file, or with force replaces whatever is there (a
+// link too, never what it points at).
+func writeInit(file string, data []byte, force bool) error {
+	if force {
+		return replaceFile(file, data, 0o644)
+	}
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func validAgent(agent string) bool {
