@@ -23,7 +23,7 @@ func TestCLIWorkflow(t *testing.T) {
 	}
 	local := func(allow string) {
 		t.Helper()
-		doc := "name: e2e-cli\ndriver: docker\ntemplate: " + testImage + "\nnetwork:\n  blockCIDRs: [127.0.0.0/8]\n  allow: [" + allow + "]\n"
+		doc := "name: " + e.name + "\ndriver: docker\ntemplate: " + testImage + "\nnetwork:\n  blockCIDRs: [127.0.0.0/8]\n  allow: [" + allow + "]\n"
 		if err := os.WriteFile(filepath.Join(e.ws, "sandbox.local.yaml"), []byte(doc), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -32,7 +32,7 @@ func TestCLIWorkflow(t *testing.T) {
 	run(0, "init", "--agent", "shell")
 	local("")
 	run(0, "validate")
-	if out := run(2, "plan", "--detailed-exitcode"); !strings.Contains(out, `sandbox "e2e-cli" will be created`) {
+	if out := run(2, "plan", "--detailed-exitcode"); !strings.Contains(out, `sandbox "`+e.name+`" will be created`) {
 		t.Errorf("plan of a new sandbox:\n%s", out)
 	}
 	if out := run(0, "apply", "-y"); !strings.Contains(out, "Apply complete: 1 created") {
@@ -50,7 +50,7 @@ func TestCLIWorkflow(t *testing.T) {
 		t.Errorf("netlog --json:\n%s", out)
 	}
 
-	id := containerIDOf(t, containerName("e2e-cli"))
+	id := containerIDOf(t, containerName(e.name))
 	local(env.webIP)
 	if out := run(2, "plan", "--detailed-exitcode"); !strings.Contains(out, "updated in-place") || !strings.Contains(out, "widens egress") {
 		t.Errorf("plan of an allow-list change:\n%s", out)
@@ -62,7 +62,7 @@ func TestCLIWorkflow(t *testing.T) {
 	if out := run(0, "apply", "-y", "--approve-widening"); !strings.Contains(out, "1 updated") {
 		t.Errorf("apply of an allow-list change:\n%s", out)
 	}
-	if containerIDOf(t, containerName("e2e-cli")) != id {
+	if containerIDOf(t, containerName(e.name)) != id {
 		t.Error("an allow-list change recreated the sandbox")
 	}
 	if out := run(0, "shell", "--", "sh", "-c", fetch); !strings.Contains(out, "hello-from-web") {
@@ -76,7 +76,7 @@ func TestCLIWorkflow(t *testing.T) {
 	if out := run(0, "destroy", "-y"); !strings.Contains(out, "Destroy complete") {
 		t.Errorf("destroy:\n%s", out)
 	}
-	if left := labelled("e2e-cli"); left != "" {
+	if left := labelled(e.name); left != "" {
 		t.Errorf("destroy left behind: %s", left)
 	}
 }

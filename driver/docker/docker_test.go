@@ -3,6 +3,8 @@ package docker
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -36,14 +38,30 @@ var env struct {
 	workdir string
 }
 
-const (
-	testImage = "sbx-test-busybox:e2e"
-	webName   = "sbx-test-web-e2e"
+// Every object a run creates carries its run id, so runs sharing a daemon
+// never collide, and each is removed by the run.
+var (
+	runID     = newRunID()
+	testImage = "sbx-test-busybox:" + runID
+	webName   = "sbx-test-web-" + runID
 )
+
+func newRunID() string {
+	b := make([]byte, 4)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// uniq names a test's sandbox for this run.
+func uniq(name string) string { return name + "-" + runID }
 
 func TestMain(m *testing.M) {
 	code := func() int {
-		if err := setup(); err != nil {
+		err := setup()
+		defer exec.Command("docker", "rmi", "-f", testImage).Run()
+		if err != nil {
 			env.reason = err.Error()
 		} else {
 			env.ok = true
@@ -130,7 +148,7 @@ type box struct {
 func newBox(t *testing.T, name string) *box {
 	t.Helper()
 	requireDocker(t)
-	b := &box{t: t, dir: t.TempDir(), name: name}
+	b := &box{t: t, dir: t.TempDir(), name: uniq(name)}
 	r := &runner.Runner{Trace: &b.trace}
 	b.d = New(Options{Runner: r, Binary: env.binary})
 	var err error

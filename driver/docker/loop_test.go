@@ -27,9 +27,9 @@ type loopEnv struct {
 
 func newLoopEnv(t *testing.T, name string) *loopEnv {
 	requireDocker(t)
-	e := &loopEnv{t: t, ws: t.TempDir(), state: t.TempDir(), name: name}
+	e := &loopEnv{t: t, ws: t.TempDir(), state: t.TempDir(), name: uniq(name)}
 	t.Cleanup(func() {
-		New(Options{Binary: env.binary}).remove(context.Background(), name)
+		New(Options{Binary: env.binary}).remove(context.Background(), e.name)
 	})
 	os.WriteFile(filepath.Join(e.ws, "PROMPT.md"), []byte("Do the task.\n"), 0o644)
 	return e
