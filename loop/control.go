@@ -1,6 +1,7 @@
 package loop
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -11,7 +12,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -19,6 +19,7 @@ import (
 // workspace the agent can write:
 //
 //	loops/SANDBOX/status.json     the current or last run (sbx loop status)
+//	loops/SANDBOX/stop            the id of a run asked to stop (sbx loop stop)
 //	loops/SANDBOX/hints/*.txt     hints waiting for the next iteration
 //	loops/SANDBOX/runs/RUN/       per-iteration logs and records.jsonl
 type Control struct {
@@ -99,8 +100,31 @@ func (c *Control) ReadStatus() (*Status, error) {
 	return &s, nil
 }
 
-func alive(pid int) bool {
-	return pid > 0 && syscall.Kill(pid, 0) == nil
+func (c *Control) stopPath() string { return filepath.Join(c.Dir, "stop") }
+
+// stopRequested reports whether run runID was asked to stop.
+func (c *Control) stopRequested(runID string) bool {
+	data, err := os.ReadFile(c.stopPath())
+	return err == nil && strings.TrimSpace(string(data)) == runID
+}
+
+// watchStop cancels a run when it is asked to stop, checking every poll
+// until ctx ends. A file, not a signal, so that it works on every OS and
+// for a run in the background.
+func (c *Control) watchStop(ctx context.Context, runID string, poll time.Duration, cancel context.CancelFunc) {
+	t := time.NewTicker(poll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if c.stopRequested(runID) {
+				cancel()
+				return
+			}
+		}
+	}
 }
 
 // AddHint queues text for the next iteration's prompt.
@@ -152,9 +176,9 @@ func (c *Control) TakeHints() ([]string, error) {
 	return hints, nil
 }
 
-// Stop asks the running loop to stop: SIGTERM to its process, which kills
-// the agent inside the sandbox and exits. It waits up to wait for the loop
-// to record that it stopped.
+// Stop asks the running loop to stop (the stop file, which the run watches):
+// it kills the agent inside the sandbox and exits. Stop waits up to wait
+// for the loop to record that it stopped.
 func (c *Control) Stop(wait time.Duration) (*Status, error) {
 	s, err := c.ReadStatus()
 	if err != nil {
@@ -163,8 +187,8 @@ func (c *Control) Stop(wait time.Duration) (*Status, error) {
 	if s.State != StateRunning {
 		return s, fmt.Errorf("no loop is running for sandbox %q (the last run %s ended: %s)", s.Sandbox, s.RunID, s.State)
 	}
-	if err := syscall.Kill(s.PID, syscall.SIGTERM); err != nil {
-		return s, fmt.Errorf("signal loop process %d: %v", s.PID, err)
+	if err := writeFileAtomic(c.stopPath(), []byte(s.RunID+"\n")); err != nil {
+		return s, fmt.Errorf("ask the loop to stop: %v", err)
 	}
 	deadline := time.Now().Add(wait)
 	for time.Now().Before(deadline) {
@@ -181,8 +205,12 @@ func writeAtomic(path string, v any) error {
 	if err != nil {
 		return err
 	}
+	return writeFileAtomic(path, append(data, '\n'))
+}
+
+func writeFileAtomic(path string, data []byte) error {
 	tmp := path + ".tmp-" + randomID(4)
-	if err := os.WriteFile(tmp, append(data, '\n'), 0o600); err != nil {
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
 		return err
 	}
 	return os.Rename(tmp, path)

@@ -131,7 +131,9 @@ const killGrace = time.Second
 // (Ctrl-C, sbx loop stop) kills the agent inside the sandbox and returns
 // "interrupted".
 func Run(ctx context.Context, cfg Config) *Result {
-	r := &loopRun{cfg: cfg}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	r := &loopRun{cfg: cfg, cancel: cancel}
 	if r.cfg.Group == nil {
 		r.cfg.Group = ShellGrouper{}
 	}
@@ -146,6 +148,7 @@ func Run(ctx context.Context, cfg Config) *Result {
 
 type loopRun struct {
 	cfg    Config
+	cancel context.CancelFunc // ends the run as sbx loop stop does
 	status Status
 	runDir string
 	// last is the workspace after the previous iteration, reused as the
@@ -189,6 +192,7 @@ func (r *loopRun) run(ctx context.Context) *Result {
 	if err := cfg.Control.WriteStatus(&r.status); err != nil {
 		return fail("%v", err)
 	}
+	go cfg.Control.watchStop(ctx, runID, 100*time.Millisecond, r.cancel)
 	runCtx := ctx
 	if l.MaxDuration > 0 {
 		var cancel context.CancelFunc

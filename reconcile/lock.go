@@ -2,17 +2,16 @@ package reconcile
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 )
 
-// Lock serialises applies to one sandbox: an flock on
-// STATE/locks/NAME.lock, which the kernel releases if the process dies.
+// Lock serialises applies to one sandbox: an exclusive lock on
+// STATE/locks/NAME.lock (flock on Unix, LockFileEx on Windows), which the
+// system releases if the process dies.
 type Lock struct {
 	f *os.File
 }
@@ -46,13 +45,13 @@ func AcquireLock(ctx context.Context, dir, name string, opts LockOptions) (*Lock
 	}
 	deadline := time.Now().Add(opts.Timeout)
 	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
+		held, err := tryLock(f)
+		if err != nil {
 			f.Close()
 			return nil, fmt.Errorf("lock sandbox %q: %w", name, err)
+		}
+		if held {
+			break
 		}
 		if !time.Now().Before(deadline) {
 			holder, _ := os.ReadFile(path)
@@ -84,7 +83,7 @@ func (l *Lock) Release() error {
 		return nil
 	}
 	_ = l.f.Truncate(0)
-	err := syscall.Flock(int(l.f.Fd()), syscall.LOCK_UN)
+	err := unlock(l.f)
 	if cerr := l.f.Close(); err == nil {
 		err = cerr
 	}

@@ -1,0 +1,10 @@
+//go:build unix
+
+package loop
+
+import "syscall"
+
+// alive reports whether a process exists.
+func alive(pid int) bool {
+	return pid > 0 && syscall.Kill(pid, 0) == nil
+}

@@ -1,0 +1,20 @@
+//go:build windows
+
+package loop
+
+import "golang.org/x/sys/windows"
+
+// alive reports whether a process exists and has not exited.
+func alive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	h, err := windows.OpenProcess(windows.PROCESS_QUERY_LIMITED_INFORMATION, false, uint32(pid))
+	if err != nil {
+		return false
+	}
+	defer windows.CloseHandle(h)
+	var code uint32
+	const stillActive = 259
+	return windows.GetExitCodeProcess(h, &code) == nil && code == stillActive
+}
