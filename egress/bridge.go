@@ -11,7 +11,7 @@ import (
 // each connection over the Unix socket shared with the egress container:
 // the sandbox has no network interface but loopback.
 func Bridge(ctx context.Context, ln net.Listener, socket string) error {
-	return serveConns(ctx, ln, func(c net.Conn) {
+	return serveConns(ctx, ln, 0, nil, func(c net.Conn) {
 		defer c.Close()
 		u, err := dialRetry(ctx, socket)
 		if err != nil {

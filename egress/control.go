@@ -28,7 +28,12 @@ type ControlRequest struct {
 type ControlReply struct {
 	ID     string  `json:"reply"`
 	Policy *Policy `json:"policy,omitempty"`
-	Error  string  `json:"error,omitempty"`
+	// AlwaysBlocked, beside a policy, lists the ranges the proxy refuses
+	// whatever the policy says: unspecified and loopback addresses, and
+	// the addresses and gateways of its own network namespace. It is
+	// what the proxy found, not part of the declaration.
+	AlwaysBlocked []string `json:"alwaysBlocked,omitempty"`
+	Error         string   `json:"error,omitempty"`
 }
 
 // maxControlLine bounds one request (a policy with thousands of hosts
@@ -74,7 +79,7 @@ func (p *Proxy) ServeControl(r io.Reader, w io.Writer) error {
 			continue
 		}
 		pol := p.Policy()
-		reply(ControlReply{ID: req.ID, Policy: &pol})
+		reply(ControlReply{ID: req.ID, Policy: &pol, AlwaysBlocked: p.AlwaysBlocked()})
 	}
 }
 

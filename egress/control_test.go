@@ -32,11 +32,15 @@ func control(t *testing.T, p *Proxy, in string) []ControlReply {
 	return out
 }
 
+// testAlways is what a harness's proxy always refuses: unspecified and
+// loopback addresses, and testLocal's addresses.
+var testAlways = []string{"0.0.0.0/8", "127.0.0.0/8", "93.184.216.10/32", "93.184.216.1/32", "::/128", "::1/128", "2606:2800:220:1::1/128"}
+
 func TestControl(t *testing.T) {
 	_, port := upstream(t)
-	h := newHarness(t, loopbackOK(), fakeDNS{"late.test": {"127.0.0.1"}})
+	h := newHarness(t, testPolicy(), fakeDNS{"late.test": {pub4}})
 	before, _ := os.ReadFile(h.policy)
-	newer := loopbackOK("late.test")
+	newer := testPolicy("late.test")
 	data, _ := json.Marshal(newer)
 	in := `{"id":"1","op":"policy"}
 {"id":"2","op":"set","policy":{"default":"maybe"}}
@@ -47,15 +51,15 @@ not json
 {"id":"5","op":"set","policy":` + string(data) + `}
 {"id":"6","op":"policy"}`
 	got := control(t, h.proxy, in)
-	old := loopbackOK()
+	old := testPolicy()
 	want := []ControlReply{
-		{ID: "1", Policy: &old},
+		{ID: "1", Policy: &old, AlwaysBlocked: testAlways},
 		{ID: "2", Error: `policy: default must be allow or deny, not "maybe"`},
-		{ID: "3", Policy: &old},
+		{ID: "3", Policy: &old, AlwaysBlocked: testAlways},
 		{Error: "malformed control request: invalid character 'o' in literal null (expecting 'u')"},
 		{ID: "4", Error: `unknown control op "frobnicate"`},
-		{ID: "5", Policy: &newer},
-		{ID: "6", Policy: &newer},
+		{ID: "5", Policy: &newer, AlwaysBlocked: testAlways},
+		{ID: "6", Policy: &newer, AlwaysBlocked: testAlways},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("replies (-want +got):\n%s", diff)
@@ -77,11 +81,11 @@ not json
 // TestControlOverlongLine: a request over the bound is refused whole and
 // the channel goes on serving.
 func TestControlOverlongLine(t *testing.T) {
-	h := newHarness(t, loopbackOK(), fakeDNS{})
+	h := newHarness(t, testPolicy(), fakeDNS{})
 	big := `{"id":"big","op":"set","policy":{"allow":["` + strings.Repeat("a", maxControlLine) + `"]}}`
 	got := control(t, h.proxy, big+"\n"+`{"id":"after","op":"policy"}`+"\n")
-	old := loopbackOK()
-	want := []ControlReply{{Error: "control request over 4194304 bytes"}, {ID: "after", Policy: &old}}
+	old := testPolicy()
+	want := []ControlReply{{Error: "control request over 4194304 bytes"}, {ID: "after", Policy: &old, AlwaysBlocked: testAlways}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("replies (-want +got):\n%s", diff)
 	}

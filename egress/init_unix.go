@@ -38,21 +38,6 @@ func InitMain(ctx context.Context, args []string, stderr io.Writer) int {
 		return 1
 	}
 	go Bridge(ctx, ln, *socket)
-	chld := make(chan os.Signal, 8)
-	signal.Notify(chld, syscall.SIGCHLD)
-	defer signal.Stop(chld)
-	for {
-		select {
-		case <-ctx.Done():
-			return 0
-		case <-chld:
-			for {
-				var ws syscall.WaitStatus
-				pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
-				if pid <= 0 || err != nil {
-					break
-				}
-			}
-		}
-	}
+	reap(ctx)
+	return 0
 }

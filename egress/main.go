@@ -17,6 +17,12 @@ import (
 // (unix:/path or host:port), log decisions to --log, reload on SIGHUP, and
 // with --control answer control requests on stdin (see ServeControl).
 func ProxyMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return proxyMain(ctx, args, stdin, stdout, stderr, Options{})
+}
+
+// proxyMain is ProxyMain with the proxy's seams (resolver, dialer, local
+// addresses) set by the caller; the flags set the rest.
+func proxyMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, opts Options) int {
 	fs := pflag.NewFlagSet("sbx __egress-proxy", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	policy := fs.String("policy", "", "policy file (JSON)")
@@ -48,7 +54,8 @@ func ProxyMain(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		defer f.Close()
 		logw = f
 	}
-	p, err := New(Options{PolicyPath: *policy, Log: logw})
+	opts.PolicyPath, opts.Log = *policy, logw
+	p, err := New(opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "sbx __egress-proxy: %v\n", err)
 		return 1

@@ -2,9 +2,13 @@
 // HTTP/HTTPS proxy that runs in its own container, outside the sandbox's
 // reach, and the in-sandbox bridge that carries the sandbox's only way out
 // (127.0.0.1:3128) over a Unix socket to it. The proxy allows or denies each
-// CONNECT and absolute-URI request by host and port, checks every resolved
-// address against blocked ranges and dials exactly the address it checked,
-// and logs every decision as a JSON line.
+// CONNECT and absolute-URI request by host and port; refuses targets it
+// cannot read one way only (zones, percent-encoding, numeric spellings
+// other than dotted decimal); checks every resolved address, in canonical
+// form, against blocked ranges, IP deny rules and what it always refuses
+// (unspecified and loopback addresses, its own and the Docker host's);
+// dials exactly the address it checked; bounds what a client can make it
+// hold; and logs every decision as a JSON line.
 package egress
 
 import (
@@ -22,14 +26,38 @@ type Policy struct {
 	Allow      []string `json:"allow"`
 	Deny       []string `json:"deny"`
 	BlockCIDRs []string `json:"blockCIDRs"`
+	// HostAddrs are the addresses of the machine that runs the Docker
+	// daemon, always refused: they are not part of the user's declaration
+	// (and not compared by the planner), but what the driver found.
+	HostAddrs []string `json:"hostAddrs,omitempty"`
 }
 
 // compiled is a parsed policy, immutable once built.
 type compiled struct {
 	allowAll bool
-	allow    []spec.Host
-	deny     []spec.Host
-	blocked  []netip.Prefix
+	allow    []rule
+	deny     []rule
+	// denyIPs are the deny rules that are IP literals: they refuse the
+	// address whatever name resolved to it.
+	denyIPs []rule
+	// blocked are BlockCIDRs and HostAddrs.
+	blocked prefixes
+}
+
+// rule is a host pattern of the policy, an IP literal in canonical form,
+// with its text for the log.
+type rule struct {
+	spec.Host
+	text string
+}
+
+// matches reports whether the rule covers a destination: a name pattern
+// a name, an IP literal the same address.
+func (r rule) matches(d dest) bool {
+	if r.IP.IsValid() {
+		return d.ip == r.IP && (r.Port == 0 || r.Port == d.port)
+	}
+	return !d.ip.IsValid() && r.Matches(d.host, d.port)
 }
 
 // LoadPolicy reads and compiles a policy file.
@@ -66,14 +94,22 @@ func (p *Policy) compile() (*compiled, error) {
 	}
 	for _, list := range []struct {
 		in  []string
-		out *[]spec.Host
+		out *[]rule
 	}{{p.Allow, &c.allow}, {p.Deny, &c.deny}} {
 		for _, s := range list.in {
 			h, err := spec.ParseHost(s)
 			if err != nil {
 				return nil, err
 			}
-			*list.out = append(*list.out, h)
+			if h.IP.IsValid() {
+				h.IP = canonical(h.IP)
+			}
+			*list.out = append(*list.out, rule{h, h.String()})
+		}
+	}
+	for _, r := range c.deny {
+		if r.IP.IsValid() {
+			c.denyIPs = append(c.denyIPs, r)
 		}
 	}
 	for _, s := range p.BlockCIDRs {
@@ -81,7 +117,15 @@ func (p *Policy) compile() (*compiled, error) {
 		if err != nil {
 			return nil, fmt.Errorf("blockCIDRs: %v", err)
 		}
-		c.blocked = append(c.blocked, pfx.Masked())
+		c.blocked.add(pfx.Masked())
+	}
+	for _, s := range p.HostAddrs {
+		a, err := netip.ParseAddr(s)
+		if err != nil || a.Zone() != "" {
+			return nil, fmt.Errorf("hostAddrs: %q is not an IP address", s)
+		}
+		a = canonical(a)
+		c.blocked.add(netip.PrefixFrom(a, a.BitLen()))
 	}
 	return c, nil
 }
@@ -93,30 +137,75 @@ type Decision struct {
 	Rule string
 }
 
-// decide applies the rules: deny beats allow; a host no rule names gets
-// the default.
-func (c *compiled) decide(host string, port int) Decision {
-	for _, h := range c.deny {
-		if h.Matches(host, port) {
-			return Decision{Allow: false, Rule: h.String()}
+// decide applies the rules to a destination: deny beats allow; a host no
+// rule names gets the default.
+func (c *compiled) decide(d dest) Decision {
+	for _, r := range c.deny {
+		if r.matches(d) {
+			return Decision{Allow: false, Rule: r.text}
 		}
 	}
-	for _, h := range c.allow {
-		if h.Matches(host, port) {
-			return Decision{Allow: true, Rule: h.String()}
+	for _, r := range c.allow {
+		if r.matches(d) {
+			return Decision{Allow: true, Rule: r.text}
 		}
 	}
 	return Decision{Allow: c.allowAll, Rule: "default"}
 }
 
-// isBlocked reports whether an address is in a blocked range (IPv4-mapped
-// IPv6 addresses are checked as IPv4).
-func (c *compiled) isBlocked(ip netip.Addr) bool {
-	ip = ip.Unmap()
-	for _, p := range c.blocked {
-		if p.Contains(ip) {
+// refusal says why an address is not dialled; "" when it may be.
+type refusal string
+
+const (
+	refBlocked refusal = "resolves to a blocked address"
+	refDenied  refusal = "resolves to an address denied by policy"
+	refZone    refusal = "resolves to an address with a zone"
+)
+
+// vet checks a canonical address for port against the policy: blocked
+// ranges and the Docker host's addresses, then deny rules that are IP
+// literals. It returns the deny rule that refused it, if one did.
+func (c *compiled) vet(a netip.Addr, port int) (refusal, string) {
+	if c.blocked.contain(a) {
+		return refBlocked, ""
+	}
+	for _, r := range c.denyIPs {
+		if r.IP == a && (r.Port == 0 || r.Port == port) {
+			return refDenied, r.text
+		}
+	}
+	return "", ""
+}
+
+// prefixes is a set of ranges, kept by address family so that an
+// address is compared with its own family's only.
+type prefixes struct {
+	v4, v6 []netip.Prefix
+}
+
+func (ps *prefixes) add(p netip.Prefix) {
+	if p.Addr().Is4() {
+		ps.v4 = append(ps.v4, p)
+	} else {
+		ps.v6 = append(ps.v6, p)
+	}
+}
+
+// contain reports whether a is in one of the ranges.
+func (ps *prefixes) contain(a netip.Addr) bool {
+	list := ps.v6
+	if a.Is4() {
+		list = ps.v4
+	}
+	for _, p := range list {
+		if p.Contains(a) {
 			return true
 		}
 	}
 	return false
+}
+
+// all lists the ranges, IPv4 first.
+func (ps *prefixes) all() []netip.Prefix {
+	return append(append([]netip.Prefix(nil), ps.v4...), ps.v6...)
 }

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,11 +29,22 @@ type Options struct {
 	Resolver   Resolver
 	// Dial connects to an address that passed the checks; tests replace it.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// LocalAddrs finds the addresses of the proxy's own network namespace
+	// (interfaces and gateways), which it always refuses; on Linux it
+	// reads them from the kernel, elsewhere it finds none. Tests replace
+	// it.
+	LocalAddrs func() ([]netip.Addr, error)
 	// Log receives one JSON line per decision.
 	Log io.Writer
 	// HeaderTimeout bounds reading a request's head, so an idle or slow
 	// client cannot hold a connection forever.
 	HeaderTimeout time.Duration
+	// MaxConns bounds the connections served at once (default 1024). One
+	// more is answered 503 and closed at once rather than left waiting:
+	// a client learns why at once instead of hanging in the listen
+	// backlog behind tunnels that may stay open for hours, and a refused
+	// connection costs no goroutine.
+	MaxConns int
 }
 
 // Proxy is the filtering proxy. It is safe for concurrent use.
@@ -42,6 +52,10 @@ type Proxy struct {
 	opts   Options
 	policy atomic.Pointer[compiled]
 	logMu  sync.Mutex
+
+	// always are the addresses refused whatever the policy: unspecified,
+	// loopback, and the proxy's own (LocalAddrs), found once at start.
+	always prefixes
 
 	loadMu  sync.Mutex // serialises loads; guards current
 	current Policy     // the rules of policy
@@ -52,7 +66,8 @@ type Proxy struct {
 	readers, writers sync.Pool
 }
 
-// New loads the policy and returns a proxy.
+// New loads the policy, finds the proxy's own addresses and returns a
+// proxy.
 func New(opts Options) (*Proxy, error) {
 	if opts.Resolver == nil {
 		opts.Resolver = net.DefaultResolver
@@ -61,17 +76,47 @@ func New(opts Options) (*Proxy, error) {
 		d := &net.Dialer{Timeout: 30 * time.Second}
 		opts.Dial = d.DialContext
 	}
+	if opts.LocalAddrs == nil {
+		opts.LocalAddrs = localAddrs
+	}
 	if opts.Log == nil {
 		opts.Log = io.Discard
 	}
 	if opts.HeaderTimeout == 0 {
 		opts.HeaderTimeout = 30 * time.Second
 	}
+	if opts.MaxConns == 0 {
+		opts.MaxConns = maxConns
+	}
 	p := &Proxy{opts: opts}
+	// "This network" (a connect to 0.0.0.0 or :: reaches the local
+	// host), loopback, and the addresses of the proxy's own namespace.
+	for _, s := range []string{"0.0.0.0/8", "127.0.0.0/8", "::/128", "::1/128"} {
+		p.always.add(netip.MustParsePrefix(s))
+	}
+	local, err := opts.LocalAddrs()
+	if err != nil {
+		return nil, fmt.Errorf("finding the proxy's own addresses: %v", err)
+	}
+	for _, a := range local {
+		a = canonical(a.WithZone(""))
+		if !p.always.contain(a) {
+			p.always.add(netip.PrefixFrom(a, a.BitLen()))
+		}
+	}
 	if err := p.Reload(); err != nil {
 		return nil, err
 	}
 	return p, nil
+}
+
+// AlwaysBlocked lists what the proxy refuses whatever its policy says.
+func (p *Proxy) AlwaysBlocked() []string {
+	var out []string
+	for _, pfx := range p.always.all() {
+		out = append(out, pfx.String())
+	}
+	return out
 }
 
 // Reload re-reads the policy file. On error the current policy stays.
@@ -118,7 +163,7 @@ func (p *Proxy) Set(data []byte) error {
 func (p *Proxy) install(pol *Policy, c *compiled, event string) {
 	p.policy.Store(c)
 	p.current = *pol
-	p.logEvent(map[string]any{"event": event, "default": pol.Default, "allow": len(pol.Allow), "deny": len(pol.Deny)})
+	p.logEvent(map[string]any{"event": event, "default": pol.Default, "allow": len(pol.Allow), "deny": len(pol.Deny), "hostAddrs": len(pol.HostAddrs)})
 }
 
 // Policy returns the rules in force.
@@ -130,18 +175,34 @@ func (p *Proxy) Policy() Policy {
 
 // Serve accepts connections until ctx ends or ln fails.
 func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
-	return serveConns(ctx, ln, func(c net.Conn) { p.handle(ctx, c) })
+	return serveConns(ctx, ln, p.opts.MaxConns, p.refuseConn, func(c net.Conn) { p.handle(ctx, c) })
+}
+
+// refuseConn answers a connection over MaxConns. The answer fits in any
+// socket buffer; the deadline only guards against one that does not.
+func (p *Proxy) refuseConn(conn net.Conn) {
+	defer conn.Close()
+	reason := fmt.Sprintf("over %d connections at once", p.opts.MaxConns)
+	p.log(entry{Decision: "deny", Reason: reason, Status: http.StatusServiceUnavailable})
+	conn.SetWriteDeadline(time.Now().Add(time.Second))
+	writeStatus(conn, http.StatusServiceUnavailable, reason)
 }
 
 // serveConns runs handle for each accepted connection until ctx ends
-// (nil) or the listener fails, and waits for the handlers.
-func serveConns(ctx context.Context, ln net.Listener, handle func(net.Conn)) error {
+// (nil) or the listener fails, and waits for the handlers. With max > 0,
+// a connection accepted while max are being handled goes to refuse
+// instead, in the accepting goroutine.
+func serveConns(ctx context.Context, ln net.Listener, max int, refuse, handle func(net.Conn)) error {
 	go func() {
 		<-ctx.Done()
 		ln.Close()
 	}()
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	var slots chan struct{}
+	if max > 0 {
+		slots = make(chan struct{}, max)
+	}
 	for {
 		conn, err := ln.Accept()
 		if err != nil {
@@ -154,9 +215,20 @@ func serveConns(ctx context.Context, ln net.Listener, handle func(net.Conn)) err
 			}
 			return err
 		}
+		if slots != nil {
+			select {
+			case slots <- struct{}{}:
+			default:
+				refuse(conn)
+				continue
+			}
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if slots != nil {
+				defer func() { <-slots }()
+			}
 			handle(conn)
 		}()
 	}
@@ -195,43 +267,59 @@ func (p *Proxy) logEvent(v any) {
 func (p *Proxy) handle(ctx context.Context, conn net.Conn) {
 	defer conn.Close()
 	conn.SetReadDeadline(time.Now().Add(p.opts.HeaderTimeout))
-	br := p.newReader(conn)
-	defer p.readers.Put(br)
-	req, err := http.ReadRequest(br)
+	br := p.newReader(conn, requestLimits())
+	defer p.putReader(br)
+	req, err := http.ReadRequest(br.Reader)
 	if err != nil {
-		if !errors.Is(err, io.EOF) {
-			writeStatus(conn, http.StatusBadRequest, "malformed request")
+		if errors.Is(err, io.EOF) && br.head.err == nil {
+			return
 		}
+		code, reason := headStatus(br.head.err)
+		var ne net.Error
+		switch {
+		case code != 0:
+		case errors.As(err, &ne) && ne.Timeout():
+			code, reason = http.StatusRequestTimeout, fmt.Sprintf("no whole request head within %v", p.opts.HeaderTimeout)
+		default:
+			code, reason = http.StatusBadRequest, "malformed request: "+clip(err.Error())
+		}
+		p.log(entry{Decision: "deny", Reason: reason, Status: code})
+		writeStatus(conn, code, reason)
 		return
 	}
 	conn.SetReadDeadline(time.Time{})
-	host, port, err := target(req)
+	d, err := destOf(req)
 	if err != nil {
-		p.log(entry{Method: req.Method, Host: req.Host, Decision: "deny", Reason: err.Error(), Status: http.StatusBadRequest})
+		p.log(entry{Method: clip(req.Method), Host: clip(req.Host), Decision: "deny", Reason: err.Error(), Status: http.StatusBadRequest})
 		writeStatus(conn, http.StatusBadRequest, err.Error())
 		return
 	}
-	e := entry{Method: req.Method, Host: host, Port: port}
+	e := entry{Method: clip(req.Method), Host: d.host, Port: d.port}
 	pol := p.policy.Load()
-	d := pol.decide(host, port)
-	e.Rule = d.Rule
-	if !d.Allow {
+	dec := pol.decide(d)
+	e.Rule = dec.Rule
+	if !dec.Allow {
 		e.Decision, e.Reason, e.Status = "deny", "denied by policy", http.StatusForbidden
-		if d.Rule == "default" {
+		if dec.Rule == "default" {
 			e.Reason = "not in the allow list (policy: deny)"
 		}
 		p.log(e)
-		writeStatus(conn, http.StatusForbidden, fmt.Sprintf("%s is blocked by sbx egress policy (%s)", host, e.Reason))
+		writeStatus(conn, http.StatusForbidden, fmt.Sprintf("%s is blocked by sbx egress policy (%s)", d.host, e.Reason))
 		return
 	}
-	upstream, addr, reason := p.dial(ctx, pol, host, port)
+	upstream, addr, refused, rule, err := p.dial(ctx, pol, d)
 	if upstream == nil {
-		e.Decision, e.Reason, e.Status = "deny", reason, http.StatusForbidden
-		if !strings.Contains(reason, "blocked") {
-			e.Status = http.StatusBadGateway
+		// A refused address is the policy's answer; a name that does not
+		// resolve or an upstream that does not answer is a bad gateway.
+		e.Decision, e.Reason, e.Status = "deny", string(refused), http.StatusForbidden
+		if rule != "" {
+			e.Rule = rule
+		}
+		if err != nil {
+			e.Reason, e.Status = err.Error(), http.StatusBadGateway
 		}
 		p.log(e)
-		writeStatus(conn, e.Status, fmt.Sprintf("%s: %s", host, reason))
+		writeStatus(conn, e.Status, fmt.Sprintf("%s: %s", d.host, e.Reason))
 		return
 	}
 	defer upstream.Close()
@@ -249,8 +337,11 @@ func (p *Proxy) handle(ctx context.Context, conn net.Conn) {
 		return
 	}
 	// An absolute-URI request: forward it without hop-by-hop headers, one
-	// request per connection.
+	// request per connection, to the host that was checked (RFC 9112
+	// §3.2.2: a proxy replaces the Host header with the target's host).
 	req.RequestURI = ""
+	req.URL.Host = d.authority()
+	req.Host = req.URL.Host
 	removeHopHeaders(req.Header)
 	req.Header.Set("Connection", "close")
 	req.Close = true
@@ -265,13 +356,17 @@ func (p *Proxy) handle(ctx context.Context, conn net.Conn) {
 		writeStatus(conn, e.Status, "upstream write failed")
 		return
 	}
-	ur := p.newReader(upstream)
-	defer p.readers.Put(ur)
-	resp, err := http.ReadResponse(ur, req)
+	ur := p.newReader(upstream, responseLimits())
+	defer p.putReader(ur)
+	resp, err := http.ReadResponse(ur.Reader, req)
 	if err != nil {
 		e.Status = http.StatusBadGateway
 		p.log(e)
-		writeStatus(conn, e.Status, "upstream answered badly")
+		msg := "upstream answered badly"
+		if ur.head.err != nil {
+			msg = "upstream response head too large"
+		}
+		writeStatus(conn, e.Status, msg)
 		return
 	}
 	defer resp.Body.Close()
@@ -288,14 +383,6 @@ func (p *Proxy) handle(ctx context.Context, conn net.Conn) {
 	}
 }
 
-func (p *Proxy) newReader(r io.Reader) *bufio.Reader {
-	if br, ok := p.readers.Get().(*bufio.Reader); ok {
-		br.Reset(r)
-		return br
-	}
-	return bufio.NewReader(r)
-}
-
 func (p *Proxy) newWriter(w io.Writer) *bufio.Writer {
 	if bw, ok := p.writers.Get().(*bufio.Writer); ok {
 		bw.Reset(w)
@@ -304,73 +391,61 @@ func (p *Proxy) newWriter(w io.Writer) *bufio.Writer {
 	return bufio.NewWriter(w)
 }
 
-// target finds the host and port a request wants: the CONNECT authority,
-// or the absolute URI's host (port 80 for http://). Origin-form requests
-// ("GET /path") are not proxy requests.
-func target(req *http.Request) (string, int, error) {
-	var hostport string
-	defPort := 80
-	switch {
-	case req.Method == http.MethodConnect:
-		hostport, defPort = req.RequestURI, 443
-	case req.URL != nil && req.URL.IsAbs():
-		if req.URL.Scheme != "http" {
-			return "", 0, fmt.Errorf("unsupported scheme %q (use CONNECT for https)", req.URL.Scheme)
-		}
-		hostport = req.URL.Host
-	default:
-		return "", 0, errors.New("not a proxy request: use CONNECT or an absolute URI")
-	}
-	host, portStr, err := net.SplitHostPort(hostport)
-	if err != nil {
-		host, portStr = strings.Trim(hostport, "[]"), strconv.Itoa(defPort)
-	}
-	port, err := strconv.Atoi(portStr)
-	if err != nil || port < 1 || port > 65535 || host == "" {
-		return "", 0, fmt.Errorf("bad target %q", hostport)
-	}
-	return strings.ToLower(strings.TrimSuffix(host, ".")), port, nil
-}
-
-// dial resolves host, drops every address in a blocked range, and dials
-// one of the checked addresses itself, so a DNS answer that changes
-// between check and use cannot bypass the ranges.
-func (p *Proxy) dial(ctx context.Context, pol *compiled, host string, port int) (net.Conn, string, string) {
+// dial resolves the destination (a name as a fully qualified one, so no
+// resolv.conf search domain turns it into another), checks every address
+// in canonical form, and dials one of those that passed itself, so a DNS
+// answer that changes between check and use cannot bypass the checks. It
+// returns the connection and the address dialled; or why the policy
+// refused every address, with the deny rule if one did; or why nothing
+// could be dialled.
+func (p *Proxy) dial(ctx context.Context, pol *compiled, d dest) (net.Conn, string, refusal, string, error) {
 	var addrs []netip.Addr
-	if ip, err := netip.ParseAddr(host); err == nil {
-		addrs = []netip.Addr{ip}
+	why, rule := refBlocked, ""
+	if d.ip.IsValid() {
+		addrs = []netip.Addr{d.ip}
 	} else {
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		ips, err := p.opts.Resolver.LookupIPAddr(rctx, host)
+		ips, err := p.opts.Resolver.LookupIPAddr(rctx, d.host+".")
 		cancel()
 		if err != nil || len(ips) == 0 {
-			return nil, "", "cannot resolve host"
+			return nil, "", "", "", errors.New("cannot resolve host")
 		}
 		for _, ip := range ips {
-			if a, ok := netip.AddrFromSlice(ip.IP); ok {
-				addrs = append(addrs, a.Unmap())
+			a, ok := netip.AddrFromSlice(ip.IP)
+			switch {
+			case !ok:
+			case ip.Zone != "":
+				why = refZone
+			default:
+				addrs = append(addrs, canonical(a))
 			}
 		}
 	}
 	var allowed []netip.Addr
 	for _, a := range addrs {
-		if !pol.isBlocked(a) {
+		if p.always.contain(a) {
+			continue
+		}
+		switch r, denyRule := pol.vet(a, d.port); r {
+		case "":
 			allowed = append(allowed, a)
+		case refDenied:
+			why, rule = r, denyRule
 		}
 	}
 	if len(allowed) == 0 {
-		return nil, "", "resolves to a blocked address"
+		return nil, "", why, rule, nil
 	}
 	var lastErr error
 	for _, a := range allowed {
-		addr := netip.AddrPortFrom(a, uint16(port)).String()
+		addr := netip.AddrPortFrom(a, uint16(d.port)).String()
 		c, err := p.opts.Dial(ctx, "tcp", addr)
 		if err == nil {
-			return c, addr, ""
+			return c, addr, "", "", nil
 		}
 		lastErr = err
 	}
-	return nil, "", "connect failed: " + lastErr.Error()
+	return nil, "", "", "", fmt.Errorf("connect failed: %v", lastErr)
 }
 
 var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}

@@ -10,9 +10,11 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -22,46 +24,61 @@ import (
 )
 
 func TestDecide(t *testing.T) {
-	p := &Policy{Default: "deny", Allow: []string{"github.com", "*.npmjs.org", "api.example.com:443", "10.1.2.3"}, Deny: []string{"evil.npmjs.org", "github.com:22"}}
+	p := &Policy{Default: "deny", Allow: []string{"github.com", "*.npmjs.org", "api.example.com:443", "10.1.2.3", "[::ffff:10.1.2.4]:443", "2001:db8::1"}, Deny: []string{"evil.npmjs.org", "github.com:22"}}
 	c, err := p.compile()
 	if err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
-		host string
-		port int
-		want Decision
+		target string // as a CONNECT authority
+		want   Decision
 	}{
-		{"github.com", 443, Decision{true, "github.com"}},
-		{"GitHub.com", 80, Decision{true, "github.com"}},
-		{"github.com", 22, Decision{false, "github.com:22"}},
-		{"registry.npmjs.org", 443, Decision{true, "*.npmjs.org"}},
-		{"a.b.npmjs.org", 443, Decision{false, "default"}},
-		{"npmjs.org", 443, Decision{false, "default"}},
-		{"evil.npmjs.org", 443, Decision{false, "evil.npmjs.org"}},
-		{"api.example.com", 443, Decision{true, "api.example.com:443"}},
-		{"api.example.com", 80, Decision{false, "default"}},
-		{"10.1.2.3", 8080, Decision{true, "10.1.2.3"}},
-		{"unlisted.io", 443, Decision{false, "default"}},
+		{"github.com:443", Decision{true, "github.com"}},
+		{"GitHub.com:80", Decision{true, "github.com"}},
+		{"github.com:22", Decision{false, "github.com:22"}},
+		{"registry.npmjs.org:443", Decision{true, "*.npmjs.org"}},
+		{"a.b.npmjs.org:443", Decision{false, "default"}},
+		{"npmjs.org:443", Decision{false, "default"}},
+		{"evil.npmjs.org:443", Decision{false, "evil.npmjs.org"}},
+		{"api.example.com:443", Decision{true, "api.example.com:443"}},
+		{"api.example.com:80", Decision{false, "default"}},
+		{"10.1.2.3:8080", Decision{true, "10.1.2.3"}},
+		{"[::ffff:10.1.2.3]:8080", Decision{true, "10.1.2.3"}},
+		{"10.1.2.4:443", Decision{true, "10.1.2.4:443"}},
+		{"10.1.2.4:80", Decision{false, "default"}},
+		{"[2001:DB8:0::1]:443", Decision{true, "2001:db8::1"}},
+		{"unlisted.io:443", Decision{false, "default"}},
 	}
 	for _, tt := range tests {
-		if got := c.decide(tt.host, tt.port); got != tt.want {
-			t.Errorf("decide(%s, %d) = %+v, want %+v", tt.host, tt.port, got, tt.want)
+		d, err := parseAuthority(tt.target, 443)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.decide(d); got != tt.want {
+			t.Errorf("decide(%s) = %+v, want %+v", tt.target, got, tt.want)
 		}
 	}
 	open, _ := (&Policy{Default: "allow", Deny: []string{"pastebin.com"}}).compile()
-	if !open.decide("anything.io", 443).Allow || open.decide("pastebin.com", 443).Allow {
+	anything, _ := parseAuthority("anything.io:443", 443)
+	pastebin, _ := parseAuthority("pastebin.com:443", 443)
+	if !open.decide(anything).Allow || open.decide(pastebin).Allow {
 		t.Error("default allow with a deny rule is wrong")
 	}
 }
 
-// fakeDNS maps names to addresses; everything else fails to resolve.
+// fakeDNS maps names to addresses ("fe80::1%eth0" carries a zone); every
+// other name fails to resolve. The proxy asks for fully qualified names.
 type fakeDNS map[string][]string
 
 func (f fakeDNS) LookupIPAddr(ctx context.Context, host string) ([]net.IPAddr, error) {
+	name, ok := strings.CutSuffix(host, ".")
+	if !ok {
+		return nil, &net.DNSError{Err: "not fully qualified", Name: host}
+	}
 	var out []net.IPAddr
-	for _, s := range f[host] {
-		out = append(out, net.IPAddr{IP: net.ParseIP(s)})
+	for _, s := range f[name] {
+		ip, zone, _ := strings.Cut(s, "%")
+		out = append(out, net.IPAddr{IP: net.ParseIP(ip), Zone: zone})
 	}
 	if len(out) == 0 {
 		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
@@ -69,14 +86,30 @@ func (f fakeDNS) LookupIPAddr(ctx context.Context, host string) ([]net.IPAddr, e
 	return out, nil
 }
 
+// Stand-ins for public addresses: the test dialer never dials them (see
+// newHarness), and they are in no default blocked range.
+const (
+	pub4  = "93.184.215.14"
+	pub4b = "93.184.215.15"
+	pub6  = "2606:2800:21f:cb07:6820:80da:af6b:8b2c"
+)
+
+// testLocal stands in for the proxy's own addresses: an interface and a
+// gateway, public-looking so that only the proxy's own check refuses them.
+func testLocal() ([]netip.Addr, error) {
+	return []netip.Addr{netip.MustParseAddr("93.184.216.10"), netip.MustParseAddr("2606:2800:220:1::1"), netip.MustParseAddr("93.184.216.1")}, nil
+}
+
 type harness struct {
-	t      *testing.T
-	proxy  *Proxy
-	addr   string
-	policy string
-	log    *syncBuffer
-	dialed []string
-	mu     sync.Mutex
+	t        *testing.T
+	proxy    *Proxy
+	addr     string
+	policy   string
+	log      *syncBuffer
+	upstream string // where every dial really goes
+	mu       sync.Mutex
+	dialed   []string
+	lookups  []string
 }
 
 type syncBuffer struct {
@@ -90,6 +123,7 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 	return s.b.Write(p)
 }
 func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+func (s *syncBuffer) Reset()         { s.mu.Lock(); defer s.mu.Unlock(); s.b.Reset() }
 
 // entries returns the decision lines of the log.
 func (s *syncBuffer) entries(t *testing.T) []entry {
@@ -107,17 +141,32 @@ func (s *syncBuffer) entries(t *testing.T) []entry {
 	return out
 }
 
-func newHarness(t *testing.T, pol Policy, dns fakeDNS) *harness {
+// recordingDNS notes every name the proxy asks to resolve.
+type recordingDNS struct {
+	h   *harness
+	dns fakeDNS
+}
+
+func (r recordingDNS) LookupIPAddr(ctx context.Context, host string) ([]net.IPAddr, error) {
+	r.h.mu.Lock()
+	r.h.lookups = append(r.h.lookups, host)
+	r.h.mu.Unlock()
+	return r.dns.LookupIPAddr(ctx, host)
+}
+
+// newHarness serves a proxy on loopback. Its dialer records the address
+// the proxy chose and connects to the harness's upstream on loopback
+// instead (set with h.upstream; by default the port the proxy asked for
+// on 127.0.0.1), so no test dials any other address.
+func newHarness(t *testing.T, pol Policy, dns fakeDNS, opts ...func(*Options)) *harness {
 	t.Helper()
 	h := &harness{t: t, log: &syncBuffer{}, policy: filepath.Join(t.TempDir(), "policy.json")}
 	h.writePolicy(pol)
-	var d net.Dialer
-	p, err := New(Options{PolicyPath: h.policy, Resolver: dns, Log: h.log, Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
-		h.mu.Lock()
-		h.dialed = append(h.dialed, addr)
-		h.mu.Unlock()
-		return d.DialContext(ctx, network, addr)
-	}})
+	o := Options{PolicyPath: h.policy, Resolver: recordingDNS{h, dns}, Log: h.log, Dial: h.dial, LocalAddrs: testLocal}
+	for _, f := range opts {
+		f(&o)
+	}
+	p, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,6 +181,36 @@ func newHarness(t *testing.T, pol Policy, dns fakeDNS) *harness {
 	t.Cleanup(func() { cancel(); <-done })
 	h.addr = ln.Addr().String()
 	return h
+}
+
+func (h *harness) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	h.mu.Lock()
+	h.dialed = append(h.dialed, addr)
+	to := h.upstream
+	h.mu.Unlock()
+	if to == "" {
+		_, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, err
+		}
+		to = "127.0.0.1:" + port
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, network, to)
+}
+
+// reset forgets what was dialled, resolved and logged.
+func (h *harness) reset() {
+	h.mu.Lock()
+	h.dialed, h.lookups = nil, nil
+	h.mu.Unlock()
+	h.log.Reset()
+}
+
+func (h *harness) seen() (dialed, lookups []string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.dialed), slices.Clone(h.lookups)
 }
 
 func (h *harness) writePolicy(pol Policy) {
@@ -194,15 +273,15 @@ func upstream(t *testing.T) (*httptest.Server, string) {
 	return srv, port
 }
 
-// loopbackOK is a policy for tests whose upstream is on 127.0.0.1: the
-// loopback range is not blocked.
-func loopbackOK(allow ...string) Policy {
+// testPolicy is a policy for tests whose upstreams stand at public
+// addresses: a few ranges blocked, the listed hosts allowed.
+func testPolicy(allow ...string) Policy {
 	return Policy{Default: "deny", Allow: allow, BlockCIDRs: []string{"10.0.0.0/8", "169.254.0.0/16"}}
 }
 
 func TestHTTPAllowedAndDenied(t *testing.T) {
 	_, port := upstream(t)
-	h := newHarness(t, loopbackOK("allowed.test"), fakeDNS{"allowed.test": {"127.0.0.1"}, "denied.test": {"127.0.0.1"}})
+	h := newHarness(t, testPolicy("allowed.test"), fakeDNS{"allowed.test": {pub4}, "denied.test": {pub4}})
 	code, body := h.get("http://allowed.test:" + port + "/x")
 	if code != 200 || body != "hello from allowed.test:"+port {
 		t.Errorf("allowed GET = %d %q", code, body)
@@ -216,7 +295,7 @@ func TestHTTPAllowedAndDenied(t *testing.T) {
 		got[i].Time = ""
 	}
 	want := []entry{
-		{Method: "GET", Host: "allowed.test", Port: atoi(port), Decision: "allow", Reason: "allowed by policy", Rule: "allowed.test", Addr: "127.0.0.1:" + port, Status: 200},
+		{Method: "GET", Host: "allowed.test", Port: atoi(port), Decision: "allow", Reason: "allowed by policy", Rule: "allowed.test", Addr: pub4 + ":" + port, Status: 200},
 		{Method: "GET", Host: "denied.test", Port: atoi(port), Decision: "deny", Reason: "not in the allow list (policy: deny)", Rule: "default", Status: 403},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -230,14 +309,13 @@ func atoi(s string) int {
 	return i
 }
 
-func TestConnectTunnel(t *testing.T) {
-	// A raw TCP echo server stands in for a TLS server: CONNECT carries
-	// bytes, whatever they are.
+// echoServer serves a raw TCP echo on loopback until the test ends.
+func echoServer(tb testing.TB) net.Listener {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	defer ln.Close()
+	tb.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -247,8 +325,15 @@ func TestConnectTunnel(t *testing.T) {
 			go func() { io.Copy(c, c); c.Close() }()
 		}
 	}()
+	return ln
+}
+
+func TestConnectTunnel(t *testing.T) {
+	// A raw TCP echo server stands in for a TLS server: CONNECT carries
+	// bytes, whatever they are.
+	ln := echoServer(t)
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	h := newHarness(t, loopbackOK("echo.test"), fakeDNS{"echo.test": {"127.0.0.1"}, "other.test": {"127.0.0.1"}})
+	h := newHarness(t, testPolicy("echo.test"), fakeDNS{"echo.test": {pub4}, "other.test": {pub4}})
 
 	status, c := h.connect("echo.test:" + port)
 	if status != "HTTP/1.1 200 Connection established" {
@@ -296,23 +381,23 @@ func TestBlockedAddresses(t *testing.T) {
 func TestDialsTheCheckedAddress(t *testing.T) {
 	_, port := upstream(t)
 	pol := Policy{Default: "allow", BlockCIDRs: []string{"10.0.0.0/8", "169.254.0.0/16"}}
-	h := newHarness(t, pol, fakeDNS{"mixed.test": {"169.254.169.254", "10.0.0.1", "127.0.0.1"}})
+	h := newHarness(t, pol, fakeDNS{"mixed.test": {"169.254.169.254", "10.0.0.1", "127.0.0.1", pub4}})
 	code, _ := h.get("http://mixed.test:" + port + "/")
 	if code != 200 {
 		t.Fatalf("GET = %d", code)
 	}
-	if diff := cmp.Diff([]string{"127.0.0.1:" + port}, h.dialed); diff != "" {
+	if diff := cmp.Diff([]string{pub4 + ":" + port}, h.dialed); diff != "" {
 		t.Errorf("dialled (-want +got):\n%s", diff)
 	}
 }
 
 func TestReload(t *testing.T) {
 	_, port := upstream(t)
-	h := newHarness(t, loopbackOK(), fakeDNS{"late.test": {"127.0.0.1"}})
+	h := newHarness(t, testPolicy(), fakeDNS{"late.test": {pub4}})
 	if code, _ := h.get("http://late.test:" + port + "/"); code != 403 {
 		t.Fatalf("before reload: %d", code)
 	}
-	h.writePolicy(loopbackOK("late.test"))
+	h.writePolicy(testPolicy("late.test"))
 	if err := h.proxy.Reload(); err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +415,7 @@ func TestReload(t *testing.T) {
 }
 
 func TestMalformed(t *testing.T) {
-	h := newHarness(t, loopbackOK(), fakeDNS{})
+	h := newHarness(t, testPolicy(), fakeDNS{})
 	for _, req := range []string{"GET /origin-form HTTP/1.1\r\nHost: x\r\n\r\n", "garbage\r\n\r\n", "GET ftp://x.test/ HTTP/1.1\r\nHost: x\r\n\r\n"} {
 		c, err := net.Dial("tcp", h.addr)
 		if err != nil {
@@ -349,13 +434,21 @@ func TestBridgeChain(t *testing.T) {
 	_, port := upstream(t)
 	dir := t.TempDir()
 	policy := filepath.Join(dir, "policy.json")
-	data, _ := json.Marshal(loopbackOK("127.0.0.1"))
+	data, _ := json.Marshal(testPolicy(pub4))
 	os.WriteFile(policy, data, 0o644)
 	sock := filepath.Join(dir, "egress.sock")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var errs bytes.Buffer
-	go ProxyMain(ctx, []string{"--policy", policy, "--listen", "unix:" + sock, "--log", filepath.Join(dir, "log.jsonl")}, nil, io.Discard, &errs)
+	var d net.Dialer
+	toUpstream := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if addr != pub4+":"+port {
+			return nil, fmt.Errorf("dialled %s", addr)
+		}
+		return d.DialContext(ctx, network, "127.0.0.1:"+port)
+	}
+	go proxyMain(ctx, []string{"--policy", policy, "--listen", "unix:" + sock, "--log", filepath.Join(dir, "log.jsonl")}, nil, io.Discard, &errs,
+		Options{Dial: toUpstream, LocalAddrs: testLocal})
 	bln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -363,7 +456,7 @@ func TestBridgeChain(t *testing.T) {
 	go Bridge(ctx, bln, sock)
 	proxyURL, _ := url.Parse("http://" + bln.Addr().String())
 	c := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxyURL)}, Timeout: 10 * time.Second}
-	resp, err := c.Get("http://127.0.0.1:" + port + "/")
+	resp, err := c.Get("http://" + pub4 + ":" + port + "/")
 	if err != nil {
 		t.Fatalf("through bridge and proxy: %v (%s)", err, errs.String())
 	}
@@ -404,7 +497,7 @@ func TestHTTPResponsesWhole(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
-	h := newHarness(t, loopbackOK("up.test"), fakeDNS{"up.test": {"127.0.0.1"}})
+	h := newHarness(t, testPolicy("up.test"), fakeDNS{"up.test": {pub4}})
 	proxyURL, _ := url.Parse("http://" + h.addr)
 	c := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxyURL), DisableKeepAlives: true}, Timeout: 10 * time.Second}
 	fetch := func(path string) error {

@@ -255,12 +255,32 @@ const (
 	DefaultSameError        = 5
 )
 
-// DefaultBlockCIDRs are the ranges the egress proxy never dials: loopback,
-// private, link-local and unique-local addresses, so a sandbox cannot reach
-// the host's or the LAN's services by address.
+// DefaultBlockCIDRs are the ranges the egress proxy never dials: every
+// block of IANA's IPv4 and IPv6 Special-Purpose Address Registries (RFC
+// 6890; iana.org/assignments/iana-ipv4-special-registry and
+// iana-ipv6-special-registry, as of the 2025-04 addition of
+// 100:0:0:1::/64): "this network", private-use, shared (CGNAT),
+// loopback, link-local, IETF protocol assignments, documentation,
+// benchmarking, AS112, AMT, 6to4 and its relay, NAT64, Teredo,
+// discard-only, dummy, SRv6 SIDs, unique-local; then multicast (RFC 5771,
+// RFC 4291 §2.7), the reserved 240.0.0.0/4 and the deprecated site-local
+// fec0::/10 (RFC 3879). A few of these are globally reachable (AS112,
+// AMT, 64:ff9b::/96); none is a place a sandbox has business reaching,
+// and NAT64, 6to4 and Teredo addresses carry an IPv4 address that would
+// otherwise slip past the IPv4 ranges. The docker driver's proxy checks
+// an IPv4-mapped address (::ffff:0:0/96) as the IPv4 address it carries,
+// and refuses unspecified and loopback addresses, its own and the Docker
+// host's whatever this list says.
 var DefaultBlockCIDRs = []string{
-	"10.0.0.0/8", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12", "192.168.0.0/16",
-	"::1/128", "fc00::/7", "fe80::/10",
+	"0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
+	"172.16.0.0/12", "192.0.0.0/24", "192.0.2.0/24", "192.31.196.0/24",
+	"192.52.193.0/24", "192.88.99.0/24", "192.168.0.0/16", "192.175.48.0/24",
+	"198.18.0.0/15", "198.51.100.0/24", "203.0.113.0/24", "224.0.0.0/4",
+	"240.0.0.0/4", "255.255.255.255/32",
+	"::/128", "::1/128", "::ffff:0:0/96", "64:ff9b::/96", "64:ff9b:1::/48",
+	"100::/64", "100:0:0:1::/64", "2001::/23", "2001:db8::/32", "2002::/16",
+	"2620:4f:8000::/48", "3fff::/20", "5f00::/16", "fc00::/7", "fe80::/10",
+	"fec0::/10", "ff00::/8",
 }
 
 // DefaultTemplate returns the Docker Sandboxes template image of an agent

@@ -3,6 +3,11 @@
 // with the same allow-list: the throughput of one 1 GiB transfer and the
 // p50/p99 latency of small requests. Run: go run ./bench/testdata/egressbench
 // (needs /usr/bin/tinyproxy). Loopback only; it stops by itself.
+//
+// sbx's proxy refuses loopback whatever its policy says, so it runs here
+// as this program's proxy mode: the same egress.Proxy as `sbx
+// __egress-proxy`, whose dialer takes the public address it was asked
+// for to the loopback upstream.
 package main
 
 import (
@@ -28,7 +33,22 @@ const (
 	smallReqs = 2000
 )
 
+// publicAddr is where sbx's proxy believes the upstream is (example.com's
+// address; the proxy's dialer takes it to loopback instead).
+const publicAddr = "93.184.215.14"
+
+// proxyMode is the argument that makes this program the proxy process:
+// proxyMode POLICY LISTEN UPSTREAM.
+const proxyMode = "__proxy"
+
 func main() {
+	if len(os.Args) == 5 && os.Args[1] == proxyMode {
+		if err := serveProxy(os.Args[2], os.Args[3], os.Args[4]); err != nil {
+			fmt.Fprintln(os.Stderr, "egressbench proxy:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "egressbench:", err)
 		os.Exit(1)
@@ -64,25 +84,30 @@ func run() error {
 	defer srv.Close()
 	_, upPort, _ := net.SplitHostPort(up.Addr().String())
 
-	// sbx's proxy, allowing only the upstream (loopback not blocked here),
-	// as it runs in its container: its own process, the static sbx binary.
-	sbx := filepath.Join(dir, "sbx")
-	build := exec.Command("go", "build", "-o", sbx, "github.com/sbxhq/sbx/cmd/sbx")
+	// sbx's proxy as it runs in its container: its own process, a static
+	// build, GOMAXPROCS=1, allowing only the upstream. The proxy refuses
+	// loopback whatever its policy says, so to it the upstream stands at
+	// a public address (never dialled): the process is this program in
+	// proxy mode, sbx's egress.Proxy whose dialer carries that one
+	// address to the loopback upstream.
+	self := filepath.Join(dir, "egressbench")
+	build := exec.Command("go", "build", "-o", self, "github.com/sbxhq/sbx/bench/testdata/egressbench")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("building sbx: %v: %s", err, out)
+		return fmt.Errorf("building the proxy: %v: %s", err, out)
 	}
 	policy := filepath.Join(dir, "policy.json")
-	data, _ := json.Marshal(egress.Policy{Default: "deny", Allow: []string{"127.0.0.1:" + upPort}, BlockCIDRs: []string{"10.0.0.0/8"}})
+	data, _ := json.Marshal(egress.Policy{Default: "deny", Allow: []string{publicAddr + ":" + upPort}, BlockCIDRs: []string{"10.0.0.0/8"}})
 	os.WriteFile(policy, data, 0o644)
 	sbxPort, err := freePort()
 	if err != nil {
 		return err
 	}
-	proxy := exec.CommandContext(ctx, sbx, "__egress-proxy", "--policy", policy, "--listen", "127.0.0.1:"+sbxPort, "--log", os.DevNull)
+	proxy := exec.CommandContext(ctx, self, proxyMode, policy, "127.0.0.1:"+sbxPort, "127.0.0.1:"+upPort)
 	proxy.Env = append(os.Environ(), "GOMAXPROCS=1") // as the docker driver runs it
+	proxy.Stderr = os.Stderr
 	if err := proxy.Start(); err != nil {
-		return fmt.Errorf("sbx __egress-proxy: %v", err)
+		return fmt.Errorf("the proxy: %v", err)
 	}
 	defer proxy.Process.Kill()
 	waitListening(sbxPort)
@@ -114,14 +139,14 @@ LogLevel Critical
 	waitListening(tinyPort)
 
 	fmt.Printf("| path | 1 GiB transfer | throughput | small request p50 | p99 |\n|---|---:|---:|---:|---:|\n")
-	for _, c := range []struct{ name, proxy string }{
-		{"direct", ""},
-		{"sbx egress proxy", "127.0.0.1:" + sbxPort},
-		{"tinyproxy " + tinyVersion(), "127.0.0.1:" + tinyPort},
+	for _, c := range []struct{ name, proxy, upstream string }{
+		{"direct", "", "127.0.0.1:" + upPort},
+		{"sbx egress proxy", "127.0.0.1:" + sbxPort, publicAddr + ":" + upPort},
+		{"tinyproxy " + tinyVersion(), "127.0.0.1:" + tinyPort, "127.0.0.1:" + upPort},
 	} {
 		client := newClient(c.proxy)
 		start := time.Now()
-		resp, err := client.Get("http://127.0.0.1:" + upPort + "/big")
+		resp, err := client.Get("http://" + c.upstream + "/big")
 		if err != nil {
 			return fmt.Errorf("%s: %v", c.name, err)
 		}
@@ -134,7 +159,7 @@ LogLevel Critical
 		lat := make([]time.Duration, 0, smallReqs)
 		for i := 0; i < smallReqs; i++ {
 			s := time.Now()
-			resp, err := client.Get("http://127.0.0.1:" + upPort + "/small")
+			resp, err := client.Get("http://" + c.upstream + "/small")
 			if err != nil {
 				return fmt.Errorf("%s: %v", c.name, err)
 			}
@@ -147,6 +172,33 @@ LogLevel Critical
 			lat[len(lat)/2].Round(time.Microsecond), lat[len(lat)*99/100].Round(time.Microsecond))
 	}
 	return nil
+}
+
+// serveProxy runs sbx's egress proxy as `sbx __egress-proxy` does (its
+// decisions written to a file, here /dev/null), with a dialer that takes
+// publicAddr to the loopback upstream and refuses every other address.
+func serveProxy(policy, listen, upstream string) error {
+	logf, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	_, upPort, _ := net.SplitHostPort(upstream)
+	var d net.Dialer
+	p, err := egress.New(egress.Options{PolicyPath: policy, Log: logf, Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if addr != publicAddr+":"+upPort {
+			return nil, fmt.Errorf("the benchmark's proxy dials only %s:%s, not %s", publicAddr, upPort, addr)
+		}
+		return d.DialContext(ctx, network, upstream)
+	}})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return err
+	}
+	return p.Serve(context.Background(), ln)
 }
 
 // freePort returns a loopback port that was free a moment ago.
