@@ -89,7 +89,11 @@ type Config struct {
 	Stderr  io.Writer
 }
 
-// Record is one iteration in records.jsonl.
+// Record is one iteration in records.jsonl. Files counts the paths the
+// iteration added, removed or modified in the working tree, committed or
+// not (ignored files aside); Commits counts the commits HEAD gained (git
+// rev-list --count before..after), 0 with a warning when they cannot be
+// counted.
 type Record struct {
 	Iteration   int       `json:"iteration"`
 	Start       time.Time `json:"start"`
@@ -130,7 +134,7 @@ const killGrace = time.Second
 // (Ctrl-C, sbx loop stop) kills the agent inside the sandbox and returns
 // "interrupted".
 func Run(ctx context.Context, cfg Config) *Result {
-	r := &loopRun{cfg: cfg}
+	r := &loopRun{cfg: cfg, scan: NewScanner(cfg.Workspace)}
 	if r.cfg.Group == nil {
 		r.cfg.Group = ShellGrouper{}
 	}
@@ -150,6 +154,7 @@ type loopRun struct {
 	// last is the workspace after the previous iteration, reused as the
 	// next one's starting point when nothing ran in between.
 	last *Snapshot
+	scan *Scanner
 }
 
 func (r *loopRun) run(ctx context.Context) *Result {
@@ -267,9 +272,9 @@ func allPassed(vs []Verify) bool {
 func (r *loopRun) iteration(ctx, runCtx context.Context, i int, command []string) (*Record, error) {
 	cfg := r.cfg
 	l := cfg.Loop
-	prompt, err := os.ReadFile(l.Prompt)
+	prompt, err := ReadPrompt(cfg.Workspace, l)
 	if err != nil {
-		return nil, fmt.Errorf("prompt: %v", err)
+		return nil, err
 	}
 	hints, err := cfg.Control.TakeHints()
 	if err != nil {
@@ -280,7 +285,7 @@ func (r *loopRun) iteration(ctx, runCtx context.Context, i int, command []string
 	// since (verify commands may write).
 	before := r.last
 	if before == nil {
-		b, err := TakeSnapshot(ctx, cfg.Workspace)
+		b, err := r.scan.Snapshot(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -336,14 +341,16 @@ func (r *loopRun) iteration(ctx, runCtx context.Context, i int, command []string
 		}
 		denials <- nil
 	}()
-	after, err := TakeSnapshot(ctx, cfg.Workspace)
+	after, err := r.scan.Snapshot(ctx)
 	rec.Denials = <-denials
 	if err != nil {
 		return nil, err
 	}
-	rec.Progressed = *before != after
-	rec.Files = after.Files
-	rec.Commits = Commits(ctx, cfg.Workspace, before.Head, after.Head)
+	rec.Progressed = !before.Same(after)
+	rec.Files = Changed(*before, after)
+	if rec.Commits, err = Commits(ctx, cfg.Workspace, before.Head, after.Head); err != nil {
+		fmt.Fprintf(cfg.Stderr, "sbx loop: iteration %d: counting commits: %v\n", i, err)
+	}
 	r.last = &after
 	if !rec.Interrupted && rec.ExitStatus == 0 && !rec.TimedOut && (l.Completion.Promise == "" || rec.PromiseSeen) {
 		r.last = nil // verify may change the workspace

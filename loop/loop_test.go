@@ -51,12 +51,15 @@ func newFixture(t *testing.T, git bool) *fixture {
 	return f
 }
 
-// run runs a loop whose agent is script (sh -c), with the prompt "do it".
+// run runs a loop whose agent is script (sh -c), with the prompt "do it"
+// unless l names one.
 func (f *fixture) run(ctx context.Context, script string, l spec.Loop, env map[string]string) *Result {
 	f.t.Helper()
-	prompt := filepath.Join(f.t.TempDir(), "PROMPT.md")
-	os.WriteFile(prompt, []byte("do it\n"), 0o644)
-	l.Prompt = prompt
+	if l.Prompt == "" {
+		prompt := filepath.Join(f.t.TempDir(), "PROMPT.md")
+		os.WriteFile(prompt, []byte("do it\n"), 0o644)
+		l.Prompt, l.PromptRoot = prompt, filepath.Dir(prompt)
+	}
 	l.Command = []string{"sh", "-c", script}
 	if l.IterationTimeout == 0 {
 		l.IterationTimeout = time.Minute
