@@ -93,7 +93,7 @@ type Config struct {
 // iteration added, removed or modified in the working tree, committed or
 // not (ignored files aside); Commits counts the commits HEAD gained (git
 // rev-list --count before..after), 0 with a warning when they cannot be
-// counted.
+// counted. An iteration stopped while the workspace was read has neither.
 type Record struct {
 	Iteration   int       `json:"iteration"`
 	Start       time.Time `json:"start"`
@@ -210,7 +210,12 @@ func (r *loopRun) run(ctx context.Context) *Result {
 			return ended(StateBudget, fmt.Sprintf("maxDuration %s spent", l.MaxDuration), i-1)
 		}
 		rec, err := r.iteration(ctx, runCtx, i, command)
-		if err != nil {
+		switch {
+		case err != nil && ctx.Err() != nil:
+			// Stopped while the iteration could not finish (reading the
+			// workspace before the agent ran): not an error.
+			return ended(StateInterrupted, fmt.Sprintf("stopped in iteration %d", i), i-1)
+		case err != nil:
 			return ended(StateError, err.Error(), i)
 		}
 		if err := json.NewEncoder(records).Encode(rec); err != nil {
@@ -343,15 +348,21 @@ func (r *loopRun) iteration(ctx, runCtx context.Context, i int, command []string
 	}()
 	after, err := r.scan.Snapshot(ctx)
 	rec.Denials = <-denials
-	if err != nil {
+	switch {
+	case err == nil:
+		rec.Progressed = !before.Same(after)
+		rec.Files = Changed(*before, after)
+		if rec.Commits, err = Commits(ctx, cfg.Workspace, before.Head, after.Head); err != nil && ctx.Err() == nil {
+			fmt.Fprintf(cfg.Stderr, "sbx loop: iteration %d: counting commits: %v\n", i, err)
+		}
+		r.last = &after
+	case ctx.Err() != nil:
+		// Stopped while the workspace was read: the run ends without
+		// this iteration's progress measured.
+		rec.Interrupted = true
+	default:
 		return nil, err
 	}
-	rec.Progressed = !before.Same(after)
-	rec.Files = Changed(*before, after)
-	if rec.Commits, err = Commits(ctx, cfg.Workspace, before.Head, after.Head); err != nil {
-		fmt.Fprintf(cfg.Stderr, "sbx loop: iteration %d: counting commits: %v\n", i, err)
-	}
-	r.last = &after
 	if !rec.Interrupted && rec.ExitStatus == 0 && !rec.TimedOut && (l.Completion.Promise == "" || rec.PromiseSeen) {
 		r.last = nil // verify may change the workspace
 		for _, v := range l.Completion.Verify {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -205,19 +206,34 @@ func TestIterationTimeoutKillsTree(t *testing.T) {
 	}
 }
 
+// TestStopInterrupts: stopping a run mid-iteration kills the agent and
+// ends the run as interrupted, with the iteration recorded, in a
+// workspace that takes reading (the snapshot after the agent sees the
+// stop too).
 func TestStopInterrupts(t *testing.T) {
-	f := newFixture(t, false)
+	f := newFixture(t, true)
+	for i := range 50 {
+		os.WriteFile(filepath.Join(f.ws, fmt.Sprintf("file%d", i)), []byte("x"), 0o644)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan *Result)
 	go func() {
-		done <- f.run(ctx, `sleep 300`, spec.Loop{MaxIterations: 5, Completion: spec.Completion{Promise: "X"}}, nil)
+		done <- f.run(ctx, `touch started; sleep 300`, spec.Loop{MaxIterations: 5, Completion: spec.Completion{Promise: "X"}}, nil)
 	}()
-	time.Sleep(300 * time.Millisecond)
+	for i := 0; i < 200; i++ {
+		if _, err := os.Stat(filepath.Join(f.ws, "started")); err == nil {
+			break
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
 	cancel()
 	select {
 	case res := <-done:
-		if res.State != StateInterrupted || res.ExitCode != ExitInterrupted {
-			t.Errorf("result = %+v", res)
+		if res.State != StateInterrupted || res.ExitCode != ExitInterrupted || res.Iterations != 1 {
+			t.Fatalf("result = %+v\n%s", res, f.out.String())
+		}
+		if recs := f.records(res); len(recs) != 1 || !recs[0].Interrupted {
+			t.Errorf("records = %+v", recs)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the loop did not stop")
