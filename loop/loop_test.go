@@ -71,8 +71,20 @@ func (f *fixture) run(ctx context.Context, script string, l spec.Loop, env map[s
 	}
 	return Run(ctx, Config{
 		Sandbox: "box", Agent: "shell", Workspace: f.ws, Loop: l, Env: env, Redact: redact,
-		Exec: hostSandbox{}, Control: f.control, Stdout: &f.out, Stderr: &f.out,
+		Exec: hostSandbox{}, Group: tempGrouper{f.t.TempDir()}, Control: f.control, Stdout: &f.out, Stderr: &f.out,
 	})
+}
+
+// tempGrouper is ShellGrouper with the pidfiles, which hostSandbox writes
+// on the host, in a test's own directory instead of /tmp.
+type tempGrouper struct{ dir string }
+
+func (g tempGrouper) Group(argv []string, pidfile string) []string {
+	return ShellGrouper{}.Group(argv, filepath.Join(g.dir, filepath.Base(pidfile)))
+}
+
+func (g tempGrouper) Kill(pidfile string) []string {
+	return ShellGrouper{}.Kill(filepath.Join(g.dir, filepath.Base(pidfile)))
 }
 
 func (f *fixture) records(res *Result) []Record {
