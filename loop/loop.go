@@ -90,7 +90,11 @@ type Config struct {
 	Stderr  io.Writer
 }
 
-// Record is one iteration in records.jsonl.
+// Record is one iteration in records.jsonl. Files counts the paths the
+// iteration added, removed or modified in the working tree, committed or
+// not (ignored files aside); Commits counts the commits HEAD gained (git
+// rev-list --count before..after), 0 with a warning when they cannot be
+// counted. An iteration stopped while the workspace was read has neither.
 type Record struct {
 	Iteration   int       `json:"iteration"`
 	Start       time.Time `json:"start"`
@@ -133,7 +137,7 @@ const killGrace = time.Second
 func Run(ctx context.Context, cfg Config) *Result {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	r := &loopRun{cfg: cfg, cancel: cancel}
+	r := &loopRun{cfg: cfg, cancel: cancel, scan: NewScanner(cfg.Workspace)}
 	if r.cfg.Group == nil {
 		r.cfg.Group = ShellGrouper{}
 	}
@@ -154,6 +158,7 @@ type loopRun struct {
 	// last is the workspace after the previous iteration, reused as the
 	// next one's starting point when nothing ran in between.
 	last *Snapshot
+	scan *Scanner
 }
 
 func (r *loopRun) run(ctx context.Context) *Result {
@@ -210,7 +215,12 @@ func (r *loopRun) run(ctx context.Context) *Result {
 			return ended(StateBudget, fmt.Sprintf("maxDuration %s spent", l.MaxDuration), i-1)
 		}
 		rec, err := r.iteration(ctx, runCtx, i, command)
-		if err != nil {
+		switch {
+		case err != nil && ctx.Err() != nil:
+			// Stopped while the iteration could not finish (reading the
+			// workspace before the agent ran): not an error.
+			return ended(StateInterrupted, fmt.Sprintf("stopped in iteration %d", i), i-1)
+		case err != nil:
 			return ended(StateError, err.Error(), i)
 		}
 		if err := json.NewEncoder(records).Encode(rec); err != nil {
@@ -272,9 +282,9 @@ func allPassed(vs []Verify) bool {
 func (r *loopRun) iteration(ctx, runCtx context.Context, i int, command []string) (*Record, error) {
 	cfg := r.cfg
 	l := cfg.Loop
-	prompt, err := os.ReadFile(l.Prompt)
+	prompt, err := ReadPrompt(cfg.Workspace, l)
 	if err != nil {
-		return nil, fmt.Errorf("prompt: %v", err)
+		return nil, err
 	}
 	hints, err := cfg.Control.TakeHints()
 	if err != nil {
@@ -285,7 +295,7 @@ func (r *loopRun) iteration(ctx, runCtx context.Context, i int, command []string
 	// since (verify commands may write).
 	before := r.last
 	if before == nil {
-		b, err := TakeSnapshot(ctx, cfg.Workspace)
+		b, err := r.scan.Snapshot(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -341,15 +351,23 @@ func (r *loopRun) iteration(ctx, runCtx context.Context, i int, command []string
 		}
 		denials <- nil
 	}()
-	after, err := TakeSnapshot(ctx, cfg.Workspace)
+	after, err := r.scan.Snapshot(ctx)
 	rec.Denials = <-denials
-	if err != nil {
+	switch {
+	case err == nil:
+		rec.Progressed = !before.Same(after)
+		rec.Files = Changed(*before, after)
+		if rec.Commits, err = Commits(ctx, cfg.Workspace, before.Head, after.Head); err != nil && ctx.Err() == nil {
+			fmt.Fprintf(cfg.Stderr, "sbx loop: iteration %d: counting commits: %v\n", i, err)
+		}
+		r.last = &after
+	case ctx.Err() != nil:
+		// Stopped while the workspace was read: the run ends without
+		// this iteration's progress measured.
+		rec.Interrupted = true
+	default:
 		return nil, err
 	}
-	rec.Progressed = *before != after
-	rec.Files = after.Files
-	rec.Commits = Commits(ctx, cfg.Workspace, before.Head, after.Head)
-	r.last = &after
 	if !rec.Interrupted && rec.ExitStatus == 0 && !rec.TimedOut && (l.Completion.Promise == "" || rec.PromiseSeen) {
 		r.last = nil // verify may change the workspace
 		for _, v := range l.Completion.Verify {

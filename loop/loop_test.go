@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,12 +50,15 @@ func newFixture(t *testing.T, git bool) *fixture {
 	return f
 }
 
-// run runs a loop whose agent is script (sh -c), with the prompt "do it".
+// run runs a loop whose agent is script (sh -c), with the prompt "do it"
+// unless l names one.
 func (f *fixture) run(ctx context.Context, script string, l spec.Loop, env map[string]string) *Result {
 	f.t.Helper()
-	prompt := filepath.Join(f.t.TempDir(), "PROMPT.md")
-	os.WriteFile(prompt, []byte("do it\n"), 0o644)
-	l.Prompt = prompt
+	if l.Prompt == "" {
+		prompt := filepath.Join(f.t.TempDir(), "PROMPT.md")
+		os.WriteFile(prompt, []byte("do it\n"), 0o644)
+		l.Prompt, l.PromptRoot = prompt, filepath.Dir(prompt)
+	}
 	l.Command = []string{"sh", "-c", script}
 	if l.IterationTimeout == 0 {
 		l.IterationTimeout = time.Minute
@@ -65,8 +69,20 @@ func (f *fixture) run(ctx context.Context, script string, l spec.Loop, env map[s
 	}
 	return Run(ctx, Config{
 		Sandbox: "box", Agent: "shell", Workspace: f.ws, Loop: l, Env: env, Redact: redact,
-		Exec: hostSandbox{}, Control: f.control, Stdout: &f.out, Stderr: &f.out,
+		Exec: hostSandbox{}, Group: tempGrouper{f.t.TempDir()}, Control: f.control, Stdout: &f.out, Stderr: &f.out,
 	})
+}
+
+// tempGrouper is ShellGrouper with the pidfiles, which hostSandbox writes
+// on the host, in a test's own directory instead of /tmp.
+type tempGrouper struct{ dir string }
+
+func (g tempGrouper) Group(argv []string, pidfile string) []string {
+	return ShellGrouper{}.Group(argv, filepath.Join(g.dir, filepath.Base(pidfile)))
+}
+
+func (g tempGrouper) Kill(pidfile string) []string {
+	return ShellGrouper{}.Kill(filepath.Join(g.dir, filepath.Base(pidfile)))
 }
 
 func (f *fixture) records(res *Result) []Record {
@@ -200,19 +216,34 @@ func TestIterationTimeoutKillsTree(t *testing.T) {
 	}
 }
 
+// TestStopInterrupts: stopping a run mid-iteration kills the agent and
+// ends the run as interrupted, with the iteration recorded, in a
+// workspace that takes reading (the snapshot after the agent sees the
+// stop too).
 func TestStopInterrupts(t *testing.T) {
-	f := newFixture(t, false)
+	f := newFixture(t, true)
+	for i := range 50 {
+		os.WriteFile(filepath.Join(f.ws, fmt.Sprintf("file%d", i)), []byte("x"), 0o644)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan *Result)
 	go func() {
-		done <- f.run(ctx, `sleep 300`, spec.Loop{MaxIterations: 5, Completion: spec.Completion{Promise: "X"}}, nil)
+		done <- f.run(ctx, `touch started; sleep 300`, spec.Loop{MaxIterations: 5, Completion: spec.Completion{Promise: "X"}}, nil)
 	}()
-	time.Sleep(300 * time.Millisecond)
+	for i := 0; i < 200; i++ {
+		if _, err := os.Stat(filepath.Join(f.ws, "started")); err == nil {
+			break
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
 	cancel()
 	select {
 	case res := <-done:
-		if res.State != StateInterrupted || res.ExitCode != ExitInterrupted {
-			t.Errorf("result = %+v", res)
+		if res.State != StateInterrupted || res.ExitCode != ExitInterrupted || res.Iterations != 1 {
+			t.Fatalf("result = %+v\n%s", res, f.out.String())
+		}
+		if recs := f.records(res); len(recs) != 1 || !recs[0].Interrupted {
+			t.Errorf("records = %+v", recs)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the loop did not stop")

@@ -2,8 +2,13 @@ package loop
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
+
+	"github.com/sbxhq/sbx/internal/untrusted"
+	"github.com/sbxhq/sbx/spec"
 )
 
 // Prompt assembles one iteration's input: a short header, any hints added
@@ -47,4 +52,32 @@ func PromiseSeen(output, promise string) bool {
 		}
 	}
 	return false
+}
+
+// MaxPrompt is the largest prompt file the loop reads.
+const MaxPrompt = 1 << 20
+
+// ReadPrompt reads the loop's prompt file within l.PromptRoot (the
+// workspace when unset): a symlink the agent puts in its place may not
+// lead outside that directory; a FIFO, socket or device is an error,
+// never waited on; so is a file over MaxPrompt bytes.
+func ReadPrompt(workspace string, l spec.Loop) ([]byte, error) {
+	dir := l.PromptRoot
+	if dir == "" {
+		dir = workspace
+	}
+	rel, err := filepath.Rel(dir, l.Prompt)
+	if err != nil || !filepath.IsLocal(rel) {
+		return nil, fmt.Errorf("loop.prompt %s: outside %s, the directory it must be read within", l.Prompt, dir)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("loop.prompt: %v", err)
+	}
+	defer root.Close()
+	data, err := untrusted.ReadFile(root, rel, MaxPrompt)
+	if err != nil {
+		return nil, fmt.Errorf("loop.prompt %s: %v (it is read within %s)", l.Prompt, err, dir)
+	}
+	return data, nil
 }

@@ -175,6 +175,29 @@ func (st *state) mustExist(n *yaml.Node, path, p string, want fileKind, what str
 	}
 }
 
+// promptRoot returns the directory the prompt is read within: the
+// workspace when it holds the prompt (the narrowest root the agent can
+// write in), else the sandbox file's directory when that holds it, else
+// "".
+func promptRoot(prompt, workspace, dir string) string {
+	for _, d := range []string{workspace, dir} {
+		if rel, err := filepath.Rel(d, prompt); d != "" && err == nil && filepath.IsLocal(rel) {
+			return d
+		}
+	}
+	return ""
+}
+
+// workspaceUnresolved reports a workspace path that names a variable not
+// set (offline validation), so its value is not the real one.
+func (st *state) workspaceUnresolved(root *yaml.Node) bool {
+	_, w := lookupKey(root, "workspace")
+	if w != nil && w.Kind == yaml.MappingNode {
+		_, w = lookupKey(w, "path")
+	}
+	return w != nil && st.unresolved[w]
+}
+
 func (st *state) template(root *yaml.Node, s *Spec) {
 	_, t := lookupKey(root, "template")
 	switch {
@@ -460,6 +483,10 @@ func (st *state) loop(root *yaml.Node, s *Spec) {
 	if v, path, ok := st.scalar(l, "prompt", s, "loop"); ok {
 		loop.Prompt = st.path(v, v.Value)
 		st.mustExist(v, path, loop.Prompt, isFile, "prompt file")
+		loop.PromptRoot = promptRoot(loop.Prompt, s.Workspace.Path, s.Dir)
+		if loop.PromptRoot == "" && !st.unresolved[v] && !st.workspaceUnresolved(root) {
+			st.errorf(v, path, "prompt file %s is outside the workspace and the sandbox file's directory: sbx reads it within one of them, so that a symlink put in its place cannot lead to other files", loop.Prompt)
+		}
 	}
 	loop.MaxIterations = st.integer(l, "maxIterations", 0)
 	if _, c := lookupKey(l, "completion"); c != nil && c.Kind == yaml.MappingNode {

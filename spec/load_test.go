@@ -107,3 +107,52 @@ func TestAliasBombBounded(t *testing.T) {
 		t.Errorf("rejecting the alias bomb allocated %d bytes, want under 32 MiB", alloc)
 	}
 }
+
+// TestPromptRoot: the prompt is read within the workspace when it is
+// there, else within the sandbox file's directory; elsewhere it is an
+// error, since a symlink in its place could lead anywhere.
+func TestPromptRoot(t *testing.T) {
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "ws")
+	other := t.TempDir()
+	for _, p := range []string{filepath.Join(dir, "PROMPT.md"), filepath.Join(ws, "task", "PROMPT.md"), filepath.Join(other, "PROMPT.md")} {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("do it\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		workspace, prompt string
+		wantRoot, wantErr string
+	}{
+		{workspace: "ws", prompt: "ws/task/PROMPT.md", wantRoot: ws},
+		{workspace: "ws", prompt: "PROMPT.md", wantRoot: dir},
+		{workspace: ".", prompt: "ws/task/PROMPT.md", wantRoot: dir},
+		{workspace: "ws", prompt: filepath.Join(other, "PROMPT.md"),
+			wantErr: "sandbox.yaml:4:16: loop.prompt: prompt file " + filepath.Join(other, "PROMPT.md") + " is outside the workspace and the sandbox file's directory: sbx reads it within one of them, so that a symlink put in its place cannot lead to other files"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.prompt, func(t *testing.T) {
+			f := filepath.Join(dir, "sandbox.yaml")
+			data := "version: 1\nagent: claude\nworkspace: " + tt.workspace + "\nloop: {prompt: " + tt.prompt + ", maxIterations: 1, completion: {promise: X}}\n"
+			if err := os.WriteFile(f, []byte(data), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			res, err := spec.Load([]string{f}, spec.Options{Schema: compile(t), NoLocal: true})
+			if tt.wantErr != "" {
+				if err == nil || strings.TrimPrefix(err.Error(), dir+string(filepath.Separator)) != tt.wantErr {
+					t.Errorf("Load = %v, want %s", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := res.Specs[0].Loop.PromptRoot; got != tt.wantRoot {
+				t.Errorf("PromptRoot = %s, want %s", got, tt.wantRoot)
+			}
+		})
+	}
+}

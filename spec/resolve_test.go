@@ -134,6 +134,7 @@ loop:
 		Network: spec.Network{Policy: "deny", Allow: []string{"example.com"}, Presets: []string{"golang"}, AgentHosts: true, BlockCIDRs: defaultCIDRs()},
 		Loop: &spec.Loop{
 			Prompt:           filepath.Join(dir, "PROMPT.md"),
+			PromptRoot:       dir,
 			MaxIterations:    5,
 			Completion:       spec.Completion{Promise: "COMPLETE"},
 			IterationTimeout: 10 * time.Minute,

@@ -233,6 +233,10 @@ type Loop struct {
 	Breaker          Breaker       `json:"breaker"`
 	Command          []string      `json:"command,omitempty"`
 	Ephemeral        bool          `json:"ephemeral,omitempty"`
+	// PromptRoot is the directory the prompt is read within, so that a
+	// symlink put in its place cannot lead outside it: the workspace when
+	// it holds the prompt, else the sandbox file's directory.
+	PromptRoot string `json:"-"`
 }
 
 // Completion says when the loop is done: the promise printed and/or every

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -16,6 +15,8 @@ import (
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/sbxhq/sbx/internal/untrusted"
 )
 
 // MaxFileSize is the largest sandbox file sbx reads. Real files are a few
@@ -339,9 +340,11 @@ func lookupKey(m *yaml.Node, key string) (k, v *yaml.Node) {
 }
 
 // readFile reads at most MaxFileSize+1 bytes, enough to tell a file is too
-// large without reading all of it.
+// large without reading all of it. The file must be a regular file: the
+// open does not block (a FIFO named sandbox.local.yaml is an error at
+// once, not a hang) and what it opened is checked, not a stat before it.
 func readFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	f, _, err := untrusted.OpenPath(path)
 	if err != nil {
 		return nil, err
 	}

@@ -5,8 +5,11 @@
 package buildctx
 
 import (
+	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -17,15 +20,36 @@ import (
 	"github.com/moby/patternmatcher"
 	"github.com/moby/patternmatcher/ignorefile"
 
+	"github.com/sbxhq/sbx/internal/untrusted"
 	"github.com/sbxhq/sbx/spec"
+)
+
+// Bounds on what Hash reads from a context the agent may be able to write.
+const (
+	maxIgnoreFile = 1 << 20
+	maxContext    = 8 << 30 // bytes of file content hashed
 )
 
 // Hash returns "sha256:HEX" of the build: the context's files (honouring
 // .dockerignore with docker's own matcher), the Dockerfile, args and target.
+// Nothing outside the context is read: the walk never follows a symlink
+// (it hashes the link's text), never opens anything but a regular file,
+// and a Dockerfile or .dockerignore that is a symlink leading out of the
+// context, or not a regular file, is an error.
 func Hash(b *spec.Build) (string, error) {
-	excludes, err := readIgnore(b.Context)
+	root, err := os.OpenRoot(b.Context)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("build context: %v", err)
+	}
+	defer root.Close()
+	f, _, err := untrusted.Open(root, b.Dockerfile)
+	if err != nil {
+		return "", fmt.Errorf("build context %s: Dockerfile: %v", b.Context, err)
+	}
+	f.Close()
+	excludes, err := readIgnore(root)
+	if err != nil {
+		return "", fmt.Errorf("build context %s: %v", b.Context, err)
 	}
 	pm, err := patternmatcher.New(excludes)
 	if err != nil {
@@ -41,45 +65,41 @@ func Hash(b *spec.Build) (string, error) {
 	for _, k := range keys {
 		fmt.Fprintf(h, "arg\x00%s=%s\x00", k, b.Args[k])
 	}
-	err = filepath.WalkDir(b.Context, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
+	budget := int64(maxContext)
+	err = untrusted.Walk(context.Background(), root, func(e *untrusted.Entry) error {
+		if e.Err != nil {
+			return e.Err
 		}
-		rel, err := filepath.Rel(b.Context, path)
-		if err != nil || rel == "." {
-			return err
-		}
-		rel = filepath.ToSlash(rel)
+		rel := e.Path
 		// The Dockerfile is always sent, even when ignored.
 		if ok, err := pm.MatchesOrParentMatches(rel); err != nil {
 			return err
 		} else if ok && rel != filepath.ToSlash(b.Dockerfile) {
-			if d.IsDir() && !pm.Exclusions() {
-				return filepath.SkipDir
+			if e.Info.IsDir() && !pm.Exclusions() {
+				return fs.SkipDir
 			}
 			return nil
 		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(h, "%s\x00%o\x00", rel, info.Mode())
+		fmt.Fprintf(h, "%s\x00%o\x00", rel, e.Info.Mode())
 		switch {
-		case info.Mode()&fs.ModeSymlink != 0:
-			target, err := os.Readlink(path)
+		case e.Info.Mode()&fs.ModeSymlink != 0:
+			target, err := e.Readlink()
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(h, "link\x00%s\x00", target)
-		case info.Mode().IsRegular():
-			f, err := os.Open(path)
+		case e.Info.Mode().IsRegular():
+			f, _, err := e.Open()
 			if err != nil {
 				return err
 			}
-			_, err = io.Copy(h, f)
+			n, err := io.Copy(h, io.LimitReader(f, budget+1))
 			f.Close()
 			if err != nil {
 				return err
+			}
+			if budget -= n; budget < 0 {
+				return fmt.Errorf("more than %d bytes of files", int64(maxContext))
 			}
 		}
 		return nil
@@ -90,14 +110,13 @@ func Hash(b *spec.Build) (string, error) {
 	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
 }
 
-func readIgnore(dir string) ([]string, error) {
-	f, err := os.Open(filepath.Join(dir, ".dockerignore"))
-	if os.IsNotExist(err) {
+func readIgnore(root *os.Root) ([]string, error) {
+	data, err := untrusted.ReadFile(root, ".dockerignore", maxIgnoreFile)
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	return ignorefile.ReadAll(f)
+	return ignorefile.ReadAll(bytes.NewReader(data))
 }
