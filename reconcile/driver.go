@@ -63,6 +63,11 @@ type Live struct {
 	// Record is the last-applied record when the backend stores it with the
 	// sandbox (docker labels); nil otherwise.
 	Record *Record `json:"record,omitempty"`
+	// Notes are caveats from the backend the plan repeats, such as what
+	// Docker's global policy allows beyond sandbox.yaml. A sandbox that does
+	// not exist (Exists false) may carry them too, about the one a create
+	// would make.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // LiveNetwork is a sandbox's network policy as the backend reports it.
