@@ -64,7 +64,9 @@ func (a *app) backendFor(ctx context.Context, specs []*spec.Spec) (chosen, error
 		return chosen{b, v}, nil
 	}
 	var tried []string
-	for _, n := range []string{"sbx", "docker-sandbox", "docker"} {
+	// The docker-sandbox driver is legacy (Docker removed the plugin), so
+	// auto never picks it; it runs only when named.
+	for _, n := range []string{"sbx", "docker"} {
 		b, err := a.newBackend(n)
 		if err == nil {
 			var v string
