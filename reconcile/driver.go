@@ -22,8 +22,9 @@ type Driver interface {
 	// replace the sandbox, or cannot do it at all, and what it can read back.
 	Caps() Caps
 	// Observe reads the named sandboxes with one listing call plus at most one
-	// policy read per existing sandbox. A name missing from the result, or
-	// present with Exists false, does not exist.
+	// policy read per existing sandbox (and one for all that do not exist,
+	// for their notes). A name missing from the result, or present with
+	// Exists false, does not exist.
 	Observe(ctx context.Context, names []string) (map[string]*Live, error)
 	// Do carries out one step. sb is the desired sandbox (nil in a destroy
 	// plan); secrets holds the values of its secrets, to be passed to the
@@ -70,6 +71,11 @@ type Live struct {
 	// Record is the last-applied record when the backend stores it with the
 	// sandbox (docker labels); nil otherwise.
 	Record *Record `json:"record,omitempty"`
+	// Notes are caveats from the backend the plan repeats, such as what
+	// Docker's global policy allows beyond sandbox.yaml. A sandbox that does
+	// not exist (Exists false) may carry them too, about the one a create
+	// would make.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // LiveNetwork is a sandbox's network policy as the backend reports it.

@@ -234,6 +234,9 @@ func Plan(desired []Desired, live map[string]*Live, records map[string]*Record, 
 			continue
 		}
 		c, errs := planOne(d, l, rec, caps)
+		if raw := live[name]; raw != nil {
+			c.Notes = append(c.Notes, raw.Notes...)
+		}
 		p.Sandboxes = append(p.Sandboxes, c)
 		p.Errors = append(p.Errors, errs...)
 	}
@@ -319,7 +322,7 @@ func planOne(d Desired, live *Live, rec *Record, caps Caps) (*SandboxChange, []s
 	if live != nil {
 		l = *live
 	}
-	livePorts := normalisePorts(sb.Ports, l.Ports)
+	livePorts := normalisePorts(append(append([]spec.Port(nil), sb.Ports...), rc.Ports...), l.Ports)
 	pl.knownPorts = append(append([]spec.Port(nil), livePorts...), rc.Ports...)
 
 	pl.scalar(FieldAgent, "agent", sb.Agent, l.Agent, rc.Agent)
@@ -1006,8 +1009,8 @@ func findPort(ps []spec.Port, s string) spec.Port {
 }
 
 // normalisePorts forgets the host port the OS picked for a live port whose
-// desired host port is "any" (0), so a fresh port on each start is no
-// change.
+// desired or last-applied host port is "any" (0), so a fresh port on each
+// start is no change, and removing such a port is no drift.
 func normalisePorts(desired, live []spec.Port) []spec.Port {
 	out := append([]spec.Port(nil), live...)
 	for i, l := range out {

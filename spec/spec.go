@@ -17,7 +17,7 @@ import (
 const Version = 1
 
 // Agents lists the agents a sandbox can run, in the order docs show them.
-var Agents = []string{"claude", "codex", "copilot", "cursor", "gemini", "kiro", "opencode", "droid", "docker-agent", "shell"}
+var Agents = []string{"claude", "codex", "copilot", "cursor", "devin", "gemini", "kiro", "opencode", "droid", "docker-agent", "shell"}
 
 // Drivers lists the accepted values of the driver field.
 var Drivers = []string{"auto", "sbx", "docker-sandbox", "docker"}

@@ -64,7 +64,9 @@ func (a *app) backendFor(ctx context.Context, specs []*spec.Spec) (chosen, error
 		return chosen{b, v}, nil
 	}
 	var tried []string
-	for _, n := range []string{"sbx", "docker-sandbox", "docker"} {
+	// The docker-sandbox driver is legacy (Docker removed the plugin), so
+	// auto never picks it; it runs only when named.
+	for _, n := range []string{"sbx", "docker"} {
 		b, err := a.newBackend(n)
 		if err == nil {
 			var v string
@@ -192,6 +194,9 @@ func (a *app) version(ctx context.Context, b backend) (string, error) {
 			json.Unmarshal(data, &entries)
 		}
 		if e, ok := entries[key]; ok && time.Since(e.Checked) < versionTTL && e.Version != "" {
+			if vu, ok := b.(versionUser); ok {
+				vu.UseVersion(e.Version)
+			}
 			return e.Version, nil
 		}
 	}
@@ -209,6 +214,12 @@ func (a *app) version(ctx context.Context, b backend) (string, error) {
 		}
 	}
 	return v, nil
+}
+
+// versionUser is a backend whose behaviour depends on its version (which
+// flags the CLI has): a cached version is handed to it.
+type versionUser interface {
+	UseVersion(v string)
 }
 
 type cachedVersion struct {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,11 +21,22 @@ func doctorVerb() *verb {
 		help: `Reports each driver (usable, with its version, or why not), whether Docker's
 own sbx shadows this one on PATH, the state directory's permissions, and
 for the docker driver whether the daemon has gVisor's runsc runtime. Exit
-status 0 when at least one driver is usable.`,
+status 0 when at least one driver is usable.
+
+With --probe, runs read-only commands of Docker's sbx and of the docker
+sandbox plugin, checks each output with the parser sbx uses for it, and
+prints a report with sandbox names, paths and the hosts of your rules
+replaced; no secret is read. Attach it to a bug, or turn it into a test
+fixture (docs/backend-fixtures.md). Exit status 1 when an output is not
+what sbx expects.`,
 		setup: func(fs *pflag.FlagSet) runFunc {
+			probe := fs.Bool("probe", false, "check the output formats of Docker's sandbox CLIs and print a redacted report")
 			return func(ctx context.Context, a *app, args []string) int {
 				if len(args) > 0 {
 					return a.errorf("doctor takes no arguments")
+				}
+				if *probe {
+					return a.doctorProbe(ctx)
 				}
 				return a.doctor(ctx)
 			}
@@ -73,6 +85,40 @@ func (a *app) doctor(ctx context.Context) int {
 	}
 	if usable == 0 {
 		fmt.Fprintln(a.stderr, "sbx: no usable driver; install Docker's sbx, Docker Desktop's sandbox plugin, or Docker Engine")
+		return exitError
+	}
+	return exitOK
+}
+
+// prober is a backend that can check the formats of its CLI
+// (driver/sbx, driver/dockersandbox).
+type prober interface {
+	Probe(ctx context.Context, w io.Writer) error
+}
+
+// doctorProbe writes the probe report of every usable CLI backend.
+func (a *app) doctorProbe(ctx context.Context) int {
+	probed, failed := 0, 0
+	for _, name := range []string{"sbx", "docker-sandbox"} {
+		b, err := a.newBackend(name)
+		if err == nil {
+			_, err = b.Version(ctx)
+		}
+		pr, ok := b.(prober)
+		if err != nil || !ok {
+			fmt.Fprintf(a.stderr, "sbx: doctor --probe: driver %s not probed: %v\n", name, err)
+			continue
+		}
+		probed++
+		if err := pr.Probe(ctx, a.stdout); err != nil {
+			a.errorf("doctor --probe: driver %s: %v", name, err)
+			failed++
+		}
+	}
+	if probed == 0 {
+		return a.errorf("doctor --probe: neither Docker's sbx nor the docker sandbox plugin is usable")
+	}
+	if failed > 0 {
 		return exitError
 	}
 	return exitOK

@@ -1,10 +1,13 @@
-// Package cliutil holds what the drivers of Docker's sandbox CLIs (sbx and
-// docker sandbox) share: defensive JSON extraction from CLI output that may
-// carry notices around the document, and version comparison.
+// Package cliutil is the shared base of the drivers of Docker's sandbox
+// CLIs (driver/sbx for Docker's sbx, driver/dockersandbox for the legacy
+// `docker sandbox` plugin): running the CLI (CLI), strict parsing of its
+// JSON that fails loudly on a shape it does not know (Doc), the mapping of
+// listed workspaces, the read-only probe behind `sbx doctor --probe`
+// (Probe) with its redacted report, and what every sbx driver shares with
+// them (exec options, env files, versions).
 package cliutil
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,41 +19,6 @@ import (
 
 	"github.com/sbxhq/sbx/driver/runner"
 )
-
-// DecodeJSON decodes the first JSON document in out into v, skipping any
-// non-JSON lines before it (daemon start-up or update notices,
-// docker-sandboxes-cli.md §2.6) and ignoring anything after it.
-func DecodeJSON(out []byte, v any) error {
-	start := -1
-	for i := 0; i < len(out); {
-		line := out[i:]
-		if j := bytes.IndexByte(line, '\n'); j >= 0 {
-			line = line[:j]
-		}
-		t := bytes.TrimSpace(line)
-		if len(t) > 0 && (t[0] == '{' || t[0] == '[') {
-			start = i
-			break
-		}
-		i += len(line) + 1
-	}
-	if start < 0 {
-		return fmt.Errorf("no JSON in output %q", truncate(out))
-	}
-	dec := json.NewDecoder(bytes.NewReader(out[start:]))
-	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("cannot parse JSON output: %v", err)
-	}
-	return nil
-}
-
-func truncate(b []byte) string {
-	s := strings.TrimSpace(string(b))
-	if len(s) > 200 {
-		s = s[:200] + "..."
-	}
-	return s
-}
 
 // Version is a dotted release number.
 type Version [3]int

@@ -1,8 +1,11 @@
 // Package dockersandbox drives the Docker Desktop `docker sandbox` plugin
-// (docker-sandboxes-cli.md §1.2, "G2"). Docker has deprecated it in favour
-// of the standalone sbx, but it is still widely installed. The plugin has no
-// create-time env and cannot remove a network rule, so env reaches the agent
-// per exec and a removed rule replaces the sandbox (reconcile's
+// (docker-sandboxes-cli.md §1.2, "G2"). It is a legacy driver: Docker has
+// removed the plugin from Docker Desktop ("The docker sandbox plugin was
+// removed entirely from Docker Desktop", maintainer, docker/docs PR #25555,
+// 2026-07-14; docker-sbx-evidence.md §2.2), so `driver: auto` never picks
+// it; it stays for those who still have the plugin. The plugin has no
+// create-time env and cannot remove a network rule, so env reaches the
+// agent per exec and a removed rule replaces the sandbox (reconcile's
 // DockerSandboxCaps).
 package dockersandbox
 
@@ -11,9 +14,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"regexp"
 	"sort"
-	"strings"
 
 	"github.com/sbxhq/sbx/driver/cliutil"
 	"github.com/sbxhq/sbx/driver/runner"
@@ -38,10 +41,14 @@ type Options struct {
 
 // Driver is the docker-sandbox driver.
 type Driver struct {
-	opts Options
+	cli *cliutil.CLI
 }
 
 var _ reconcile.Driver = (*Driver)(nil)
+
+// notFound matches the plugin's not-found message (unverified, evidence
+// §2.2).
+var notFound = regexp.MustCompile(`sandbox "[^"]*" not found`)
 
 // New returns a driver that runs opts.Docker sandbox ….
 func New(opts Options) *Driver {
@@ -51,7 +58,7 @@ func New(opts Options) *Driver {
 	if opts.Docker == "" {
 		opts.Docker = "docker"
 	}
-	return &Driver{opts: opts}
+	return &Driver{cli: &cliutil.CLI{Runner: opts.Runner, Argv: []string{opts.Docker, "sandbox"}, Name: "docker sandbox", NotFound: notFound}}
 }
 
 // Name is the driver's name in sandbox.yaml.
@@ -60,46 +67,34 @@ func (d *Driver) Name() string { return "docker-sandbox" }
 // Caps is the plugin's table of what changes in place.
 func (d *Driver) Caps() reconcile.Caps { return reconcile.DockerSandboxCaps() }
 
-func (d *Driver) cmd(args ...string) []string {
-	return append([]string{d.opts.Docker, "sandbox"}, args...)
-}
-
-// notFound matches the plugin's not-found message.
-var notFound = regexp.MustCompile(`sandbox "[^"]*" not found`)
-
-func (d *Driver) output(ctx context.Context, args ...string) ([]byte, error) {
-	out, err := d.opts.Runner.Output(ctx, d.cmd(args...)...)
-	var re *runner.Error
-	if errors.As(err, &re) && notFound.MatchString(re.Stderr) {
-		return out, fmt.Errorf("%w: %v", cliutil.ErrNotFound, err)
-	}
-	return out, err
-}
+// Executable is the backend CLI the driver runs.
+func (d *Driver) Executable() string { return d.cli.Argv[0] }
 
 // Version probes `docker sandbox version`, which prints
 // "github.com/docker/sandboxes/cli-plugin v0.7.1 COMMIT" (§2.3).
 func (d *Driver) Version(ctx context.Context) (string, error) {
-	out, err := d.output(ctx, "version")
+	out, err := d.cli.Output(ctx, "version")
 	if err != nil {
 		return "", err
 	}
-	for _, f := range strings.Fields(string(out)) {
-		if !strings.HasPrefix(f, "v") {
-			continue
-		}
-		v, err := cliutil.ParseVersion(f)
-		if err != nil {
-			continue
-		}
-		switch {
-		case v.Less(MinVersion):
-			return "", fmt.Errorf("the docker sandbox plugin %s is too old: sbx needs %s or newer (Docker Desktop 4.58+)", v, MinVersion)
-		case !v.Less(DeprecatedVersion):
-			return "", fmt.Errorf("the docker sandbox plugin %s is deprecated and no longer runs sandboxes; use Docker's standalone sbx (driver: sbx)", v)
-		}
-		return v.String(), nil
+	v, err := d.cli.ReadVersion(out)
+	if err != nil {
+		return "", err
 	}
-	return "", fmt.Errorf("cannot read the plugin version from %q", strings.TrimSpace(string(out)))
+	switch {
+	case v.Less(MinVersion):
+		return "", fmt.Errorf("the docker sandbox plugin %s is too old: sbx needs %s or newer (Docker Desktop 4.58+)", v, MinVersion)
+	case !v.Less(DeprecatedVersion):
+		return "", fmt.Errorf("the docker sandbox plugin %s is deprecated and no longer runs sandboxes; use Docker's standalone sbx (driver: sbx)", v)
+	}
+	return v.String(), nil
+}
+
+// UseVersion takes the version sbx already knows (its version cache).
+func (d *Driver) UseVersion(v string) {
+	if pv, err := cliutil.ParseVersion(v); err == nil {
+		d.cli.UseVersion(pv)
+	}
 }
 
 // BuildHash rejects template.build: the plugin loads no local images in its
@@ -111,63 +106,72 @@ func (d *Driver) BuildHash(sp *spec.Spec) (string, error) {
 	return "", nil
 }
 
-// vm is one entry of `docker sandbox ls --json` (§2.3): a VM and its
-// agent, status and workspaces (":ro" suffixes possible). Stopped VMs omit
-// workspaces (§2.3 example); Observe marks them unreported.
+// vm is one entry of `docker sandbox ls --json`.
 type vm struct {
-	Name       string   `json:"name"`
-	Agent      string   `json:"agent"`
-	Status     string   `json:"status"`
-	Workspaces []string `json:"workspaces"`
+	Name, Agent, Status string
+	Workspaces          []string
+	// Reported is false for an entry without workspaces (a stopped VM).
+	Reported bool
 }
 
-func (d *Driver) list(ctx context.Context) ([]vm, error) {
-	out, err := d.output(ctx, "ls", "--json")
+// parseList reads `docker sandbox ls --json` (docker-sbx-evidence.md §1.9,
+// docs @00ba4d32): {"vms": [{name, agent, status, socket_path,
+// sandbox_count, workspaces}]}, "sandboxes" as the key in [3P] parsers; a
+// stopped VM has no workspaces. Every entry needs a name; the ones want
+// selects also agent and status.
+func parseList(src cliutil.Source, out []byte, want func(string) bool) ([]vm, error) {
+	doc, root := cliutil.Decode(src, out)
+	o := root.Object()
+	key := "vms"
+	if !o.Has("vms") && o.Has("sandboxes") {
+		key = "sandboxes"
+	}
+	var vms []vm
+	for _, e := range o.Field(key).Array(func(i int) string { return fmt.Sprintf("vm %d", i+1) }) {
+		eo := e.Object()
+		v := vm{Name: eo.Field("name").String()}
+		if !want(v.Name) {
+			continue
+		}
+		v.Agent, v.Status = eo.Field("agent").String(), eo.Field("status").String()
+		if w, ok := eo.Opt("workspaces"); ok {
+			v.Workspaces, v.Reported = w.Strings(), true
+		}
+		vms = append(vms, v)
+	}
+	return vms, doc.Err()
+}
+
+func (d *Driver) list(ctx context.Context, want func(string) bool) ([]vm, error) {
+	args := []string{"ls", "--json"}
+	out, err := d.cli.Output(ctx, args...)
 	if err != nil {
 		return nil, err
 	}
-	// Both top-level keys are seen (§2.3, [3P]).
-	var doc struct {
-		VMs       []vm `json:"vms"`
-		Sandboxes []vm `json:"sandboxes"`
-	}
-	if err := cliutil.DecodeJSON(out, &doc); err != nil {
-		return nil, fmt.Errorf("docker sandbox ls --json: %v", err)
-	}
-	return append(doc.VMs, doc.Sandboxes...), nil
+	return parseList(d.cli.Source(ctx, args...), out, want)
 }
 
 // Observe lists the sandboxes once. The plugin's network policy cannot be
-// read back (its file format is undocumented, §3.5), so no per-sandbox
-// call is made.
+// read back (its file format is undocumented), so no per-sandbox call is
+// made.
 func (d *Driver) Observe(ctx context.Context, names []string) (map[string]*reconcile.Live, error) {
-	vms, err := d.list(ctx)
-	if err != nil {
-		return nil, err
-	}
 	want := map[string]bool{}
 	for _, n := range names {
 		want[n] = true
 	}
+	vms, err := d.list(ctx, func(n string) bool { return want[n] })
+	if err != nil {
+		return nil, err
+	}
 	live := map[string]*reconcile.Live{}
 	for _, v := range vms {
-		if !want[v.Name] {
-			continue
-		}
 		l := &reconcile.Live{Name: v.Name, Exists: true, Status: v.Status, Agent: v.Agent}
-		if len(v.Workspaces) == 0 {
+		if !v.Reported || len(v.Workspaces) == 0 {
 			// Every sandbox has a workspace: an entry without any (a
-			// stopped VM, §2.3) did not report them.
+			// stopped VM) did not report them.
 			l.Unreported = []reconcile.Field{reconcile.FieldWorkspace, reconcile.FieldMounts}
 		}
-		for i, w := range v.Workspaces {
-			path, ro := strings.CutSuffix(w, ":ro")
-			if i == 0 {
-				l.Workspace = spec.Workspace{Path: path, ReadOnly: ro}
-				continue
-			}
-			l.Mounts = append(l.Mounts, spec.Mount{Source: path, Target: path, ReadOnly: ro})
-		}
+		l.Workspace, l.Mounts = cliutil.Workspaces(v.Workspaces)
 		live[v.Name] = l
 	}
 	return live, nil
@@ -178,7 +182,7 @@ func (d *Driver) Do(ctx context.Context, s reconcile.Step, sb *spec.Spec, secret
 	switch s.Kind {
 	case reconcile.StepStop, reconcile.StepRemove:
 		verb := map[reconcile.StepKind]string{reconcile.StepStop: "stop", reconcile.StepRemove: "rm"}[s.Kind]
-		_, err := d.output(ctx, verb, s.Sandbox)
+		_, err := d.cli.Output(ctx, verb, s.Sandbox)
 		if errors.Is(err, cliutil.ErrNotFound) {
 			return nil
 		}
@@ -191,16 +195,15 @@ func (d *Driver) Do(ctx context.Context, s reconcile.Step, sb *spec.Spec, secret
 		// Applied per exec: the plugin has no stored env.
 		return nil
 	case reconcile.StepVerify:
-		vms, err := d.list(ctx)
+		vms, err := d.list(ctx, func(n string) bool { return n == s.Sandbox })
 		if err != nil {
 			return err
 		}
+		var names []string
 		for _, v := range vms {
-			if v.Name == s.Sandbox {
-				return nil
-			}
+			names = append(names, v.Name)
 		}
-		return fmt.Errorf("sandbox %q is not listed after apply", s.Sandbox)
+		return cliutil.Listed(s.Sandbox, names)
 	}
 	return fmt.Errorf("the docker-sandbox driver cannot %s", s.Kind)
 }
@@ -210,22 +213,11 @@ func (d *Driver) create(ctx context.Context, sb *spec.Spec) error {
 	if sb.Template.Image != "" {
 		args = append(args, "--template", sb.Template.Image)
 	}
-	ws := sb.Workspace.Path
-	if sb.Workspace.ReadOnly {
-		ws += ":ro"
+	paths, err := cliutil.WorkspaceArgs(sb, "docker-sandbox")
+	if err != nil {
+		return err
 	}
-	args = append(args, sb.Agent, ws)
-	for _, m := range sb.Mounts {
-		if m.Target != m.Source {
-			return fmt.Errorf("mount %s: the docker-sandbox backend mounts extra workspaces at the same path as on the host; set target to %s", m.Source, m.Source)
-		}
-		p := m.Source
-		if m.ReadOnly {
-			p += ":ro"
-		}
-		args = append(args, p)
-	}
-	_, err := d.output(ctx, args...)
+	_, err = d.cli.Output(ctx, append(append(args, sb.Agent), paths...)...)
 	return err
 }
 
@@ -244,72 +236,135 @@ func (d *Driver) setNetwork(ctx context.Context, s reconcile.Step) error {
 	if n.Policy != "" {
 		args = append(args, "--policy", n.Policy)
 	}
-	for _, h := range sorted(n.AllowAdd) {
-		args = append(args, "--allow-host", h)
-	}
-	for _, h := range sorted(n.DenyAdd) {
-		args = append(args, "--block-host", h)
-	}
-	for _, c := range sorted(n.BlockCIDRsAdd) {
-		args = append(args, "--block-cidr", c)
-	}
-	for _, c := range sorted(n.BlockCIDRsRemove) {
-		args = append(args, "--allow-cidr", c)
+	for _, l := range []struct {
+		flag  string
+		items []string
+	}{{"--allow-host", n.AllowAdd}, {"--block-host", n.DenyAdd}, {"--block-cidr", n.BlockCIDRsAdd}, {"--allow-cidr", n.BlockCIDRsRemove}} {
+		items := append([]string(nil), l.items...)
+		sort.Strings(items)
+		for _, x := range items {
+			args = append(args, l.flag, x)
+		}
 	}
 	if len(args) == 3 {
 		return nil
 	}
-	_, err := d.output(ctx, args...)
+	_, err := d.cli.Output(ctx, args...)
 	return err
-}
-
-func sorted(ss []string) []string {
-	out := append([]string(nil), ss...)
-	sort.Strings(out)
-	return out
 }
 
 // Exec runs argv in the sandbox (`docker sandbox exec`, §1.2).
 func (d *Driver) Exec(ctx context.Context, name string, argv []string, o cliutil.ExecOptions) (int, error) {
-	flags, env := cliutil.ExecArgs(o)
-	args := append(append(append([]string{"exec"}, flags...), name), argv...)
-	return cliutil.ExitCode(d.opts.Runner.Run(ctx, runner.Cmd{Args: d.cmd(args...), Env: env, Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr}))
+	return d.cli.Exec(ctx, name, argv, o)
 }
 
-// NetLog prints the plugin's network log (§2.4), which covers every
-// sandbox, filtered to this one.
+// logEntry is one entry of `docker sandbox network log --json`.
+type logEntry struct {
+	Timestamp, Sandbox, Method, URL, Action string
+	raw                                     map[string]any
+}
+
+// parseLog reads `docker sandbox network log --json`
+// (docker-sbx-evidence.md §1.11, docs): {"entries": [{timestamp, sandbox,
+// type, method, url, action}]}. Every entry needs its sandbox; the ones
+// want selects also timestamp, method, url and action.
+func parseLog(src cliutil.Source, out []byte, want func(string) bool) ([]logEntry, error) {
+	doc, root := cliutil.Decode(src, out)
+	var entries []logEntry
+	for _, e := range root.Object().Field("entries").Array(func(i int) string { return fmt.Sprintf("entry %d", i+1) }) {
+		o := e.Object()
+		le := logEntry{Sandbox: o.Field("sandbox").String()}
+		if !want(le.Sandbox) {
+			continue
+		}
+		le.Timestamp, le.Method = o.Field("timestamp").String(), o.Field("method").String()
+		le.URL, le.Action = o.Field("url").String(), o.Field("action").String()
+		le.raw = o.Raw()
+		entries = append(entries, le)
+	}
+	return entries, doc.Err()
+}
+
+// NetLog prints the plugin's network log, which covers every sandbox,
+// filtered to this one: JSON lines of the entries, or one line each.
 func (d *Driver) NetLog(ctx context.Context, name string, asJSON, follow bool, w io.Writer) error {
 	if follow {
 		return errors.New("the docker-sandbox backend cannot follow its network log")
 	}
-	out, err := d.output(ctx, "network", "log", "--json")
+	args := []string{"network", "log", "--json"}
+	out, err := d.cli.Output(ctx, args...)
 	if err != nil {
 		return err
 	}
-	var doc struct {
-		Entries []map[string]any `json:"entries"`
+	entries, err := parseLog(d.cli.Source(ctx, args...), out, func(s string) bool { return s == name })
+	if err != nil {
+		return err
 	}
-	if err := cliutil.DecodeJSON(out, &doc); err != nil {
-		return fmt.Errorf("docker sandbox network log --json: %v", err)
-	}
-	for _, e := range doc.Entries {
-		if e["sandbox"] != name {
-			continue
-		}
+	for _, e := range entries {
 		if asJSON {
-			if err := cliutil.WriteJSONLine(w, e); err != nil {
+			if err := cliutil.WriteJSONLine(w, e.raw); err != nil {
 				return err
 			}
 			continue
 		}
-		fmt.Fprintf(w, "%v %v %v %v\n", e["timestamp"], e["method"], e["url"], e["action"])
+		fmt.Fprintf(w, "%s %s %s %s\n", e.Timestamp, e.Method, e.URL, e.Action)
 	}
 	return nil
+}
+
+// Probe runs the plugin's read-only commands whose output the driver
+// parses and writes the redacted report of `sbx doctor --probe`
+// (cliutil.Probe).
+func (d *Driver) Probe(ctx context.Context, w io.Writer) error {
+	p := cliutil.NewProbe(d.cli)
+	p.Run(ctx, func(out []byte, exit int) error {
+		if exit != 0 {
+			return fmt.Errorf("exit status %d", exit)
+		}
+		_, err := d.cli.ReadVersion(out)
+		return err
+	}, "version")
+	all := func(string) bool { return true }
+	p.Run(ctx, func(out []byte, exit int) error {
+		if exit != 0 {
+			return fmt.Errorf("exit status %d", exit)
+		}
+		vms, err := parseList(d.cli.Source(ctx, "ls", "--json"), out, all)
+		for _, v := range vms {
+			p.Redact(cliutil.Sandbox, v.Name)
+			ws, mounts := cliutil.Workspaces(v.Workspaces)
+			p.Redact(cliutil.Path, ws.Path)
+			for _, m := range mounts {
+				p.Redact(cliutil.Path, m.Source)
+			}
+		}
+		return err
+	}, "ls", "--json")
+	p.Run(ctx, func(out []byte, exit int) error {
+		if exit != 0 {
+			return fmt.Errorf("exit status %d", exit)
+		}
+		entries, err := parseLog(d.cli.Source(ctx, "network", "log", "--json"), out, all)
+		for _, e := range entries {
+			p.Redact(cliutil.Sandbox, e.Sandbox)
+			p.Redact(cliutil.Host, urlHost(e.URL))
+		}
+		return err
+	}, "network", "log", "--json")
+	if err := p.Write(w, d.Name()); err != nil {
+		return err
+	}
+	return p.Err()
+}
+
+// urlHost is the host of a logged URL, for redaction.
+func urlHost(u string) string {
+	if pu, err := url.Parse(u); err == nil {
+		return pu.Hostname()
+	}
+	return ""
 }
 
 // EnvPerExec reports that the sandbox's env must be passed to every exec:
 // the plugin stores none (§4.2).
 func (d *Driver) EnvPerExec() bool { return true }
-
-// Executable is the backend CLI the driver runs.
-func (d *Driver) Executable() string { return d.opts.Docker }

@@ -1,8 +1,12 @@
-// Package fakecli holds the plumbing shared by the fake Docker Sandboxes
-// CLIs in fakesbx (Docker's standalone `sbx`) and fakedocker (`docker
-// sandbox`): argv logging, failure injection, the clock, version gates,
-// table and JSON output, environment handling and running a command "inside"
-// the sandbox, which for the fakes is the host.
+// Package fakecli is the harness of the fake Docker Sandboxes CLIs in
+// fakesbx (Docker's standalone `sbx`) and fakedocker (`docker sandbox`):
+// CLI runs a fake's commands with what every fake shares (the argv log, the
+// state file, the clock, the version knob, failure injection, JSON noise
+// and mutations, error printing), so each fake holds only its behaviour.
+// Also here: argv routing (Resolve), flag sets, tables and JSON, env
+// handling, and running a command "inside" the sandbox (RunIn), which for
+// the fakes is the host; fakeclitest runs a fake in a temporary world for
+// its tests.
 //
 // The fakes are libraries, linked into test binaries (testscript.RunMain or
 // a TestMain re-exec); they are never installed. Their environment knobs are

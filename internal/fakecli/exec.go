@@ -9,6 +9,10 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/spf13/pflag"
+
+	"github.com/sbxhq/sbx/internal/fakecli/fakestate"
 )
 
 // Cmd is a command run "inside" a fake sandbox, which is the host.
@@ -98,4 +102,75 @@ func lookPath(name string, env []string) (string, error) {
 		}
 	}
 	return "", exec.ErrNotFound
+}
+
+// ExecFlags are the docker-exec-style flags of both fakes' exec verbs
+// (`sbx exec`, `docker sandbox exec`: "Flags match the behavior of docker
+// exec", docker-sandboxes-cli.md §1.3).
+type ExecFlags struct {
+	Detach, Interactive *bool
+	Env, EnvFiles       *[]string
+	Workdir             *string
+}
+
+// AddExecFlags defines the exec flags on fs (stopping at the first
+// positional, as docker exec does).
+func AddExecFlags(fs *pflag.FlagSet) *ExecFlags {
+	fs.SetInterspersed(false)
+	f := &ExecFlags{
+		Detach:      fs.BoolP("detach", "d", false, "Detached mode: run command in the background"),
+		Env:         fs.StringArrayP("env", "e", nil, "Set environment variables"),
+		EnvFiles:    fs.StringArray("env-file", nil, "Read in a file of environment variables"),
+		Interactive: fs.BoolP("interactive", "i", false, "Keep STDIN open even if not attached"),
+		Workdir:     fs.StringP("workdir", "w", "", "Working directory inside the sandbox"),
+	}
+	fs.String("detach-keys", "", "Override the key sequence for detaching")
+	fs.Bool("privileged", false, "Give extended privileges to the command")
+	fs.BoolP("tty", "t", false, "Allocate a pseudo-TTY")
+	fs.StringP("user", "u", "", "Username or UID (format: <name|uid>[:<group|gid>])")
+	return f
+}
+
+// passEnv are the host variables a command inside a fake sandbox inherits,
+// so that it can run at all; everything else comes from the sandbox's
+// stored env, extra, --env-file and -e, in that order.
+var passEnv = []string{"PATH", "HOME", "TMPDIR", "LANG", "TERM", "USER"}
+
+// RunIn runs argv "inside" sb (on the host) with f's flags: in the primary
+// workspace unless -w, stdin only with -i. It returns the exit status; a
+// command that cannot start prints the error and gets 127 or 126.
+func (c *Call) RunIn(sb *fakestate.Sandbox, f *ExecFlags, argv []string, extra map[string]string) (int, error) {
+	var e Env
+	for _, k := range passEnv {
+		if v := c.Getenv(k); v != "" {
+			e.Set(k, v)
+		}
+	}
+	for _, m := range []map[string]string{extra, sb.Env} {
+		for k, v := range m {
+			e.Set(k, v)
+		}
+	}
+	for _, file := range *f.EnvFiles {
+		if err := e.AddFile(file, c.Getenv); err != nil {
+			return 1, Errorf("%v", err)
+		}
+	}
+	for _, s := range *f.Env {
+		if err := e.AddSpec(s, c.Getenv); err != nil {
+			return 1, Errorf("%v", err)
+		}
+	}
+	dir := *f.Workdir
+	if dir == "" && len(sb.Workspaces) > 0 {
+		dir = sb.Workspaces[0].Path
+	}
+	if dir == "" {
+		dir = c.Getenv("HOME")
+	}
+	cmd := Cmd{Argv: argv, Env: e.List(), Dir: dir, Stdout: c.Stdout, Stderr: c.Stderr, Detach: *f.Detach}
+	if *f.Interactive {
+		cmd.Stdin = c.Stdin
+	}
+	return cmd.Run()
 }

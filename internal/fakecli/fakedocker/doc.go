@@ -1,6 +1,7 @@
 // Package fakedocker is a fake `docker` binary that implements the Docker
 // Desktop `docker sandbox` CLI plugin (generation "G2", plugin v0.7.1+,
-// microVMs), for tests of sbx's "docker-sandbox" driver. It keeps its world
+// microVMs), for tests of sbx's legacy "docker-sandbox" driver (Docker has
+// removed the plugin). It runs on the fakecli harness. It keeps its world
 // in a JSON state file, logs every argv, and prints the output formats
 // recorded in /work/shared/reference/docker-sandboxes-cli.md (cited per
 // formatter). Any other docker command fails as docker does for an unknown
@@ -32,6 +33,8 @@
 //	FAKE_DOCKER_NOISE            "1"/"both", "before" or "after": non-JSON lines
 //	                             around every JSON document on stdout
 //	FAKE_DOCKER_CREATE_STATUS    status of a new sandbox (default "running")
+//	FAKE_DOCKER_MUTATE           change the JSON a command prints (fakecli.Mutate),
+//	                             e.g. "ls /vms/0/status"
 //	FAKE_NOW                     the clock, RFC 3339 (default 2026-11-11T12:00:00Z)
 //	HOME                         used in socket paths (§2.3)
 //

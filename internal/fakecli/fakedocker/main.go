@@ -1,15 +1,12 @@
 package fakedocker
 
 import (
-	"bufio"
 	"crypto/sha1"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/spf13/pflag"
 
@@ -23,57 +20,53 @@ import (
 // (§0).
 const DefaultVersion = "0.12.0"
 
-// dockerError is an error printed as docker prints them: the bare message
-// (the docker CLI's plugin runner prints err and exits with its status).
-type dockerError struct {
-	msg  string
-	code int
-}
-
-func (e *dockerError) Error() string { return e.msg }
-
-func errf(format string, args ...any) error {
-	return &dockerError{msg: fmt.Sprintf(format, args...), code: 1}
-}
-
-var errHelp = errors.New("help")
-
+// app is one invocation of the fake plugin.
 type app struct {
-	stdin          io.Reader
-	stdout, stderr io.Writer
-	getenv         func(string) string
-	store          fakestate.Store
-	now            time.Time
-	version        fakecli.Version
-	path           []string
+	*fakecli.Call
 }
 
-type command struct {
-	path   []string
-	run    func(a *app, args []string) error
-	hidden bool
+var errf = fakecli.Errorf
+
+// cli is the part of the G2 tree (docker-sandboxes-cli.md §1.2) the
+// docker-sandbox driver uses: create, exec, ls, network (log, proxy), rm,
+// stop, version. The plugin has no inspect; run, reset and save exist but
+// are not modelled.
+var cli = &fakecli.CLI[*app]{
+	Knobs:          "FAKE_DOCKER",
+	VersionKnob:    "FAKE_DOCKER_SANDBOX_VERSION",
+	DefaultVersion: DefaultVersion,
+	Commands: []fakecli.Command[*app]{
+		{Path: []string{"create"}, Run: (*app).create},
+		{Path: []string{"exec"}, Run: (*app).exec},
+		{Path: []string{"ls"}, Run: (*app).ls},
+		{Path: []string{"list"}, Run: (*app).ls},
+		{Path: []string{"network", "proxy"}, Run: (*app).networkProxy},
+		{Path: []string{"network", "log"}, Run: (*app).networkLog},
+		{Path: []string{"rm"}, Run: (*app).rm},
+		{Path: []string{"remove"}, Run: (*app).rm},
+		{Path: []string{"stop"}, Run: (*app).stop},
+		{Path: []string{"version"}, Run: (*app).versionCmd},
+		{Path: []string{"fake-add-log"}, Run: (*app).fakeAddLog, Hidden: true},
+		{Path: []string{"fake-set-status"}, Run: (*app).fakeSetStatus, Hidden: true},
+	},
+	Route:    route,
+	Foreign:  notDocker,
+	New:      func(c *fakecli.Call) *app { return &app{c} },
+	Unknown:  (*app).unknown,
+	Before:   (*app).deprecated,
+	Injected: (*app).injected,
+	Noise: func(*fakecli.Call) fakecli.Noise {
+		return fakecli.Noise{Before: []string{"Starting sandboxd..."},
+			After: []string{"A new version of Docker Desktop is available. Update to get the latest sandbox features."}}
+	},
+	// The docker CLI's plugin runner prints the bare message.
+	Print: func(_ *fakecli.Call, w io.Writer, e *fakecli.Error) { fmt.Fprintln(w, e.Msg) },
 }
 
-// commands is the G2 tree (docker-sandboxes-cli.md §1.2): create, exec, ls,
-// network (log, proxy), reset, rm, run, save, stop, version. No inspect.
-func commands() []command {
-	return []command{
-		{path: []string{"create"}, run: (*app).create},
-		{path: []string{"run"}, run: (*app).run},
-		{path: []string{"exec"}, run: (*app).exec},
-		{path: []string{"ls"}, run: (*app).ls},
-		{path: []string{"list"}, run: (*app).ls},
-		{path: []string{"network", "proxy"}, run: (*app).networkProxy},
-		{path: []string{"network", "log"}, run: (*app).networkLog},
-		{path: []string{"reset"}, run: (*app).reset},
-		{path: []string{"rm"}, run: (*app).rm},
-		{path: []string{"remove"}, run: (*app).rm},
-		{path: []string{"save"}, run: (*app).save},
-		{path: []string{"stop"}, run: (*app).stop},
-		{path: []string{"version"}, run: (*app).versionCmd},
-		{path: []string{"fake-add-log"}, run: (*app).fakeAddLog, hidden: true},
-		{path: []string{"fake-set-status"}, run: (*app).fakeSetStatus, hidden: true},
-	}
+// Main runs the fake `docker` with args (argv without argv[0]) and returns
+// the exit status.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
+	return cli.Main(args, stdin, stdout, stderr, getenv)
 }
 
 var (
@@ -84,50 +77,15 @@ var (
 	pluginValue = []string{"--socket"}
 )
 
-// Main runs the fake `docker` with args (argv without argv[0]) and returns
-// the exit status.
-func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
-	rest := skipGlobals(args)
-	cmds := commands()
-	var known [][]string
-	for _, c := range cmds {
-		known = append(known, c.path)
+// route claims `docker [GLOBALS] sandbox ...` unless FAKE_DOCKER_NO_SANDBOX
+// is "1".
+func route(args []string, known [][]string, getenv func(string) string) (path, rest []string, ok bool) {
+	args = skipGlobals(args)
+	if len(args) == 0 || args[0] != "sandbox" || getenv("FAKE_DOCKER_NO_SANDBOX") == "1" {
+		return nil, nil, false
 	}
-	var path, leafArgs []string
-	var cmd *command
-	isSandbox := len(rest) > 0 && rest[0] == "sandbox" && getenv("FAKE_DOCKER_NO_SANDBOX") != "1"
-	if isSandbox {
-		path, leafArgs = fakecli.Resolve(rest[1:], known, pluginBool, pluginValue)
-		for i := range cmds {
-			if slices.Equal(cmds[i].path, path) {
-				cmd = &cmds[i]
-			}
-		}
-	}
-	if cmd == nil || !cmd.hidden {
-		if err := fakecli.LogArgv(getenv("FAKE_DOCKER_LOG"), args); err != nil {
-			fmt.Fprintf(stderr, "fake docker: log: %v\n", err)
-			return 1
-		}
-	}
-	if !isSandbox {
-		return notDocker(rest, stdout, stderr)
-	}
-	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv, path: path}
-	code, err := a.main(cmd, path, leafArgs)
-	var de *dockerError
-	switch {
-	case err == nil:
-		return code
-	case errors.Is(err, errHelp):
-		return 0
-	case errors.As(err, &de):
-		fmt.Fprintln(stderr, de.msg)
-		return de.code
-	default:
-		fmt.Fprintln(stderr, err)
-		return 1
-	}
+	path, rest = fakecli.Resolve(args[1:], known, pluginBool, pluginValue)
+	return path, rest, true
 }
 
 // skipGlobals drops docker's own global options, which come before the
@@ -149,7 +107,8 @@ func skipGlobals(args []string) []string {
 
 // notDocker answers everything but `docker sandbox` the way the docker CLI
 // answers an unknown command ("docker: 'x' is not a docker command.").
-func notDocker(rest []string, stdout, stderr io.Writer) int {
+func notDocker(args []string, stdout, stderr io.Writer) int {
+	rest := skipGlobals(args)
 	if len(rest) == 0 {
 		fmt.Fprintln(stdout, "\nUsage:  docker [OPTIONS] COMMAND\n\nA self-sufficient runtime for containers (fake: only `docker sandbox`)")
 		return 0
@@ -162,80 +121,39 @@ func notDocker(rest []string, stdout, stderr io.Writer) int {
 	return 1
 }
 
-func (a *app) main(cmd *command, path, rest []string) (int, error) {
-	var err error
-	if a.now, err = fakecli.Now(a.getenv); err != nil {
-		return 1, err
+// deprecated models Desktop 4.80 (docker-sandboxes-cli.md §0): [3P] its
+// plugin only prints a notice; the text is the docs' deprecation sentence
+// (UNCONFIRMED as the printed text).
+func (a *app) deprecated(path []string) error {
+	if a.Version.AtLeast("0.13.0") && path[0] != "version" {
+		return errf("The Docker Desktop-integrated `docker sandbox` commands are deprecated and replaced by the standalone `sbx` CLI.")
 	}
-	v := a.getenv("FAKE_DOCKER_SANDBOX_VERSION")
-	if v == "" {
-		v = DefaultVersion
-	}
-	if a.version, err = fakecli.ParseVersion(v); err != nil {
-		return 1, fmt.Errorf("fake docker: FAKE_DOCKER_SANDBOX_VERSION: %v", err)
-	}
-	statePath := a.getenv("FAKE_DOCKER_STATE")
-	if statePath == "" {
-		return 1, errors.New("fake docker: FAKE_DOCKER_STATE is not set")
-	}
-	a.store = fakestate.Store{Path: statePath}
-	if cmd == nil {
-		return a.unknown(path, rest)
-	}
-	if a.version.AtLeast("0.13.0") && path[0] != "version" && !cmd.hidden {
-		// docker-sandboxes-cli.md §0: [3P] Desktop 4.80.0's plugin only
-		// prints a notice; the text is the docs' deprecation sentence
-		// (UNCONFIRMED as the printed text).
-		return 1, errf("The Docker Desktop-integrated `docker sandbox` commands are deprecated and replaced by the standalone `sbx` CLI.")
-	}
-	if !cmd.hidden {
-		rules, err := fakecli.ParseFail(a.getenv("FAKE_DOCKER_FAIL"))
-		if err != nil {
-			return 1, fmt.Errorf("fake docker: FAKE_DOCKER_FAIL: %v", err)
-		}
-		var fail bool
-		if err := a.store.Update(func(st *fakestate.State) error {
-			fail = fakecli.CountCall(st, path, rules)
-			return nil
-		}); err != nil {
-			return 1, err
-		}
-		if fail {
-			// A daemon failure in the style of §2.11; UNCONFIRMED for G2.
-			return 1, errf("%s: request failed: 500 Internal Server Error: injected by FAKE_DOCKER_FAIL", strings.Join(path, " "))
-		}
-	}
-	err = cmd.run(a, rest)
-	var ec *exitCode
-	if errors.As(err, &ec) {
-		return ec.code, nil
-	}
-	return 0, err
+	return nil
 }
 
-type exitCode struct{ code int }
-
-func (e *exitCode) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+// injected is a daemon failure in the style of §2.11; UNCONFIRMED for G2.
+func (a *app) injected(path, _ []string) error {
+	return errf("%s: request failed: 500 Internal Server Error: injected by FAKE_DOCKER_FAIL", strings.Join(path, " "))
+}
 
 // unknown handles `docker sandbox` alone (usage) and unknown subcommands,
 // including `inspect`, which the G2 tree does not have (§0, §1.2). The
 // wording follows docker's unknown-command message (UNCONFIRMED for the
 // plugin).
-func (a *app) unknown(path, rest []string) (int, error) {
+func (a *app) unknown(path, rest []string) error {
 	words := append([]string{"sandbox"}, path...)
 	for _, r := range rest {
 		if r == "-h" || r == "--help" || r == "--version" && len(path) == 0 {
-			fmt.Fprintln(a.stdout, usage)
-			return 0, nil
+			break
 		}
 		if !strings.HasPrefix(r, "-") {
 			words = append(words, r)
-			return 1, errf("docker: '%s' is not a docker command.\nSee 'docker --help'", strings.Join(words, " "))
+			return errf("docker: '%s' is not a docker command.\nSee 'docker --help'", strings.Join(words, " "))
 		}
-		return 125, &dockerError{msg: fmt.Sprintf("unknown flag: %s\nSee 'docker %s --help'.", r, strings.Join(words, " ")), code: 125}
+		return &fakecli.Error{Msg: fmt.Sprintf("unknown flag: %s\nSee 'docker %s --help'.", r, strings.Join(words, " ")), Code: 125}
 	}
-	fmt.Fprintln(a.stdout, usage)
-	return 0, nil
+	fmt.Fprintln(a.Stdout, usage)
+	return fakecli.ErrHelp
 }
 
 const usage = `
@@ -248,10 +166,7 @@ Commands:
   exec        Execute a command inside a sandbox
   ls          List VMs
   network     Manage sandbox networking
-  reset       Reset all VM sandboxes and clean up state
   rm          Remove one or more sandboxes
-  run         Run an agent in a sandbox
-  save        Save a snapshot of the sandbox as a template
   stop        Stop one or more sandboxes without removing them
   version     Show Docker Sandbox version information`
 
@@ -264,11 +179,11 @@ func (a *app) parse(fs *pflag.FlagSet, args []string) ([]string, error) {
 	_ = fs.MarkHidden("socket")
 	help := fs.BoolP("help", "h", false, "help")
 	if err := fs.Parse(args); err != nil {
-		return nil, &dockerError{msg: fmt.Sprintf("%v\nSee 'docker sandbox %s --help'.", err, strings.Join(a.path, " ")), code: 125}
+		return nil, &fakecli.Error{Msg: fmt.Sprintf("%v\nSee 'docker sandbox %s --help'.", err, strings.Join(a.Path, " ")), Code: 125}
 	}
 	if *help {
-		fmt.Fprintf(a.stdout, "\nUsage:  docker sandbox %s [OPTIONS]\n", strings.Join(a.path, " "))
-		return nil, errHelp
+		fmt.Fprintf(a.Stdout, "\nUsage:  docker sandbox %s [OPTIONS]\n", strings.Join(a.Path, " "))
+		return nil, fakecli.ErrHelp
 	}
 	return fs.Args(), nil
 }
@@ -278,12 +193,7 @@ func (a *app) minArgs(args []string, n int, usage string) error {
 	if len(args) >= n {
 		return nil
 	}
-	s := "s"
-	if n == 1 {
-		s = ""
-	}
-	cp := "docker sandbox " + strings.Join(a.path, " ")
-	return errf("%q requires at least %d argument%s.\nSee '%s --help'.\n\nUsage:  %s", cp, n, s, cp, usage)
+	return a.argsError("at least", n, usage)
 }
 
 // exactArgs is docker's cli.ExactArgs message.
@@ -291,12 +201,16 @@ func (a *app) exactArgs(args []string, n int, usage string) error {
 	if len(args) == n {
 		return nil
 	}
+	return a.argsError("exactly", n, usage)
+}
+
+func (a *app) argsError(how string, n int, usage string) error {
 	s := "s"
 	if n == 1 {
 		s = ""
 	}
-	cp := "docker sandbox " + strings.Join(a.path, " ")
-	return errf("%q requires exactly %d argument%s.\nSee '%s --help'.\n\nUsage:  %s", cp, n, s, cp, usage)
+	cp := "docker sandbox " + strings.Join(a.Path, " ")
+	return errf("%q requires %s %d argument%s.\nSee '%s --help'.\n\nUsage:  %s", cp, how, n, s, cp, usage)
 }
 
 // notFound is UNCONFIRMED: the reference records no G2 not-found text.
@@ -309,20 +223,6 @@ func (a *app) lookup(st *fakestate.State, name string) (*fakestate.Sandbox, erro
 	return nil, notFound(name)
 }
 
-func (a *app) noise() fakecli.Noise {
-	var n fakecli.Noise
-	mode := a.getenv("FAKE_DOCKER_NOISE")
-	if mode == "1" || mode == "both" || mode == "before" {
-		n.Before = []string{"Starting sandboxd..."}
-	}
-	if mode == "1" || mode == "both" || mode == "after" {
-		n.After = []string{"A new version of Docker Desktop is available. Update to get the latest sandbox features."}
-	}
-	return n
-}
-
-func (a *app) json(v any) error { return fakecli.JSON(a.stdout, v, a.noise()) }
-
 // versionCmd prints the plugin version line of docker-sandboxes-cli.md §2.3.
 func (a *app) versionCmd(args []string) error {
 	args, err := a.parse(fakecli.Flags("version"), args)
@@ -332,26 +232,12 @@ func (a *app) versionCmd(args []string) error {
 	if len(args) > 0 {
 		return errf("\"docker sandbox version\" accepts no arguments.")
 	}
-	v := a.version.String()
+	v := a.Version.String()
 	c := "f00f0d6473647c2201cd0507ce31613345c48ae6"
 	if v != "0.7.1" {
 		h := sha1.Sum([]byte("cli-plugin " + v))
 		c = hex.EncodeToString(h[:])
 	}
-	fmt.Fprintf(a.stdout, "github.com/docker/sandboxes/cli-plugin v%s %s\n", v, c)
+	fmt.Fprintf(a.Stdout, "github.com/docker/sandboxes/cli-plugin v%s %s\n", v, c)
 	return nil
-}
-
-// confirm asks on stdout and reads stdin; anything but y/yes cancels.
-func (a *app) confirm(force bool, question string) error {
-	if force {
-		return nil
-	}
-	fmt.Fprintf(a.stdout, "%s [y/N] ", question)
-	line, _ := bufio.NewReader(a.stdin).ReadString('\n')
-	switch strings.ToLower(strings.TrimSpace(line)) {
-	case "y", "yes":
-		return nil
-	}
-	return errf("cancelled")
 }

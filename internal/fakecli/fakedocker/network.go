@@ -32,7 +32,7 @@ func (a *app) networkProxy(args []string) error {
 		return err
 	}
 	if *policy != "" && *policy != "allow" && *policy != "deny" {
-		return &dockerError{msg: fmt.Sprintf("invalid argument %q for \"--policy\" flag: must be allow or deny\nSee 'docker sandbox network proxy --help'.", *policy), code: 125}
+		return &fakecli.Error{Msg: fmt.Sprintf("invalid argument %q for \"--policy\" flag: must be allow or deny\nSee 'docker sandbox network proxy --help'.", *policy), Code: 125}
 	}
 	for _, list := range [][]string{*allowCIDR, *blockCIDR, *bypassCIDR} {
 		for _, c := range list {
@@ -41,7 +41,7 @@ func (a *app) networkProxy(args []string) error {
 			}
 		}
 	}
-	return a.store.Update(func(st *fakestate.State) error {
+	return a.Store.Update(func(st *fakestate.State) error {
 		sb, err := a.lookup(st, args[0])
 		if err != nil {
 			return err
@@ -55,10 +55,8 @@ func (a *app) networkProxy(args []string) error {
 		}
 		add := func(decision string, hosts []string) {
 			for _, h := range hosts {
-				r := fakestate.Rule{Policy: "proxy", Decision: decision, Resource: h}
-				r.ID = fakestate.RuleID("sandbox:"+sb.Name, r)
-				if !slices.ContainsFunc(n.Rules, func(x fakestate.Rule) bool { return x.ID == r.ID }) {
-					n.Rules = append(n.Rules, r)
+				if !slices.ContainsFunc(n.Rules, func(x fakestate.Rule) bool { return x.Decision == decision && x.Resources[0] == h }) {
+					n.Rules = append(n.Rules, fakestate.Rule{ID: st.NewID("rule"), Decision: decision, Resources: []string{h}})
 				}
 			}
 		}
@@ -109,7 +107,7 @@ func (a *app) networkLog(args []string) error {
 		return errf("\"docker sandbox network log\" accepts no arguments.")
 	}
 	var entries []fakestate.LogEntry
-	if err := a.store.View(func(st *fakestate.State) error {
+	if err := a.Store.View(func(st *fakestate.State) error {
 		for _, e := range st.Log {
 			if e.URL != "" {
 				entries = append(entries, e)
@@ -128,11 +126,11 @@ func (a *app) networkLog(args []string) error {
 			out = append(out, logEntry{Timestamp: e.Time.Format(time.RFC3339), Sandbox: e.Sandbox, Type: e.Type,
 				Method: e.Method, URL: e.URL, Action: e.Action})
 		}
-		return a.json(map[string]any{"entries": out})
+		return a.JSON(map[string]any{"entries": out})
 	}
 	// Format: docker-sandboxes-cli.md §2.4 text lines.
 	for _, e := range entries {
-		fmt.Fprintf(a.stdout, "%s sandbox=%s %s %s %s %s\n", e.Time.Format(time.RFC3339), e.Sandbox, e.Type, e.Method, e.URL, e.Action)
+		fmt.Fprintf(a.Stdout, "%s sandbox=%s %s %s %s %s\n", e.Time.Format(time.RFC3339), e.Sandbox, e.Type, e.Method, e.URL, e.Action)
 	}
 	return nil
 }
@@ -149,13 +147,13 @@ func (a *app) fakeAddLog(args []string) error {
 	if len(args) != 4 || (args[3] != "allowed" && args[3] != "denied") {
 		return errf("usage: docker sandbox fake-add-log SANDBOX METHOD URL allowed|denied [--time RFC3339]")
 	}
-	t := a.now
+	t := a.Now
 	if *at != "" {
 		if t, err = time.Parse(time.RFC3339, *at); err != nil {
 			return err
 		}
 	}
-	return a.store.Update(func(st *fakestate.State) error {
+	return a.Store.Update(func(st *fakestate.State) error {
 		st.Log = append(st.Log, fakestate.LogEntry{Time: t.UTC(), Sandbox: args[0], Type: "request",
 			Method: args[1], URL: args[2], Action: args[3]})
 		return nil
@@ -171,7 +169,7 @@ func (a *app) fakeSetStatus(args []string) error {
 	if len(args) != 2 {
 		return errf("usage: docker sandbox fake-set-status NAME running|stopped")
 	}
-	return a.store.Update(func(st *fakestate.State) error {
+	return a.Store.Update(func(st *fakestate.State) error {
 		sb, err := a.lookup(st, args[0])
 		if err != nil {
 			return err

@@ -1,6 +1,7 @@
 package fakedocker
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -19,7 +20,7 @@ import (
 // UNCONFIRMED; 0.8.0 here), with their template variants (§5.2).
 func (a *app) agents() map[string]string {
 	m := map[string]string{"cagent": "docker-agent", "claude": "claude-code", "codex": "codex", "gemini": "gemini", "kiro": "kiro"}
-	if a.version.AtLeast("0.8.0") {
+	if a.Version.AtLeast("0.8.0") {
 		for k, v := range map[string]string{"copilot": "copilot", "opencode": "opencode", "shell": "shell", "docker-agent": "docker-agent"} {
 			m[k] = v
 		}
@@ -37,16 +38,14 @@ type createOpts struct {
 	quiet, loadLocal     bool
 }
 
-// createFlags are the flags of `create` and `run` by plugin version
+// createFlags are the flags of `create` by plugin version
 // (docker-sandboxes-cli.md §1.2 table).
-func (a *app) createFlags(fs *pflag.FlagSet, withQuiet bool) *createOpts {
+func (a *app) createFlags(fs *pflag.FlagSet) *createOpts {
 	o := &createOpts{}
 	fs.StringVar(&o.name, "name", "", "Name for the sandbox (default: <agent>-<workdir>)")
 	fs.StringVarP(&o.template, "template", "t", "", "Container image to use for the sandbox (default: agent-specific image)")
-	if withQuiet {
-		fs.BoolVarP(&o.quiet, "quiet", "q", false, "Suppress verbose output")
-	}
-	if a.version.AtLeast("0.8.0") {
+	fs.BoolVarP(&o.quiet, "quiet", "q", false, "Suppress verbose output")
+	if a.Version.AtLeast("0.8.0") {
 		fs.StringVar(&o.pull, "pull-template", "missing", "Template image pull policy: always, missing, never")
 	} else {
 		fs.BoolVar(&o.loadLocal, "load-local-template", false, "Load a locally built template image into the sandbox")
@@ -61,7 +60,7 @@ func (a *app) createFlags(fs *pflag.FlagSet, withQuiet bool) *createOpts {
 func (a *app) checkName(name string) error {
 	re := regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 	allowed := "letters, numbers, hyphens, and underscores"
-	if a.version.AtLeast("0.8.0") {
+	if a.Version.AtLeast("0.8.0") {
 		re = regexp.MustCompile(`^[A-Za-z0-9_.+-]+$`)
 		allowed = "letters, numbers, hyphens, underscores, periods, plus signs and minus signs"
 	}
@@ -132,11 +131,11 @@ func (a *app) newSandbox(st *fakestate.State, o *createOpts, agent string, paths
 		tmpl = "docker/sandbox-templates:" + variant
 	}
 	status := "running"
-	if s := a.getenv("FAKE_DOCKER_CREATE_STATUS"); s != "" {
+	if s := a.Getenv("FAKE_DOCKER_CREATE_STATUS"); s != "" {
 		status = s
 	}
 	sb := &fakestate.Sandbox{Name: name, Agent: agent, Template: tmpl, Workspaces: ws, Status: status,
-		Pull: o.pull, CreatedAt: a.now, StartedAt: a.now, LastUsedAt: a.now,
+		Pull: o.pull, CreatedAt: a.Now, StartedAt: a.Now, LastUsedAt: a.Now,
 		Network: fakestate.Network{Default: "allow", BlockCIDRs: slices.Clone(DefaultBlockCIDRs)}}
 	seq := st.Add(sb)
 	sb.ID = fakestate.HexID(name, seq)
@@ -147,7 +146,7 @@ func (a *app) newSandbox(st *fakestate.State, o *createOpts, agent string, paths
 // There is no env flag in G2 (§4.2), so -e is an unknown shorthand.
 func (a *app) create(args []string) error {
 	fs := fakecli.Flags("create")
-	o := a.createFlags(fs, true)
+	o := a.createFlags(fs)
 	args, err := a.parse(fs, args)
 	if err != nil {
 		return err
@@ -159,7 +158,7 @@ func (a *app) create(args []string) error {
 		return errf("invalid --pull-template %q: must be always, missing or never", o.pull)
 	}
 	var sb *fakestate.Sandbox
-	if err := a.store.Update(func(st *fakestate.State) error {
+	if err := a.Store.Update(func(st *fakestate.State) error {
 		sb, err = a.newSandbox(st, o, args[0], args[1:])
 		return err
 	}); err != nil {
@@ -168,94 +167,17 @@ func (a *app) create(args []string) error {
 	if !o.quiet {
 		// Format: docker-sandboxes-cli.md §2.3 (templates page); the fake
 		// has one sandbox per VM, named alike.
-		fmt.Fprintf(a.stdout, "✓ Created sandbox %s in VM %s\n", sb.Name, sb.Name)
+		fmt.Fprintf(a.Stdout, "✓ Created sandbox %s in VM %s\n", sb.Name, sb.Name)
 	}
 	return nil
 }
-
-// run is `docker sandbox run SANDBOX [-- ARGS] | AGENT [WORKSPACE]
-// [EXTRA...] [-- ARGS]`: "Create the sandbox if it does not exist"; the
-// same workspace (or --name) reuses it (§5.1). The hidden -d prints the ID.
-func (a *app) run(args []string) error {
-	fs := fakecli.Flags("run")
-	o := a.createFlags(fs, false)
-	detach := fs.BoolP("detached", "d", false, "Return sandbox ID without running agent")
-	_ = fs.MarkHidden("detached")
-	args, err := a.parse(fs, args)
-	if err != nil {
-		return err
-	}
-	if i := fs.ArgsLenAtDash(); i >= 0 {
-		args = args[:i]
-	}
-	if err := a.minArgs(args, 1, "docker sandbox run SANDBOX [-- AGENT_ARGS...] | AGENT [WORKSPACE] [EXTRA_WORKSPACE...] [-- AGENT_ARGS...]"); err != nil {
-		return err
-	}
-	var id string
-	err = a.store.Update(func(st *fakestate.State) error {
-		sb := st.Find(args[0])
-		if sb == nil && o.name != "" {
-			sb = st.Find(o.name)
-		}
-		if sb == nil {
-			if _, ok := a.agents()[args[0]]; !ok {
-				return notFound(args[0])
-			}
-			paths := args[1:]
-			if len(paths) == 0 {
-				if !a.version.AtLeast("0.8.0") {
-					return a.minArgs(args, 2, "docker sandbox run AGENT WORKSPACE")
-				}
-				paths = []string{"."}
-			}
-			ws, err := workspaces(paths[:1])
-			if err != nil {
-				return err
-			}
-			for _, x := range st.Sandboxes {
-				if x.Agent == args[0] && len(x.Workspaces) > 0 && x.Workspaces[0].Path == ws[0].Path && o.name == "" {
-					sb = x
-				}
-			}
-			if sb == nil {
-				if sb, err = a.newSandbox(st, o, args[0], paths); err != nil {
-					return err
-				}
-			}
-		}
-		if sb.Status != "running" {
-			sb.StartedAt = a.now
-		}
-		sb.Status, sb.LastUsedAt = "running", a.now
-		id = sb.ID
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	if *detach {
-		fmt.Fprintln(a.stdout, id)
-	}
-	return nil
-}
-
-var passEnv = []string{"PATH", "HOME", "TMPDIR", "LANG", "TERM", "USER"}
 
 // exec is `docker sandbox exec [OPTIONS] SANDBOX COMMAND [ARG...]` (§1.2).
 // A stopped sandbox is started first (UNCONFIRMED for G2; documented for
 // sbx). Exit status is the command's; 127/126 when it cannot start.
 func (a *app) exec(args []string) error {
 	fs := fakecli.Flags("exec")
-	fs.SetInterspersed(false)
-	detach := fs.BoolP("detach", "d", false, "Detached mode: run command in the background")
-	fs.String("detach-keys", "", "Override the key sequence for detaching a container")
-	env := fs.StringArrayP("env", "e", nil, "Set environment variables")
-	envFiles := fs.StringArray("env-file", nil, "Read in a file of environment variables")
-	interactive := fs.BoolP("interactive", "i", false, "Keep STDIN open even if not attached")
-	fs.Bool("privileged", false, "Give extended privileges to the command")
-	fs.BoolP("tty", "t", false, "Allocate a pseudo-TTY")
-	fs.StringP("user", "u", "", "Username or UID (format: <name|uid>[:<group|gid>])")
-	workdir := fs.StringP("workdir", "w", "", "Working directory inside the container")
+	f := fakecli.AddExecFlags(fs)
 	args, err := a.parse(fs, args)
 	if err != nil {
 		return err
@@ -264,49 +186,28 @@ func (a *app) exec(args []string) error {
 		return err
 	}
 	var sb fakestate.Sandbox
-	if err := a.store.Update(func(st *fakestate.State) error {
+	if err := a.Store.Update(func(st *fakestate.State) error {
 		s, err := a.lookup(st, args[0])
 		if err != nil {
 			return err
 		}
 		if s.Status != "running" {
-			s.Status, s.StartedAt = "running", a.now
+			s.Status, s.StartedAt = "running", a.Now
 		}
-		s.LastUsedAt = a.now
+		s.LastUsedAt = a.Now
 		sb = *s
 		return nil
 	}); err != nil {
 		return err
 	}
-	var e fakecli.Env
-	for _, k := range passEnv {
-		if v := a.getenv(k); v != "" {
-			e.Set(k, v)
-		}
+	code, err := a.RunIn(&sb, f, args[1:], nil)
+	var se *fakecli.StartError
+	if errors.As(err, &se) {
+		fmt.Fprintln(a.Stderr, err)
+	} else if err != nil {
+		return err
 	}
-	for _, f := range *envFiles {
-		if err := e.AddFile(f, a.getenv); err != nil {
-			return errf("%v", err)
-		}
-	}
-	for _, s := range *env {
-		if err := e.AddSpec(s, a.getenv); err != nil {
-			return errf("%v", err)
-		}
-	}
-	dir := *workdir
-	if dir == "" && len(sb.Workspaces) > 0 {
-		dir = sb.Workspaces[0].Path
-	}
-	cmd := fakecli.Cmd{Argv: args[1:], Env: e.List(), Dir: dir, Stdout: a.stdout, Stderr: a.stderr, Detach: *detach}
-	if *interactive {
-		cmd.Stdin = a.stdin
-	}
-	code, err := cmd.Run()
-	if err != nil {
-		fmt.Fprintln(a.stderr, err)
-	}
-	return &exitCode{code: code}
+	return &fakecli.Exit{Code: code}
 }
 
 // vmJSON is one VM of `docker sandbox ls --json`.
@@ -323,7 +224,7 @@ type vmJSON struct {
 }
 
 func (a *app) socketPath(sb *fakestate.Sandbox) string {
-	return fmt.Sprintf("%s/.docker/sandboxes/vm/%s/docker-%d.sock", a.getenv("HOME"), sb.Name, sb.CreatedAt.UnixMilli())
+	return fmt.Sprintf("%s/.docker/sandboxes/vm/%s/docker-%d.sock", a.Getenv("HOME"), sb.Name, sb.CreatedAt.UnixMilli())
 }
 
 func (a *app) ls(args []string) error {
@@ -339,7 +240,7 @@ func (a *app) ls(args []string) error {
 		return errf("\"docker sandbox ls\" accepts no arguments.\nSee 'docker sandbox ls --help'.\n\nUsage:  docker sandbox ls [OPTIONS]")
 	}
 	var sbs []*fakestate.Sandbox
-	if err := a.store.View(func(st *fakestate.State) error {
+	if err := a.Store.View(func(st *fakestate.State) error {
 		for _, sb := range st.Sandboxes {
 			if !sb.Hidden {
 				sbs = append(sbs, sb)
@@ -351,7 +252,7 @@ func (a *app) ls(args []string) error {
 	}
 	if *quiet {
 		for _, sb := range sbs {
-			fmt.Fprintln(a.stdout, sb.Name)
+			fmt.Fprintln(a.Stdout, sb.Name)
 		}
 		return nil
 	}
@@ -359,7 +260,7 @@ func (a *app) ls(args []string) error {
 		vms := []vmJSON{}
 		for _, sb := range sbs {
 			vm := vmJSON{Name: sb.Name, Agent: sb.Agent, Status: sb.Status}
-			if sb.Status == "running" || a.getenv("FAKE_DOCKER_LS_STOPPED_WORKSPACES") == "1" {
+			if sb.Status == "running" || a.Getenv("FAKE_DOCKER_LS_STOPPED_WORKSPACES") == "1" {
 				for _, w := range sb.Workspaces {
 					vm.Workspaces = append(vm.Workspaces, w.String())
 				}
@@ -369,7 +270,7 @@ func (a *app) ls(args []string) error {
 			}
 			vms = append(vms, vm)
 		}
-		key := a.getenv("FAKE_DOCKER_LS_SHAPE")
+		key := a.Getenv("FAKE_DOCKER_LS_SHAPE")
 		switch key {
 		case "":
 			key = "vms"
@@ -377,7 +278,7 @@ func (a *app) ls(args []string) error {
 		default:
 			return fmt.Errorf("fake docker: FAKE_DOCKER_LS_SHAPE %q: want vms or sandboxes", key)
 		}
-		return a.json(map[string]any{key: vms})
+		return a.JSON(map[string]any{key: vms})
 	}
 	// Format: docker-sandboxes-cli.md §2.3 table: stopped VMs leave SOCKET
 	// PATH, SANDBOXES and AGENTS empty; the VM ID is truncated to the
@@ -398,20 +299,20 @@ func (a *app) ls(args []string) error {
 		}
 		rows = append(rows, row)
 	}
-	return fakecli.Table(a.stdout, rows)
+	return fakecli.Table(a.Stdout, rows)
 }
 
 // stopOrRm handles `stop` and `rm SANDBOX [SANDBOX...]`: each name is
 // printed (§2.3 for stop; UNCONFIRMED for rm, which G1 printed as IDs).
 func (a *app) stopOrRm(args []string, remove bool) error {
-	args, err := a.parse(fakecli.Flags(a.path[0]), args)
+	args, err := a.parse(fakecli.Flags(a.Path[0]), args)
 	if err != nil {
 		return err
 	}
-	if err := a.minArgs(args, 1, "docker sandbox "+a.path[0]+" SANDBOX [SANDBOX...]"); err != nil {
+	if err := a.minArgs(args, 1, "docker sandbox "+a.Path[0]+" SANDBOX [SANDBOX...]"); err != nil {
 		return err
 	}
-	if err := a.store.Update(func(st *fakestate.State) error {
+	if err := a.Store.Update(func(st *fakestate.State) error {
 		for _, n := range args {
 			sb, err := a.lookup(st, n)
 			if err != nil {
@@ -428,57 +329,10 @@ func (a *app) stopOrRm(args []string, remove bool) error {
 		return err
 	}
 	for _, n := range args {
-		fmt.Fprintln(a.stdout, n)
+		fmt.Fprintln(a.Stdout, n)
 	}
 	return nil
 }
 
 func (a *app) stop(args []string) error { return a.stopOrRm(args, false) }
 func (a *app) rm(args []string) error   { return a.stopOrRm(args, true) }
-
-// save is `docker sandbox save SANDBOX TAG [-o FILE]`; the fake only
-// records it. Output UNCONFIRMED (none).
-func (a *app) save(args []string) error {
-	fs := fakecli.Flags("save")
-	out := fs.StringP("output", "o", "", "Save image to specified tar file instead of loading into host Docker")
-	args, err := a.parse(fs, args)
-	if err != nil {
-		return err
-	}
-	if err := a.exactArgs(args, 2, "docker sandbox save [OPTIONS] SANDBOX TAG"); err != nil {
-		return err
-	}
-	return a.store.Update(func(st *fakestate.State) error {
-		if _, err := a.lookup(st, args[0]); err != nil {
-			return err
-		}
-		st.Saves = append(st.Saves, fakestate.Save{Sandbox: args[0], Tag: args[1], Output: *out})
-		return nil
-	})
-}
-
-// reset is `docker sandbox reset [-f]`; output §2.3.
-func (a *app) reset(args []string) error {
-	fs := fakecli.Flags("reset")
-	force := fs.BoolP("force", "f", false, "Skip confirmation")
-	args, err := a.parse(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(args) > 0 {
-		return errf("\"docker sandbox reset\" accepts no arguments.")
-	}
-	if err := a.confirm(*force, "This stops all VMs and deletes all sandbox state. Continue?"); err != nil {
-		return err
-	}
-	if err := a.store.Update(func(st *fakestate.State) error {
-		fresh := fakestate.New()
-		fresh.Calls, fresh.Seq = st.Calls, st.Seq
-		*st = *fresh
-		return nil
-	}); err != nil {
-		return err
-	}
-	fmt.Fprintln(a.stdout, "All VMs reset successfully")
-	return nil
-}

@@ -1,7 +1,6 @@
 package fakesbx
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,8 +15,9 @@ import (
 	"github.com/sbxhq/sbx/internal/fakecli/fakestate"
 )
 
-// agents are the built-in agents (docker-sandboxes-cli.md §1.3 create, §5.3)
-// and their template variants (§5.2). gemini is retired in 0.53.0.
+// agents are the built-in agents and their template variants
+// (docker-sandboxes-cli.md §5.2, §5.3): devin since 0.42.0, gemini retired
+// in 0.53.0 (evidence §0 #9).
 var agents = map[string]string{
 	"claude": "claude-code", "codex": "codex", "copilot": "copilot", "cursor": "cursor-agent",
 	"devin": "devin", "docker-agent": "docker-agent", "droid": "droid", "gemini": "gemini",
@@ -25,113 +25,85 @@ var agents = map[string]string{
 }
 
 func (a *app) knownAgent(name string) bool {
-	if _, ok := agents[name]; !ok {
+	switch {
+	case agents[name] == "":
 		return false
+	case name == "devin":
+		return a.Version.AtLeast(vJSON)
+	case name == "gemini":
+		return !a.Version.AtLeast(vGeminiRetired)
 	}
-	return name != "gemini" || !a.version.AtLeast("0.53.0")
+	return true
 }
 
 // isKit reports whether an agent positional is a kit reference (directory,
 // ZIP, git or OCI, 0.42.0) rather than an agent name.
 func isKit(s string) bool { return strings.ContainsAny(s, "/.:") }
 
+// kitResources is what the kit of a built-in template allows for each new
+// sandbox: a non-editable scoped rule named "kit:SANDBOX" (evidence §1.2,
+// [3P-measured v0.38.0] for shell: openrouter.ai). The fake gives every
+// built-in agent the same one (UNCONFIRMED for the others).
+var kitResources = []string{"openrouter.ai"}
+
 // createOpts are the flags `sbx create` and `sbx run` share
-// (docker-sandboxes-cli.md §1.3, newest create table), gated by the version
-// that introduced them (§7).
+// (docker-sandboxes-cli.md §1.3, the v0.47.0 help), gated by the version
+// that introduced them.
 type createOpts struct {
-	name, template, memory, pull, skills string
-	cpus                                 int
-	env, envFiles, publish, denyNetwork  []string
-	kits, kitArgs, kitArgsFiles, mcp     []string
-	clone, noProgress                    bool
-	branch                               string
-	cloudOnly                            map[string]*string
-	volumes, allowNetwork                []string
+	name, template, memory, pull string
+	cpus                         int
+	env, envFiles, publish, deny []string
+	kits                         []string
+	quiet                        bool
 }
 
 func (a *app) createFlags(fs *pflag.FlagSet) *createOpts {
-	o := &createOpts{cloudOnly: map[string]*string{}}
+	o := &createOpts{}
 	fs.StringVar(&o.name, "name", "", "Name for the sandbox")
 	fs.StringVarP(&o.template, "template", "t", "", "Container image to use for the sandbox")
 	fs.StringVarP(&o.memory, "memory", "m", "", "Memory limit in binary units (e.g., 512m, 8g)")
-	if a.version.AtLeast("0.25.0") {
-		fs.IntVar(&o.cpus, "cpus", 0, "Number of CPUs to allocate to the sandbox (0 = auto)")
-	}
-	if a.version.AtLeast("0.39.0") {
-		fs.StringArrayVarP(&o.env, "env", "e", nil, "Set an environment variable in the sandbox")
-		fs.StringArrayVar(&o.envFiles, "env-file", nil, "Read environment variables from a file")
-	}
-	if a.version.AtLeast("0.37.0") {
-		fs.StringArrayVarP(&o.publish, "publish", "p", nil, "Publish a sandbox port to the host")
-	}
-	if a.version.AtLeast("0.38.0") {
-		fs.StringArrayVar(&o.denyNetwork, "deny-network", nil, "Add a per-sandbox network deny rule at creation time")
-		fs.StringArrayVar(&o.mcp, "static-mcp", nil, "MCP server names that form the sandbox's fixed (static) MCP set")
-	}
-	if a.version.AtLeast("0.31.0") {
-		fs.BoolVar(&o.clone, "clone", false, "Run the agent on a private in-container clone of the host Git repository")
-	}
-	fs.StringVar(&o.branch, "branch", "", "Create a Git worktree on the given branch")
+	fs.IntVar(&o.cpus, "cpus", 0, "Number of CPUs to allocate to the sandbox (0 = auto)")
 	fs.StringVar(&o.pull, "pull", "", "Image pull policy (always|missing|never)")
-	fs.StringVar(&o.skills, "skills", "", "Shared skills store mode (off, readonly, readwrite)")
 	fs.StringArrayVar(&o.kits, "kit", nil, "Additional kit reference")
-	fs.StringArrayVar(&o.kitArgs, "kit-arg", nil, "Kit argument")
-	fs.StringArrayVar(&o.kitArgsFiles, "kit-args-file", nil, "Kit arguments file")
-	fs.BoolVar(&o.noProgress, "no-progress", false, "Suppress progress output")
-	fs.StringArrayVar(&o.allowNetwork, "allow-network", nil, "Network pattern to allow for cloud sandbox egress (cloud only)")
-	fs.StringArrayVarP(&o.volumes, "volume", "v", nil, "Volume (cloud only)")
-	for _, f := range []string{"image-ref", "on-timeout", "ttl"} {
-		o.cloudOnly[f] = fs.String(f, "", "(cloud only)")
-	}
+	fs.StringArrayVarP(&o.publish, "publish", "p", nil, "Publish a sandbox port to the host")
+	fs.StringArrayVar(&o.deny, "deny-network", nil, "Add a per-sandbox network deny rule at creation time")
+	fs.StringArrayVarP(&o.env, "env", "e", nil, "Set an environment variable in the sandbox")
+	fs.StringArrayVar(&o.envFiles, "env-file", nil, "Read environment variables from a file")
+	fs.Bool("clone", false, "Run the agent on a private in-container clone of the host Git repository")
+	fs.String("skills", "", "Shared skills store mode (off, readonly, readwrite)")
+	fs.BoolVarP(&o.quiet, "quiet", "q", false, "Suppress verbose output")
+	fs.BoolVar(&o.quiet, "no-progress", false, "Suppress progress output")
 	return o
 }
 
-// check validates what does not need the state.
-func (a *app) checkCreate(fs *pflag.FlagSet, o *createOpts) error {
-	if fs.Changed("branch") && a.version.AtLeast("0.31.0") {
-		// Verbatim, docker-sandboxes-cli.md §1.3 (0.31.0).
-		return &cliError{msg: "--branch is no longer supported; use --clone instead", code: 1}
-	}
-	for _, f := range []string{"allow-network", "volume", "image-ref", "on-timeout", "ttl"} {
-		if fs.Changed(f) {
-			// UNCONFIRMED wording; the flag is documented as cloud only.
-			return &cliError{msg: fmt.Sprintf("--%s is only supported with --cloud", f), code: 1}
-		}
-	}
+func (a *app) checkCreate(o *createOpts) error {
 	if o.pull != "" && !slices.Contains([]string{"always", "missing", "never"}, o.pull) {
-		return &cliError{msg: fmt.Sprintf("invalid --pull value %q: must be always, missing or never", o.pull), code: 1}
-	}
-	if o.skills != "" && !slices.Contains([]string{"off", "readonly", "readwrite"}, o.skills) {
-		return &cliError{msg: fmt.Sprintf("invalid --skills value %q: must be off, readonly or readwrite", o.skills), code: 1}
+		return errf("invalid --pull value %q: must be always, missing or never", o.pull)
 	}
 	if o.cpus < 0 {
-		return &cliError{msg: "--cpus must be 0 (auto) or a positive number", code: 1}
+		return errf("--cpus must be 0 (auto) or a positive number")
 	}
 	if o.memory != "" {
 		n, err := parseMemory(o.memory)
 		if err != nil {
-			return &cliError{msg: fmt.Sprintf("invalid --memory %q: %v", o.memory, err), code: 1}
+			return errf("invalid --memory %q: %v", o.memory, err)
 		}
 		if n < 512<<20 {
-			return &cliError{msg: fmt.Sprintf("invalid --memory %q: minimum is 512 MiB", o.memory), code: 1}
+			return errf("invalid --memory %q: minimum is 512 MiB", o.memory)
 		}
 	}
 	if o.name != "" {
-		if err := a.checkName(o.name); err != nil {
-			return err
-		}
+		return a.checkName(o.name)
 	}
 	return nil
 }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.-]*$`)
 
-// checkName applies the current name rule (docker-sandboxes-cli.md §1.3
-// --name, §5.1); the error wording is UNCONFIRMED.
+// checkName applies the name rule (docker-sandboxes-cli.md §5.1); the
+// error wording is UNCONFIRMED.
 func (a *app) checkName(name string) error {
-	bad := func(why string) error {
-		return &cliError{msg: fmt.Sprintf("invalid sandbox name %q: %s", name, why), code: 1}
-	}
+	bad := func(why string) error { return errf("invalid sandbox name %q: %s", name, why) }
 	switch {
 	case len(name) < 2:
 		return bad("must be at least two characters")
@@ -139,10 +111,8 @@ func (a *app) checkName(name string) error {
 		return bad("must start with a letter or number and contain only letters, numbers, hyphens and periods")
 	case name == "default":
 		return bad("'default' is reserved")
-	case a.version.AtLeast("0.43.0") && len(name) > 63:
-		return bad("must be at most 63 characters")
-	case a.version.AtLeast("0.43.0") && (strings.HasSuffix(name, "-") || strings.HasSuffix(name, ".")):
-		return bad("must not end in a hyphen or period")
+	case a.Version.AtLeast(vAutoStop) && (len(name) > 63 || strings.HasSuffix(name, "-") || strings.HasSuffix(name, ".")):
+		return bad("must be at most 63 characters and not end in a hyphen or period")
 	}
 	return nil
 }
@@ -152,17 +122,8 @@ func parseMemory(s string) (int64, error) {
 	s = strings.ToLower(strings.TrimSpace(s))
 	mult := int64(1)
 	if s != "" {
-		switch s[len(s)-1] {
-		case 'k':
-			mult = 1 << 10
-		case 'm':
-			mult = 1 << 20
-		case 'g':
-			mult = 1 << 30
-		case 't':
-			mult = 1 << 40
-		}
-		if mult != 1 || s[len(s)-1] == 'b' {
+		if i := strings.IndexByte("kmgt", s[len(s)-1]); i >= 0 {
+			mult = 1 << (10 * (i + 1))
 			s = s[:len(s)-1]
 		}
 	}
@@ -178,19 +139,13 @@ func parseMemory(s string) (int64, error) {
 func workspaces(paths []string) ([]fakestate.Workspace, error) {
 	var out []fakestate.Workspace
 	for _, p := range paths {
-		ro := false
-		if q, ok := strings.CutSuffix(p, ":ro"); ok {
-			p, ro = q, true
-		} else if q, ok := strings.CutSuffix(p, ":rw"); ok {
-			p = q
-		}
+		p, ro := strings.CutSuffix(p, ":ro")
 		abs, err := filepath.Abs(p)
 		if err != nil {
 			return nil, err
 		}
 		if !fileExists(abs) {
-			// UNCONFIRMED wording.
-			return nil, &cliError{msg: fmt.Sprintf("workspace path %q does not exist", abs), code: 1}
+			return nil, errf("workspace path %q does not exist", abs) // UNCONFIRMED wording
 		}
 		out = append(out, fakestate.Workspace{Path: abs, ReadOnly: ro})
 	}
@@ -198,15 +153,14 @@ func workspaces(paths []string) ([]fakestate.Workspace, error) {
 }
 
 // newSandbox builds (but does not store) the sandbox create/run would make.
-func (a *app) newSandbox(o *createOpts, agent string, paths []string, defaultCwd bool) (*fakestate.Sandbox, error) {
+func (a *app) newSandbox(o *createOpts, agent string, paths []string) (*fakestate.Sandbox, error) {
 	if !a.knownAgent(agent) && !isKit(agent) {
-		if a.version.AtLeast("0.42.0") {
-			return nil, &cliError{msg: fmt.Sprintf("agent '%s' not found", agent), code: 1}
+		if a.Version.AtLeast(vJSON) {
+			// The 0.42.0 sentence pattern for agents too; gemini's
+			// retirement message is UNCONFIRMED.
+			return nil, errf("agent '%s' not found", agent)
 		}
-		return nil, &cliError{msg: fmt.Sprintf("unknown agent %q", agent), code: 1}
-	}
-	if len(paths) == 0 && defaultCwd {
-		paths = []string{"."}
+		return nil, errf("unknown agent %q", agent)
 	}
 	ws, err := workspaces(paths)
 	if err != nil {
@@ -218,209 +172,205 @@ func (a *app) newSandbox(o *createOpts, agent string, paths []string, defaultCwd
 		if len(ws) > 0 {
 			dir = ws[0].Path
 		}
-		name = validName(filepath.Base(agent) + "-" + filepath.Base(dir))
+		name = filepath.Base(agent) + "-" + filepath.Base(dir)
 	}
 	var env fakecli.Env
 	for _, f := range o.envFiles {
-		if err := env.AddFile(f, a.getenv); err != nil {
-			return nil, &cliError{msg: err.Error(), code: 1}
+		if err := env.AddFile(f, a.Getenv); err != nil {
+			return nil, errf("%v", err)
 		}
 	}
 	for _, e := range o.env {
-		if err := env.AddSpec(e, a.getenv); err != nil {
-			return nil, &cliError{msg: err.Error(), code: 1}
+		if err := env.AddSpec(e, a.Getenv); err != nil {
+			return nil, errf("%v", err)
 		}
 	}
 	template := o.template
 	if template == "" {
-		if v, ok := agents[agent]; ok {
-			template = "docker/sandbox-templates:" + v + "-docker"
-		} else {
+		// "use the -docker template variants by default" (§5.2).
+		template = "docker/sandbox-templates:" + agents[agent] + "-docker"
+		if agents[agent] == "" {
 			template = agent
 		}
 	}
-	sb := &fakestate.Sandbox{
+	return &fakestate.Sandbox{
 		Name: name, Agent: agent, Template: template, Workspaces: ws, Env: env.Map(),
-		CPUs: o.cpus, Memory: o.memory, Kits: o.kits, Clone: o.clone, Pull: o.pull,
-		CreatedAt: a.now, StartedAt: a.now, LastUsedAt: a.now, Status: "running",
-	}
-	for _, h := range o.denyNetwork {
-		for _, r := range splitList(h) {
-			addRule(&sb.Network.Rules, "sandbox:"+name, fakestate.Rule{Policy: "local", Decision: "deny", Resource: r})
-		}
-	}
-	return sb, nil
+		CPUs: o.cpus, Memory: o.memory, Kits: o.kits, Pull: o.pull,
+		CreatedAt: a.Now, StartedAt: a.Now, LastUsedAt: a.Now, Status: "running",
+	}, nil
 }
 
-// validName makes a default name fit the name rule.
-func validName(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if r < 128 && (r == '-' || r == '.' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
-			b.WriteRune(r)
-		} else {
-			b.WriteRune('-')
-		}
-	}
-	return strings.TrimRight(b.String(), "-.")
-}
-
-// store adds sb to st after the checks a daemon makes: an initialised
-// policy, a free name, publishable ports.
-func (a *app) addSandbox(st *fakestate.State, sb *fakestate.Sandbox, publish []string) error {
-	if err := a.ensurePolicy(st); err != nil {
-		return err
+// addSandbox stores sb after the checks the daemon makes: an initialised
+// policy, a free name, a template that exists when it may not be pulled,
+// publishable ports. It attaches the kit's rule and --deny-network rules.
+func (a *app) addSandbox(st *fakestate.State, sb *fakestate.Sandbox, o *createOpts) error {
+	if !st.Policy.Initialized {
+		// The first-run prompt (docker-sandboxes-cli.md §2.10) is not
+		// modelled: the fake needs `policy init` first. Wording
+		// UNCONFIRMED.
+		return errf("the global network policy is not initialized; run: sbx policy init allow-all|balanced|deny-all")
 	}
 	if st.Find(sb.Name) != nil {
-		// docker-sandboxes-cli.md §2.11 (issue #109).
-		return &cliError{msg: "sandbox already exists with this name", code: 1}
+		return errf("sandbox already exists with this name") // issue #109
 	}
-	for _, p := range publish {
-		port, err := a.parsePublish(st, p)
-		if err != nil {
-			return err
-		}
-		sb.Ports = append(sb.Ports, port)
-	}
-	if s := a.getenv("FAKE_SBX_CREATE_STATUS"); s != "" {
-		sb.Status = s
+	if o.pull == "never" && o.template != "" && findTemplate(st, o.template) < 0 && !strings.HasPrefix(o.template, "docker/sandbox-templates:") {
+		// [3P-measured v0.47.0] "error: template 'hura-base:x' not found".
+		return errf("template '%s' not found", o.template)
 	}
 	seq := st.Add(sb)
 	sb.ID = fakestate.UUID(sb.Name, seq)
+	for _, p := range o.publish {
+		ports, err := a.publish(st, p)
+		if err != nil {
+			return err
+		}
+		sb.Ports = append(sb.Ports, ports...)
+	}
+	if agents[sb.Agent] != "" && a.Version.AtLeast("0.38.0") {
+		sb.Network.Rules = append(sb.Network.Rules, fakestate.Rule{ID: st.NewID("rule"), Name: "kit:" + sb.Name,
+			Decision: "allow", Resources: kitResources, Via: "provisioned", Fixed: true})
+	}
+	for _, h := range o.deny {
+		// "adds the same kind of per-sandbox deny" as policy deny
+		// --sandbox (evidence §1.2).
+		sb.Network.Rules = append(sb.Network.Rules, fakestate.Rule{ID: st.NewID("rule"), Decision: "deny",
+			Resources: splitList(h), Via: "added", Protocol: "tcp,udp"})
+	}
 	return nil
 }
 
-// ensurePolicy runs the first-run policy prompt (docker-sandboxes-cli.md
-// §2.10) when the global policy is not initialised; with --no-input it fails
-// naming `sbx policy init` (§10).
-func (a *app) ensurePolicy(st *fakestate.State) error {
-	if st.Policy.Initialized {
-		return nil
-	}
-	if a.noInput {
-		// UNCONFIRMED wording.
-		return &cliError{msg: "the global network policy is not initialized; run: sbx policy init allow-all|balanced|deny-all", code: 1}
-	}
-	fmt.Fprint(a.stdout, "Initialize the global network policy for your sandboxes:\n"+
-		"     1. Open         — All network traffic allowed, no restrictions.\n"+
-		"  ❯  2. Balanced     — Default deny, with common dev sites allowed.\n"+
-		"     3. Locked Down  — All network traffic blocked unless you allow it.\n")
-	line, err := bufio.NewReader(a.stdin).ReadString('\n')
-	if err != nil && line == "" {
-		return &cliError{msg: "cancelled", code: 1}
-	}
-	preset := map[string]string{"1": "allow-all", "2": "balanced", "": "balanced", "3": "deny-all"}[strings.TrimSpace(line)]
-	if preset == "" {
-		return &cliError{msg: "cancelled", code: 1}
-	}
-	initPolicy(st, preset)
-	return nil
-}
-
+// create is `sbx create AGENT [PATH...]`. Since 0.43.0 a created sandbox
+// stops itself when idle, so it rests stopped (evidence §3.2). Its output
+// is the v0.47.0 capture's (evidence §3.1; image layers left out), a
+// single line before.
 func (a *app) create(args []string) error {
-	fs := newFlags("create")
+	fs := fakecli.Flags("create")
 	o := a.createFlags(fs)
 	args, err := a.parse(fs, args)
 	if err != nil {
 		return err
 	}
-	if err := argsCheck(args, 1, -1); err != nil {
+	min := 2 // a workspace path is optional since 0.42.0
+	if a.Version.AtLeast(vJSON) {
+		min = 1
+	}
+	if err := argsCheck(args, min, -1); err != nil {
 		return err
 	}
-	if err := a.checkCreate(fs, o); err != nil {
+	if err := a.checkCreate(o); err != nil {
 		return err
 	}
-	// §1.3: "Omit the path to create a sandbox without a workspace bind
-	// mount" (0.42+); earlier versions need one.
-	if !a.version.AtLeast("0.42.0") {
-		if err := argsCheck(args, 2, -1); err != nil {
-			return err
-		}
-	}
-	sb, err := a.newSandbox(o, args[0], args[1:], false)
+	sb, err := a.newSandbox(o, args[0], args[1:])
 	if err != nil {
 		return err
 	}
-	if err := a.store.Update(func(st *fakestate.State) error { return a.addSandbox(st, sb, o.publish) }); err != nil {
+	if err := a.Store.Update(func(st *fakestate.State) error {
+		if err := a.addSandbox(st, sb, o); err != nil {
+			return err
+		}
+		a.settle(sb)
+		return nil
+	}); err != nil {
 		return err
 	}
-	if !o.noProgress {
-		// UNCONFIRMED for sbx; shaped like the G2 create line (§2.3).
-		fmt.Fprintf(a.stdout, "✓ Created sandbox %s\n", sb.Name)
+	switch {
+	case o.quiet:
+	case a.Version.AtLeast(vCaptured):
+		ws := "none · no workspace bind mount"
+		if len(sb.Workspaces) > 0 {
+			mode := "rw"
+			if sb.Workspaces[0].ReadOnly {
+				mode = "ro"
+			}
+			ws = fmt.Sprintf("%s (%s)", sb.Workspaces[0].Path, mode)
+		}
+		cpu, mem := "auto", "auto"
+		if o.cpus > 0 {
+			cpu = strconv.Itoa(o.cpus)
+		}
+		if o.memory != "" {
+			mem = o.memory
+		}
+		check := "Pulling image"
+		if o.pull == "never" {
+			check = "Checking image"
+		}
+		fmt.Fprintf(a.Stdout, "\nsandbox    %s\nagent      %s\nworkspace  %s\nimage      %s\ncpu        %s\nmemory     %s\n\n%s\n✓ Image ready\n✓ Created sandbox %s\n\nTo connect to this sandbox, run:\n  sbx run --name %s\n",
+			sb.Name, sb.Agent, ws, sb.Template, cpu, mem, check, sb.Name, sb.Name)
+	default:
+		fmt.Fprintf(a.Stdout, "✓ Created sandbox %s\n", sb.Name)
 	}
 	return nil
 }
 
+// run is `sbx run [flags] [AGENT] [PATH...] [-- AGENT_ARGS...]`: creates the
+// sandbox when it does not exist and attaches (the fake runs no agent).
+// -d/--detached prints the ID and keeps the sandbox running after sessions
+// end ("detached excluded" from auto-stop, 0.23.0; for an existing sandbox
+// since 0.47.0, evidence §3.2); otherwise it settles as auto-stop leaves
+// it.
 func (a *app) run(args []string) error {
-	fs := newFlags("run")
+	fs := fakecli.Flags("run")
 	o := a.createFlags(fs)
-	detach := fs.BoolP("detach", "d", false, "Start the sandbox and print its ID without opening an agent session")
-	rm := false
-	if a.version.AtLeast("0.47.0") {
-		fs.BoolVar(&rm, "rm", false, "Remove the sandbox after the agent session exits")
+	detach := fs.BoolP("detached", "d", false, "Start the sandbox and print its ID without opening an agent session")
+	rm := new(bool)
+	if a.Version.AtLeast(vCaptured) {
+		fs.BoolVar(rm, "rm", false, "Remove the sandbox after the agent session exits")
 	}
 	args, err := a.parse(fs, args)
 	if err != nil {
 		return err
 	}
 	if i := fs.ArgsLenAtDash(); i >= 0 {
-		args = args[:i] // AGENT_ARGS go to the agent, which the fake does not run
+		args = args[:i]
 	}
-	if err := a.checkCreate(fs, o); err != nil {
+	if err := a.checkCreate(o); err != nil {
 		return err
 	}
-	if rm && *detach {
-		return &cliError{msg: "--rm cannot be used with --detach", code: 1}
+	if *rm && *detach {
+		return errf("--rm cannot be combined with --detached")
 	}
 	var id string
-	err = a.store.Update(func(st *fakestate.State) error {
-		name := o.name
+	err = a.Store.Update(func(st *fakestate.State) error {
 		var agent string
 		var paths []string
 		if len(args) > 0 {
 			agent, paths = args[0], args[1:]
 		}
-		if name == "" && agent != "" && !a.knownAgent(agent) && st.Find(agent) != nil {
-			// Deprecated positional re-attach (0.33.0); wording UNCONFIRMED.
-			fmt.Fprintf(a.stderr, "WARNING: 'sbx run %s' is deprecated; use 'sbx run --name %s'\n", agent, agent)
-			name, agent = agent, ""
-		}
 		var sb *fakestate.Sandbox
-		if name != "" {
-			sb = st.Find(name)
+		if o.name != "" {
+			sb = st.Find(o.name)
 		}
 		if sb == nil {
 			if agent == "" {
-				if name != "" {
-					return a.notFound(name)
+				if o.name != "" {
+					return a.notFound(o.name)
 				}
 				return argsCheck(args, 1, -1)
 			}
-			nsb, err := a.newSandbox(o, agent, paths, true)
+			if len(paths) == 0 {
+				paths = []string{"."} // "Omit the path to mount the current directory."
+			}
+			nsb, err := a.newSandbox(o, agent, paths)
 			if err != nil {
 				return err
 			}
-			if existing := st.Find(nsb.Name); existing != nil && o.name == "" {
-				sb = existing // same workspace = same sandbox (§5.1)
-			} else {
-				if err := a.addSandbox(st, nsb, o.publish); err != nil {
-					return err
-				}
-				sb = nsb
+			if err := a.addSandbox(st, nsb, o); err != nil {
+				return err
 			}
+			sb = nsb
+		} else if agent != "" && sb.Agent != agent {
+			return errf("sandbox '%s' runs agent '%s', not '%s'", sb.Name, sb.Agent, agent) // UNCONFIRMED wording
 		}
-		if agent != "" && sb.Agent != agent {
-			// §5.1 (0.33.0): errors when the agent doesn't match; wording UNCONFIRMED.
-			return &cliError{msg: fmt.Sprintf("sandbox '%s' runs agent '%s', not '%s'", sb.Name, sb.Agent, agent), code: 1}
-		}
-		if sb.Status != "running" {
-			sb.StartedAt = a.now
-		}
-		sb.Status = "running"
-		sb.LastUsedAt = a.now
+		a.start(sb)
 		id = sb.ID
-		if rm {
+		switch {
+		case *rm:
 			st.Remove(sb.Name)
+		case *detach:
+			sb.Detached = true
+		default:
+			a.settle(sb)
 		}
 		return nil
 	})
@@ -428,17 +378,7 @@ func (a *app) run(args []string) error {
 		return err
 	}
 	if *detach {
-		fmt.Fprintln(a.stdout, id)
+		fmt.Fprintln(a.Stdout, id)
 	}
 	return nil
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
 }

@@ -1,18 +1,17 @@
 package fakesbx
 
 import (
-	"fmt"
 	"slices"
 	"time"
 
+	"github.com/sbxhq/sbx/internal/fakecli"
 	"github.com/sbxhq/sbx/internal/fakecli/fakestate"
 )
 
 // fakeAddLog appends a network-log entry for `sbx policy log` (test
-// plumbing, not part of sbx): SANDBOX HOST allowed|blocked.
+// plumbing, not part of sbx): SANDBOX HOST[:PORT] allowed|blocked.
 func (a *app) fakeAddLog(args []string) error {
-	fs := newFlags("fake-add-log")
-	typ := fs.String("type", "network", "")
+	fs := fakecli.Flags("fake-add-log")
 	proxy := fs.String("proxy", "forward", "")
 	rule := fs.String("rule", "", "")
 	reason := fs.String("reason", "", "")
@@ -22,65 +21,56 @@ func (a *app) fakeAddLog(args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := argsCheck(args, 3, 3); err != nil {
-		return err
+	if len(args) != 3 || !slices.Contains([]string{"allowed", "blocked"}, args[2]) {
+		return errf("usage: sbx fake-add-log SANDBOX HOST allowed|blocked")
 	}
-	if !slices.Contains([]string{"allowed", "blocked"}, args[2]) {
-		return fmt.Errorf("fake-add-log: action must be allowed or blocked")
-	}
-	t := a.now
+	t := a.Now
 	if *at != "" {
 		if t, err = time.Parse(time.RFC3339, *at); err != nil {
 			return err
 		}
 	}
+	host := args[1]
+	if _, port := splitHostPort(host); port == "" {
+		host += ":443"
+	}
 	if *rule == "" {
 		*rule = map[string]string{"allowed": "domain-allowed", "blocked": "domain-blocked"}[args[2]]
 	}
 	if *reason == "" && args[2] == "blocked" {
-		*reason = "default-deny"
+		*reason = "No matching allow rule (default deny)" // evidence §1.6: "…default deny…"
 	}
-	return a.store.Update(func(st *fakestate.State) error {
-		st.Log = append(st.Log, fakestate.LogEntry{Time: t.UTC(), Sandbox: args[0], Type: *typ, Action: args[2],
-			Host: args[1], Proxy: *proxy, Rule: *rule, Reason: *reason, Count: *count})
+	return a.Store.Update(func(st *fakestate.State) error {
+		st.Log = append(st.Log, fakestate.LogEntry{Time: t.UTC(), Sandbox: args[0], Type: "network", Action: args[2],
+			Host: host, Proxy: *proxy, Rule: *rule, Reason: *reason, Count: *count})
 		return nil
 	})
 }
 
 // fakeHide keeps NAME's name taken but drops it from ls (issue #109).
 func (a *app) fakeHide(args []string) error {
-	args, err := a.parse(newFlags("fake-hide"), args)
-	if err != nil {
-		return err
-	}
-	if err := argsCheck(args, 1, 1); err != nil {
-		return err
-	}
-	return a.store.Update(func(st *fakestate.State) error {
-		sb, err := a.lookup(st, args[0])
-		if err != nil {
-			return err
-		}
-		sb.Hidden = true
-		return nil
-	})
+	return a.setSandbox(args, 1, func(sb *fakestate.Sandbox) { sb.Hidden = true })
 }
 
-// fakeSetStatus sets NAME's status, e.g. to model an idle auto-stop.
+// fakeSetStatus sets NAME's status.
 func (a *app) fakeSetStatus(args []string) error {
-	args, err := a.parse(newFlags("fake-set-status"), args)
+	return a.setSandbox(args, 2, func(sb *fakestate.Sandbox) { sb.Status = args[len(args)-1] })
+}
+
+func (a *app) setSandbox(args []string, n int, set func(*fakestate.Sandbox)) error {
+	args, err := a.parse(fakecli.Flags(a.Path[0]), args)
 	if err != nil {
 		return err
 	}
-	if err := argsCheck(args, 2, 2); err != nil {
+	if err := argsCheck(args, n, n); err != nil {
 		return err
 	}
-	return a.store.Update(func(st *fakestate.State) error {
+	return a.Store.Update(func(st *fakestate.State) error {
 		sb, err := a.lookup(st, args[0])
 		if err != nil {
 			return err
 		}
-		sb.Status = args[1]
+		set(sb)
 		return nil
 	})
 }

@@ -2,13 +2,12 @@ package fakesbx
 
 import (
 	"bufio"
-	"errors"
+	"crypto/sha1"
+	"encoding/hex"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/spf13/pflag"
 
@@ -16,237 +15,208 @@ import (
 	"github.com/sbxhq/sbx/internal/fakecli/fakestate"
 )
 
-// DefaultVersion is the newest sbx release in docker-sandboxes-cli.md §0.
+// DefaultVersion is the newest sbx release (evidence §4: v0.53.0).
 const DefaultVersion = "0.53.0"
 
-// cliError is an error with its own exit status. Messages are printed with
-// sbx's "ERROR: " prefix (docker-sandboxes-cli.md §2.11, issue #290).
-type cliError struct {
-	msg  string
-	code int
-}
+// The versions at which the fake's surface changes.
+const (
+	// vJSON: `--json` on read-only commands (`policy ls`, `policy check`,
+	// `version`, `secret ls`), the tcp4 port default, one not-found
+	// sentence, devin, pathless create (release notes 0.42.0; issue #290
+	// "works in v0.42.1").
+	vJSON = "0.42.0"
+	// vAutoStop: "sbx create sandboxes now auto-stop when idle" (0.43.0).
+	vAutoStop = "0.43.0"
+	// vConfirm: "confirmations everywhere", declining exits non-zero
+	// (0.45.0); `policy rm network` gains -f/--force (evidence §0 #3, the
+	// 0.38.0 capture removed rules by ID without a prompt).
+	vConfirm = "0.45.0"
+	// vCaptured: the v0.47.0 captures (evidence §1.2, §2.1): errors as
+	// "error: ..." with a "  try: ..." hint, rules with layer, provenance
+	// and actions, `policy ls MISSING` answering with the global rules.
+	vCaptured = "0.47.0"
+	// vNoInput: the global --no-input flag. It is absent from the v0.47.0
+	// root help and present on the live docs page (evidence §0 #2); the
+	// first release with it is not pinned, the fake assumes 0.53.0.
+	vNoInput = "0.53.0"
+	// vGeminiRetired: "gemini retired as a built-in agent" (0.53.0).
+	vGeminiRetired = "0.53.0"
+)
 
-func (e *cliError) Error() string { return e.msg }
-
-// errHelp ends a command after printing its help; exit status 0.
-var errHelp = errors.New("help")
-
+// app is one invocation of the fake.
 type app struct {
-	stdin          io.Reader
-	stdout, stderr io.Writer
-	getenv         func(string) string
-	store          fakestate.Store
-	now            time.Time
-	version        fakecli.Version
-	path           []string
-	noInput        bool
-	cloud          bool
+	*fakecli.Call
+	noInput bool
 }
 
-type command struct {
-	path []string
-	run  func(a *app, args []string) error
-	// hidden commands are test plumbing: not logged, not counted.
-	hidden bool
+var errf = fakecli.Errorf
+
+var cli = &fakecli.CLI[*app]{
+	Knobs:          "FAKE_SBX",
+	DefaultVersion: DefaultVersion,
+	Commands: []fakecli.Command[*app]{
+		{Path: []string{"version"}, Run: (*app).versionCmd},
+		{Path: []string{"ls"}, Run: (*app).ls},
+		{Path: []string{"list"}, Run: (*app).ls},
+		{Path: []string{"inspect"}, Run: (*app).inspect},
+		{Path: []string{"create"}, Run: (*app).create},
+		{Path: []string{"run"}, Run: (*app).run},
+		{Path: []string{"stop"}, Run: (*app).stop},
+		{Path: []string{"rm"}, Run: (*app).rm},
+		{Path: []string{"exec"}, Run: (*app).exec},
+		{Path: []string{"ports"}, Run: (*app).ports},
+		{Path: []string{"policy", "allow", "network"}, Run: (*app).policyAdd},
+		{Path: []string{"policy", "deny", "network"}, Run: (*app).policyAdd},
+		{Path: []string{"policy", "rm", "network"}, Run: (*app).policyRm},
+		{Path: []string{"policy", "check", "network"}, Run: (*app).policyCheck},
+		{Path: []string{"policy", "ls"}, Run: (*app).policyLs},
+		{Path: []string{"policy", "log"}, Run: (*app).policyLog},
+		{Path: []string{"policy", "init"}, Run: (*app).policyInit},
+		{Path: []string{"policy", "reset"}, Run: (*app).policyReset},
+		{Path: []string{"secret", "set"}, Run: (*app).secretSet},
+		{Path: []string{"secret", "set-custom"}, Run: (*app).secretSetCustom},
+		{Path: []string{"secret", "ls"}, Run: (*app).secretLs},
+		{Path: []string{"secret", "rm"}, Run: (*app).secretRm},
+		{Path: []string{"template", "save"}, Run: (*app).templateSave},
+		{Path: []string{"template", "load"}, Run: (*app).templateLoad},
+		{Path: []string{"template", "ls"}, Run: (*app).templateLs},
+		{Path: []string{"template", "rm"}, Run: (*app).templateRm},
+		{Path: []string{"fake-add-log"}, Run: (*app).fakeAddLog, Hidden: true},
+		{Path: []string{"fake-hide"}, Run: (*app).fakeHide, Hidden: true},
+		{Path: []string{"fake-set-status"}, Run: (*app).fakeSetStatus, Hidden: true},
+	},
+	Route: func(args []string, known [][]string, _ func(string) string) ([]string, []string, bool) {
+		// Command words may be interleaved with the global flags, as
+		// cobra allows.
+		path, rest := fakecli.Resolve(args, append(known, documented...), globalBool, globalValue)
+		return path, rest, true
+	},
+	New:      func(c *fakecli.Call) *app { return &app{Call: c} },
+	Unknown:  (*app).unknown,
+	Injected: (*app).injected,
+	Noise: func(c *fakecli.Call) fakecli.Noise {
+		return fakecli.Noise{
+			// Issue #201 (v0.31.3), verbatim: daemon start lines on stdout.
+			Before: []string{
+				"Starting sandboxd daemon...",
+				`Daemon started (PID: 55276, socket: \\.\pipe\docker_kaname_sandboxd)`,
+				`Logs: C:\Users\user\AppData\Local\DockerSandboxes\sandboxes\state\sandboxd\daemon.log`,
+			},
+			// "sbx appends notices (an update banner) to stdout after the
+			// JSON" (evidence §1.1); the text is UNCONFIRMED.
+			After: []string{"A new version of sbx is available: v99.0.0 (you have v" + c.Version.String() + "). Run 'brew upgrade docker/tap/sbx' to update."},
+		}
+	},
+	Print: printError,
 }
 
-func commands() []command {
-	return []command{
-		{path: []string{"version"}, run: (*app).versionCmd},
-		{path: []string{"ls"}, run: (*app).ls},
-		{path: []string{"list"}, run: (*app).ls},
-		{path: []string{"inspect"}, run: (*app).inspect},
-		{path: []string{"create"}, run: (*app).create},
-		{path: []string{"run"}, run: (*app).run},
-		{path: []string{"stop"}, run: (*app).stop},
-		{path: []string{"rm"}, run: (*app).rm},
-		{path: []string{"exec"}, run: (*app).exec},
-		{path: []string{"ports"}, run: (*app).ports},
-		{path: []string{"reset"}, run: (*app).reset},
-		{path: []string{"policy", "allow", "network"}, run: (*app).policyAdd},
-		{path: []string{"policy", "deny", "network"}, run: (*app).policyAdd},
-		{path: []string{"policy", "rm", "network"}, run: (*app).policyRm},
-		{path: []string{"policy", "check", "network"}, run: (*app).policyCheck},
-		{path: []string{"policy", "ls"}, run: (*app).policyLs},
-		{path: []string{"policy", "log"}, run: (*app).policyLog},
-		{path: []string{"policy", "init"}, run: (*app).policyInit},
-		{path: []string{"policy", "set-default"}, run: (*app).policyInit},
-		{path: []string{"policy", "reset"}, run: (*app).policyReset},
-		{path: []string{"secret", "set"}, run: (*app).secretSet},
-		{path: []string{"secret", "set-custom"}, run: (*app).secretSetCustom},
-		{path: []string{"secret", "ls"}, run: (*app).secretLs},
-		{path: []string{"secret", "rm"}, run: (*app).secretRm},
-		{path: []string{"fake-add-log"}, run: (*app).fakeAddLog, hidden: true},
-		{path: []string{"fake-hide"}, run: (*app).fakeHide, hidden: true},
-		{path: []string{"fake-set-status"}, run: (*app).fakeSetStatus, hidden: true},
+// Main runs the fake `sbx` with args (argv without argv[0]) and returns the
+// exit status.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
+	return cli.Main(args, stdin, stdout, stderr, getenv)
+}
+
+// printError prints as sbx does: "ERROR: msg" (issues #290, #504, up to
+// v0.39), then "error: msg" and a "  try: hint" line in the v0.47.0
+// captures (evidence §2.1: `error: sandbox 'NAME' not found` + `  try: sbx
+// ls`). Which release changed it is UNCONFIRMED; the fake uses 0.47.0.
+func printError(c *fakecli.Call, w io.Writer, e *fakecli.Error) {
+	if !c.Version.AtLeast(vCaptured) {
+		fmt.Fprintf(w, "ERROR: %s\n", e.Msg)
+		return
+	}
+	fmt.Fprintf(w, "error: %s\n", e.Msg)
+	if e.Hint != "" {
+		fmt.Fprintf(w, "  try: %s\n", e.Hint)
 	}
 }
 
-// documented lists the rest of the documented command tree
-// (docker-sandboxes-cli.md §1.3), which the fake does not implement.
-var documented = []string{"attach", "completion", "cp", "daemon", "diagnose", "env", "kit", "login",
-	"logout", "mcp", "mount", "move", "prune", "settings", "setup", "skills", "template", "ttl", "tui",
-	"umount", "volume", "policy inspect", "secret import"}
+// documented is the rest of the command tree (evidence §3, the v0.47.0
+// help), which the fake does not implement.
+var documented = [][]string{{"attach"}, {"completion"}, {"cp"}, {"daemon"}, {"diagnose"}, {"env"}, {"kit"},
+	{"login"}, {"logout"}, {"mcp"}, {"mount"}, {"move"}, {"prune"}, {"reset"}, {"settings"}, {"setup"},
+	{"skills"}, {"ttl"}, {"tui"}, {"umount"}, {"volume"}, {"policy", "inspect"}, {"policy", "profile"},
+	{"secret", "import"}, {"template", "inspect"}}
 
 var (
 	globalBool  = []string{"--no-input", "-D", "--debug", "--cloud"}
 	globalValue = []string{"--cloud-api-url"}
 )
 
-// Main runs the fake `sbx` with args (argv without argv[0]) and returns the
-// exit status.
-func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
-	cmds := commands()
-	known := make([][]string, 0, len(cmds)+len(documented))
-	for _, c := range cmds {
-		known = append(known, c.path)
+// globalFlags adds the global options: --cloud, -D/--debug and -h/--help
+// (v0.47.0 root help), --cloud-api-url, and --no-input from vNoInput.
+func (a *app) globalFlags(fs *pflag.FlagSet) *bool {
+	if a.Version.AtLeast(vNoInput) {
+		fs.BoolVar(&a.noInput, "no-input", false, "Never prompt; commands that need an answer fail with the command to run instead")
+	}
+	fs.Bool("cloud", false, "Dispatch to Docker Cloud Sandboxes API instead of local sandboxd")
+	fs.String("cloud-api-url", "", "Cloud API URL")
+	fs.BoolP("debug", "D", false, "Enable debug logging")
+	return fs.BoolP("help", "h", false, "help for "+strings.Join(append([]string{"sbx"}, a.Path...), " "))
+}
+
+// parse adds the global options to fs and parses args. A flag the version
+// does not have is cobra's "unknown flag: --x" (issue #290).
+func (a *app) parse(fs *pflag.FlagSet, args []string) ([]string, error) {
+	help := a.globalFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return nil, errf("%v", err)
+	}
+	if *help {
+		fmt.Fprintf(a.Stdout, "Usage:\n  sbx %s [flags]\n\nFlags:\n%s", strings.Join(a.Path, " "), fs.FlagUsages())
+		return nil, fakecli.ErrHelp
+	}
+	if fs.Changed("cloud") {
+		return nil, errf("fake sbx: --cloud is not implemented")
+	}
+	return fs.Args(), nil
+}
+
+// unknown handles the root (help, unknown flags and commands) and the
+// documented commands the fake lacks.
+func (a *app) unknown(path, rest []string) error {
+	if len(path) == 0 {
+		fs := fakecli.Flags("sbx")
+		help := a.globalFlags(fs)
+		if err := fs.Parse(rest); err != nil {
+			return errf("%v", err)
+		}
+		switch {
+		case *help:
+			a.rootHelp()
+			return fakecli.ErrHelp
+		case fs.NArg() == 0:
+			// `sbx` alone opens the dashboard (sbx tui).
+			return errf("fake sbx: the interactive dashboard (sbx tui) is not implemented")
+		}
+		return &fakecli.Error{Msg: fmt.Sprintf("unknown command %q for \"sbx\"", fs.Arg(0)), Hint: "sbx --help", Code: 1}
 	}
 	for _, d := range documented {
-		known = append(known, strings.Fields(d))
-	}
-	path, rest := fakecli.Resolve(args, known, globalBool, globalValue)
-	var cmd *command
-	for i := range cmds {
-		if slices.Equal(cmds[i].path, path) {
-			cmd = &cmds[i]
+		if slices.Equal(d, path[:min(len(d), len(path))]) {
+			return errf("fake sbx: %q is not implemented", "sbx "+strings.Join(path, " "))
 		}
-	}
-	if cmd == nil || !cmd.hidden {
-		if err := fakecli.LogArgv(getenv("FAKE_SBX_LOG"), args); err != nil {
-			fmt.Fprintf(stderr, "fake sbx: log: %v\n", err)
-			return 1
-		}
-	}
-	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv, path: path}
-	code, err := a.main(cmd, path, rest)
-	var ce *cliError
-	switch {
-	case err == nil:
-		return code
-	case errors.Is(err, errHelp):
-		return 0
-	case errors.As(err, &ce):
-		fmt.Fprintf(stderr, "ERROR: %s\n", ce.msg)
-		return ce.code
-	default:
-		fmt.Fprintf(stderr, "ERROR: %v\n", err)
-		return 1
-	}
-}
-
-func (a *app) main(cmd *command, path, rest []string) (int, error) {
-	var err error
-	a.now, err = fakecli.Now(a.getenv)
-	if err != nil {
-		return 1, err
-	}
-	v := a.getenv("FAKE_SBX_VERSION")
-	if v == "" {
-		v = DefaultVersion
-	}
-	if a.version, err = fakecli.ParseVersion(v); err != nil {
-		return 1, fmt.Errorf("fake sbx: FAKE_SBX_VERSION: %v", err)
-	}
-	statePath := a.getenv("FAKE_SBX_STATE")
-	if statePath == "" {
-		return 1, errors.New("fake sbx: FAKE_SBX_STATE is not set")
-	}
-	a.store = fakestate.Store{Path: statePath}
-	if cmd == nil {
-		return 1, a.unknown(path, rest)
-	}
-	var runErr error
-	if !cmd.hidden {
-		rules, err := fakecli.ParseFail(a.getenv("FAKE_SBX_FAIL"))
-		if err != nil {
-			return 1, fmt.Errorf("fake sbx: FAKE_SBX_FAIL: %v", err)
-		}
-		var fail bool
-		if err := a.store.Update(func(st *fakestate.State) error {
-			fail = fakecli.CountCall(st, path, rules)
-			return nil
-		}); err != nil {
-			return 1, err
-		}
-		if fail {
-			runErr = a.injected(path, rest)
-		}
-	}
-	if runErr == nil {
-		runErr = cmd.run(a, rest)
-	}
-	var ec *exitCode
-	if errors.As(runErr, &ec) {
-		return ec.code, nil
-	}
-	return 0, runErr
-}
-
-// exitCode ends a command with a status and no message (exec).
-type exitCode struct{ code int }
-
-func (e *exitCode) Error() string { return fmt.Sprintf("exit status %d", e.code) }
-
-// unknown reports a verb the fake does not have. Cobra's wording with sbx's
-// ERROR prefix; the exact text is UNCONFIRMED (docker-sandboxes-cli.md §9).
-func (a *app) unknown(path, rest []string) error {
-	if len(path) == 0 && len(rest) == 0 {
-		// §1.3: `sbx` with no command opens the dashboard (sbx tui).
-		return &cliError{msg: "fake sbx: the interactive dashboard (sbx tui) is not implemented", code: 1}
-	}
-	if len(path) == 0 {
-		first := rest[0]
-		if first == "-h" || first == "--help" {
-			fmt.Fprintln(a.stdout, usage)
-			return errHelp
-		}
-		if strings.HasPrefix(first, "-") {
-			return &cliError{msg: "unknown flag: " + first, code: 1}
-		}
-		return &cliError{msg: fmt.Sprintf("unknown command %q for \"sbx\"\nRun 'sbx --help' for usage.", first), code: 1}
-	}
-	if slices.Contains(documented, path[0]) || slices.Contains(documented, strings.Join(path, " ")) {
-		return &cliError{msg: fmt.Sprintf("fake sbx: %q is not implemented", "sbx "+strings.Join(path, " ")), code: 1}
 	}
 	for _, r := range rest {
 		if !strings.HasPrefix(r, "-") {
-			return &cliError{msg: fmt.Sprintf("unknown command %q for \"sbx %s\"\nRun 'sbx %s --help' for usage.", r, strings.Join(path, " "), strings.Join(path, " ")), code: 1}
+			return &fakecli.Error{Msg: fmt.Sprintf("unknown command %q for \"sbx %s\"", r, strings.Join(path, " ")),
+				Hint: fmt.Sprintf("sbx %s --help", strings.Join(path, " ")), Code: 1}
 		}
 	}
-	return &cliError{msg: fmt.Sprintf("fake sbx: %q is not implemented", "sbx "+strings.Join(path, " ")), code: 1}
+	return errf("fake sbx: %q is not implemented", "sbx "+strings.Join(path, " "))
 }
 
-// injected is the error for $FAKE_SBX_FAIL. create and run use the daemon
-// 500s recorded in docker-sandboxes-cli.md §2.11.
-func (a *app) injected(path, rest []string) error {
-	name := ""
-	for i, r := range rest {
-		if v, ok := strings.CutPrefix(r, "--name="); ok {
-			name = v
-			break
-		}
-		if r == "--name" && i+1 < len(rest) {
-			name = rest[i+1]
-			break
-		}
-		if name == "" && !strings.HasPrefix(r, "-") {
-			name = r
-		}
+// rootHelp is cobra's root help. Its Flags section is the v0.47.0
+// capture's three global flags (evidence §2.1) plus --no-input from
+// vNoInput; it is what the driver probes for --no-input.
+func (a *app) rootHelp() {
+	noInput := ""
+	if a.Version.AtLeast(vNoInput) {
+		noInput = "      --no-input   Never prompt; commands that need an answer fail with the command to run instead\n"
 	}
-	switch path[0] {
-	case "create":
-		return &cliError{msg: "failed to create sandbox: request failed: 500 Internal Server Error: failed to create network", code: 1}
-	case "run":
-		// §2.11 prints this one without the ERROR prefix.
-		fmt.Fprintf(a.stderr, "Failed to start sandbox %q: start runtime %q: start runtime: request failed: 500 Internal Server Error: failed to start runtime\n", name, name)
-		return &exitCode{code: 1}
-	}
-	return &cliError{msg: fmt.Sprintf("%s: request failed: 500 Internal Server Error: injected by FAKE_SBX_FAIL", strings.Join(path, " ")), code: 1}
-}
-
-const usage = `Docker Sandboxes (fake)
+	fmt.Fprintf(a.Stdout, `Docker Sandboxes (fake sbx %s)
 
 Usage:
+  sbx [flags]
   sbx [command]
 
 Available Commands:
@@ -256,127 +226,176 @@ Available Commands:
   ls          List sandboxes
   policy      Manage network policies
   ports       Manage published ports
-  reset       Reset Docker Sandboxes
   rm          Remove sandboxes
   run         Run an agent in a sandbox
   secret      Manage secrets
   stop        Stop sandboxes
-  version     Show the version`
+  template    Manage templates
+  version     Show the version
 
-// parse adds the global options (docker-sandboxes-cli.md §1.3) to fs and
-// parses args.
-func (a *app) parse(fs *pflag.FlagSet, args []string) ([]string, error) {
-	fs.BoolVar(&a.noInput, "no-input", false, "Never prompt; commands that need an answer fail with the command to run instead")
-	fs.BoolP("debug", "D", false, "Enable debug logging")
-	fs.BoolVar(&a.cloud, "cloud", false, "Dispatch to Docker Cloud Sandboxes API instead of local sandboxd")
-	fs.String("cloud-api-url", "", "Cloud API URL")
-	help := fs.BoolP("help", "h", false, "help")
-	if err := fs.Parse(args); err != nil {
-		return nil, &cliError{msg: err.Error(), code: 1}
-	}
-	if *help {
-		fmt.Fprintf(a.stdout, "Usage:\n  sbx %s [flags]\n", strings.Join(a.path, " "))
-		return nil, errHelp
-	}
-	if a.cloud {
-		return nil, &cliError{msg: "fake sbx: --cloud is not implemented", code: 1}
-	}
-	return fs.Args(), nil
+Flags:
+      --cloud      Dispatch to Docker Cloud Sandboxes API instead of local sandboxd
+  -D, --debug      Enable debug logging
+  -h, --help       help for sbx
+%s
+Use "sbx [command] --help" for more information about a command.
+`, a.Version, noInput)
 }
 
-// args checks the positional count the way cobra words it.
+// injected is the error for $FAKE_SBX_FAIL. create and run use the daemon
+// 500s recorded in docker-sandboxes-cli.md §2.11.
+func (a *app) injected(path, rest []string) error {
+	switch path[0] {
+	case "create":
+		return errf("failed to create sandbox: request failed: 500 Internal Server Error: failed to create network")
+	case "run":
+		name := ""
+		for i, r := range rest {
+			if r == "--name" && i+1 < len(rest) {
+				name = rest[i+1]
+			}
+		}
+		// §2.11 prints this one without the error prefix.
+		fmt.Fprintf(a.Stderr, "Failed to start sandbox %q: start runtime %q: start runtime: request failed: 500 Internal Server Error: failed to start runtime\n", name, name)
+		return &fakecli.Exit{Code: 1}
+	}
+	return errf("%s: request failed: 500 Internal Server Error: injected by FAKE_SBX_FAIL", strings.Join(path, " "))
+}
+
+// argsCheck checks the positional count the way cobra words it.
 func argsCheck(args []string, min, max int) error {
 	switch {
-	case len(args) < min && min == max:
-		return &cliError{msg: fmt.Sprintf("accepts %d arg(s), received %d", min, len(args)), code: 1}
+	case len(args) < min && min == max, max >= 0 && len(args) > max && min == max:
+		return errf("accepts %d arg(s), received %d", min, len(args))
 	case len(args) < min:
-		return &cliError{msg: fmt.Sprintf("requires at least %d arg(s), only received %d", min, len(args)), code: 1}
-	case max >= 0 && len(args) > max && min == max:
-		return &cliError{msg: fmt.Sprintf("accepts %d arg(s), received %d", min, len(args)), code: 1}
+		return errf("requires at least %d arg(s), only received %d", min, len(args))
 	case max >= 0 && len(args) > max:
-		return &cliError{msg: fmt.Sprintf("accepts at most %d arg(s), received %d", max, len(args)), code: 1}
+		return errf("accepts at most %d arg(s), received %d", max, len(args))
 	}
 	return nil
 }
 
-// notFound is the not-found error of docker-sandboxes-cli.md §2.11: the
-// issue #504 text before 0.42.0, the standardised sentence after (the
-// "ERROR: " prefix of the new form is UNCONFIRMED but kept, as every other
-// recorded sbx error has it).
+// notFound is the not-found error: issue #504's text before 0.42.0, then
+// "sandbox 'NAME' not found" (0.42.0 release notes; `try: sbx ls` in the
+// v0.47.0 capture, evidence §2.1).
 func (a *app) notFound(name string) error {
-	if a.version.AtLeast("0.42.0") {
-		return &cliError{msg: fmt.Sprintf("sandbox '%s' not found", name), code: 1}
+	if a.Version.AtLeast(vJSON) {
+		return &fakecli.Error{Msg: fmt.Sprintf("sandbox '%s' not found", name), Hint: "sbx ls", Code: 1}
 	}
-	return &cliError{msg: fmt.Sprintf("no sandbox named '%s'\n\nTo create one:\n  sbx create AGENT WORKSPACE", name), code: 1}
+	return errf("no sandbox named '%s'\n\nTo create one:\n  sbx create AGENT WORKSPACE", name)
 }
 
 // lookup returns the sandbox or the not-found error.
 func (a *app) lookup(st *fakestate.State, name string) (*fakestate.Sandbox, error) {
-	sb := st.Find(name)
-	if sb == nil {
-		return nil, a.notFound(name)
+	if sb := st.Find(name); sb != nil {
+		return sb, nil
 	}
-	return sb, nil
+	return nil, a.notFound(name)
 }
 
-// confirm asks question unless force; with --no-input it fails naming the
-// command to run instead (§1.3 --no-input); a declined or unanswered prompt
-// exits non-zero (0.25.0, 0.45.0). Wording UNCONFIRMED.
-func (a *app) confirm(force bool, question, instead string) error {
+// confirm asks question unless force and reports the answer. With
+// --no-input it fails naming the command to run instead (the flag's help
+// text; wording UNCONFIRMED). The prompt's form is the v0.47.0 capture's
+// "(y/N): " (evidence §2.1, template save).
+func (a *app) confirm(force bool, question, instead string) (bool, error) {
 	if force {
-		return nil
+		return true, nil
 	}
 	if a.noInput {
-		return &cliError{msg: fmt.Sprintf("confirmation required; run: %s", instead), code: 1}
+		return false, errf("confirmation required; run: %s", instead)
 	}
-	fmt.Fprintf(a.stdout, "%s [y/N]: ", question)
-	line, _ := bufio.NewReader(a.stdin).ReadString('\n')
-	fmt.Fprintln(a.stdout)
+	fmt.Fprintf(a.Stdout, "%s (y/N): ", question)
+	line, _ := bufio.NewReader(a.Stdin).ReadString('\n')
 	switch strings.ToLower(strings.TrimSpace(line)) {
 	case "y", "yes":
+		fmt.Fprintln(a.Stdout)
+		return true, nil
+	}
+	return false, nil
+}
+
+// autoStop reports whether a sandbox without a session stops itself
+// ("auto-stop grace period expired", evidence §3.2).
+func (a *app) autoStop() bool {
+	switch a.Knob("AUTO_STOP") {
+	case "1":
+		return true
+	case "0":
+		return false
+	}
+	return a.Version.AtLeast(vAutoStop)
+}
+
+// settle is the state a sandbox rests in after a command that started it:
+// stopped, unless it is detached or auto-stop is off.
+func (a *app) settle(sb *fakestate.Sandbox) {
+	if a.autoStop() && !sb.Detached {
+		sb.Status = "stopped"
+	}
+}
+
+// start marks a sandbox running (exec, run and ports --publish start a
+// stopped one first).
+func (a *app) start(sb *fakestate.Sandbox) {
+	if sb.Status != "running" {
+		sb.Status, sb.StartedAt = "running", a.Now
+	}
+	sb.LastUsedAt = a.Now
+}
+
+// commit is the build commit printed next to the version: the one recorded
+// for v0.39.0 (docker-sandboxes-cli.md §2.10), else derived from the
+// version.
+func commit(v string) string {
+	if v == "0.39.0" {
+		return "def8cb0523a77e757bdd6ef52b459fe374f3783e"
+	}
+	h := sha1.Sum([]byte("sbx " + v))
+	return hex.EncodeToString(h[:])
+}
+
+// versionCmd prints "vX.Y.Z COMMIT" (single line since 0.32.0,
+// docker-sandboxes-cli.md §2.10) or, with --json (0.42.0+), evidence §1.5:
+// {"client":{"version",…},"server":{"state","version"}}; client.commit is
+// UNCONFIRMED.
+func (a *app) versionCmd(args []string) error {
+	fs := fakecli.Flags("version")
+	jsonOut := new(bool)
+	if a.Version.AtLeast(vJSON) {
+		fs.BoolVar(jsonOut, "json", false, "Output in JSON format")
+	}
+	args, err := a.parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := argsCheck(args, 0, 0); err != nil {
+		return err
+	}
+	v := a.Version.String()
+	if !*jsonOut {
+		fmt.Fprintf(a.Stdout, "v%s %s\n", v, commit(v))
 		return nil
 	}
-	return &cliError{msg: "cancelled", code: 1}
+	state := a.Knob("SERVER_STATE")
+	if state == "" {
+		state = "running"
+	}
+	server := map[string]string{"state": state}
+	if state == "running" {
+		server["version"] = "v" + v
+	}
+	return a.JSON(map[string]any{
+		"client": map[string]string{"version": "v" + v, "commit": commit(v)},
+		"server": server,
+	})
 }
 
-// noise returns the non-JSON lines $FAKE_SBX_NOISE asks for: the daemon
-// start lines of issue #201 (§2.6, verbatim) and an update notice (§8; its
-// text is UNCONFIRMED).
-func (a *app) noise() fakecli.Noise {
-	var n fakecli.Noise
-	mode := a.getenv("FAKE_SBX_NOISE")
-	if mode == "1" || mode == "both" || mode == "before" {
-		n.Before = []string{
-			"Starting sandboxd daemon...",
-			`Daemon started (PID: 55276, socket: \\.\pipe\docker_kaname_sandboxd)`,
-			`Logs: C:\Users\user\AppData\Local\DockerSandboxes\sandboxes\state\sandboxd\daemon.log`,
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
 		}
 	}
-	if mode == "1" || mode == "both" || mode == "after" {
-		n.After = []string{"A new version of sbx is available: v99.0.0 (you have v" + a.version.String() + "). Run 'brew upgrade docker/tap/sbx' to update."}
-	}
-	return n
-}
-
-func (a *app) json(v any) error { return fakecli.JSON(a.stdout, v, a.noise()) }
-
-// format resolves --json / --format into "table" or "json".
-func format(jsonFlag bool, f string) (string, error) {
-	if jsonFlag {
-		return "json", nil
-	}
-	switch f {
-	case "", "table":
-		return "table", nil
-	case "json":
-		return "json", nil
-	case "yaml":
-		return "", &cliError{msg: "fake sbx: --format yaml is not implemented", code: 1}
-	}
-	return "", &cliError{msg: fmt.Sprintf("invalid format %q: must be table, json or yaml", f), code: 1}
-}
-
-func fileExists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
+	return out
 }

@@ -3,7 +3,9 @@ package fakesbx
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -11,11 +13,11 @@ import (
 	"github.com/sbxhq/sbx/internal/fakecli/fakestate"
 )
 
-// lsEntry is one sandbox of `sbx ls --json`.
-// Format: docker-sandboxes-cli.md §2.6: name/agent/status/workspaces
-// (0.31.3, issue #201), id (0.33.0), workspace_missing ([3P] v0.38
-// fixture), ports entries ([3P]), last_used_at (0.43.0) and created_at
-// (0.45.0) as [3P] names them; cpus/memory (0.45.0) names are UNCONFIRMED.
+// lsEntry is one sandbox of `sbx ls --json` (evidence §1.1): name, agent,
+// status and workspaces (issue #201, v0.31.3), id (0.33.0), ports ([3P]),
+// last_used_at (0.43.0) and created_at (0.45.0) as [3P] names them;
+// workspace_missing from a [3P] v0.38 fixture. The CPU/memory field names
+// of 0.45.0 are UNCONFIRMED, so the fake prints none.
 type lsEntry struct {
 	Name             string      `json:"name"`
 	ID               string      `json:"id,omitempty"`
@@ -24,27 +26,8 @@ type lsEntry struct {
 	Workspaces       []string    `json:"workspaces"`
 	WorkspaceMissing *bool       `json:"workspace_missing,omitempty"`
 	Ports            []portEntry `json:"ports,omitempty"`
-	CPUs             int         `json:"cpus,omitempty"`
-	Memory           string      `json:"memory,omitempty"`
 	LastUsedAt       string      `json:"last_used_at,omitempty"`
 	CreatedAt        string      `json:"created_at,omitempty"`
-}
-
-// portEntry is one published port. Format: docker-sandboxes-cli.md §2.6
-// ([3P] `"ports": [{"host_ip", "host_port", "sandbox_port", "protocol"}]`).
-type portEntry struct {
-	HostIP      string `json:"host_ip"`
-	HostPort    int    `json:"host_port"`
-	SandboxPort int    `json:"sandbox_port"`
-	Protocol    string `json:"protocol"`
-}
-
-func portEntries(ps []fakestate.Port) []portEntry {
-	out := []portEntry{}
-	for _, p := range ps {
-		out = append(out, portEntry(p))
-	}
-	return out
 }
 
 func (a *app) lsEntry(sb *fakestate.Sandbox) lsEntry {
@@ -52,30 +35,28 @@ func (a *app) lsEntry(sb *fakestate.Sandbox) lsEntry {
 	for _, w := range sb.Workspaces {
 		e.Workspaces = append(e.Workspaces, w.String())
 	}
-	if a.version.AtLeast("0.33.0") {
+	if a.Version.AtLeast("0.33.0") {
 		e.ID = sb.ID
 	}
-	if a.version.AtLeast("0.38.0") {
+	if a.Version.AtLeast("0.38.0") {
 		missing := len(sb.Workspaces) > 0 && !fileExists(sb.Workspaces[0].Path)
 		e.WorkspaceMissing = &missing
 	}
 	if len(sb.Ports) > 0 {
 		e.Ports = portEntries(sb.Ports)
 	}
-	if a.version.AtLeast("0.43.0") {
+	if a.Version.AtLeast(vAutoStop) {
 		e.LastUsedAt = sb.LastUsedAt.Format(time.RFC3339)
 	}
-	if a.version.AtLeast("0.45.0") {
+	if a.Version.AtLeast(vConfirm) {
 		e.CreatedAt = sb.CreatedAt.Format(time.RFC3339)
-		e.CPUs, e.Memory = sb.CPUs, sb.Memory
 	}
 	return e
 }
 
 func (a *app) ls(args []string) error {
-	fs := newFlags("ls")
+	fs := fakecli.Flags("ls")
 	jsonFlag := fs.Bool("json", false, "Output in JSON format")
-	formatFlag := fs.String("format", "", "Output format: table, json or yaml")
 	quiet := fs.BoolP("quiet", "q", false, "Only display sandbox names")
 	args, err := a.parse(fs, args)
 	if err != nil {
@@ -84,12 +65,8 @@ func (a *app) ls(args []string) error {
 	if err := argsCheck(args, 0, 0); err != nil {
 		return err
 	}
-	f, err := format(*jsonFlag, *formatFlag)
-	if err != nil {
-		return err
-	}
 	var sbs []*fakestate.Sandbox
-	if err := a.store.View(func(st *fakestate.State) error {
+	if err := a.Store.View(func(st *fakestate.State) error {
 		for _, sb := range st.Sandboxes {
 			if !sb.Hidden {
 				sbs = append(sbs, sb)
@@ -102,100 +79,84 @@ func (a *app) ls(args []string) error {
 	switch {
 	case *quiet:
 		for _, sb := range sbs {
-			fmt.Fprintln(a.stdout, sb.Name)
+			fmt.Fprintln(a.Stdout, sb.Name)
 		}
 		return nil
-	case f == "json":
+	case *jsonFlag:
 		entries := []lsEntry{}
 		for _, sb := range sbs {
 			entries = append(entries, a.lsEntry(sb))
 		}
-		// Format: docker-sandboxes-cli.md §2.6 — {"sandboxes": [...]}
-		// (observed), a legacy bare array (UNCONFIRMED), or the G2 "vms" key.
-		switch shape := a.getenv("FAKE_SBX_LS_SHAPE"); shape {
-		case "", "sandboxes":
-			return a.json(map[string]any{"sandboxes": entries})
-		case "array":
-			return a.json(entries)
-		case "vms":
-			return a.json(map[string]any{"vms": entries})
-		default:
-			return fmt.Errorf("fake sbx: FAKE_SBX_LS_SHAPE %q: want sandboxes, array or vms", shape)
-		}
+		return a.JSON(map[string]any{"sandboxes": entries})
 	}
-	// Format: docker-sandboxes-cli.md §2.5. The two examples disagree on
-	// column widths; three spaces between columns matches the first except
-	// the SANDBOX column. The workspace is the primary one, $HOME shown as ~.
+	// Format: docker-sandboxes-cli.md §2.5; the workspace is the primary
+	// one, $HOME shown as ~; ports as in the v0.47.0 capture
+	// (`127.0.0.1:18081->8080/tcp4`), comma-separated (UNCONFIRMED).
 	rows := [][]string{{"SANDBOX", "AGENT", "STATUS", "PORTS", "WORKSPACE"}}
 	for _, sb := range sbs {
 		ws := ""
 		if len(sb.Workspaces) > 0 {
 			ws = a.tilde(sb.Workspaces[0].Path)
 		}
-		rows = append(rows, []string{sb.Name, sb.Agent, sb.Status, portsText(sb.Ports), ws})
+		var ports []string
+		for _, p := range sb.Ports {
+			ports = append(ports, fmt.Sprintf("%s:%d->%d/%s", p.HostIP, p.HostPort, p.SandboxPort, p.Protocol))
+		}
+		rows = append(rows, []string{sb.Name, sb.Agent, sb.Status, strings.Join(ports, ","), ws})
 	}
-	return fakecli.Table(a.stdout, rows)
-}
-
-// portsText renders ports as in the PORTS column of docker-sandboxes-cli.md
-// §2.5 (`127.0.0.1:8080->3000/tcp4`), comma-separated (separator
-// UNCONFIRMED).
-func portsText(ps []fakestate.Port) string {
-	var parts []string
-	for _, p := range ps {
-		parts = append(parts, portText(p))
-	}
-	return strings.Join(parts, ",")
-}
-
-func portText(p fakestate.Port) string {
-	return fmt.Sprintf("%s:%d->%d/%s", p.HostIP, p.HostPort, p.SandboxPort, p.Protocol)
+	return fakecli.Table(a.Stdout, rows)
 }
 
 func (a *app) tilde(p string) string {
-	home := a.getenv("HOME")
-	if home != "" && home != "/" {
-		if p == home {
-			return "~"
-		}
-		if rest, ok := strings.CutPrefix(p, strings.TrimRight(home, "/")+"/"); ok {
-			return "~/" + rest
-		}
+	home := strings.TrimRight(a.Getenv("HOME"), "/")
+	if home == "" {
+		return p
+	}
+	if p == home {
+		return "~"
+	}
+	if rest, ok := strings.CutPrefix(p, home+"/"); ok {
+		return "~/" + rest
 	}
 	return p
 }
 
-// inspectJSON is `sbx inspect --json`. Its schema is not documented
-// (docker-sandboxes-cli.md §2.7, §9): "state" (not "status"), "workspace"
-// and "secrets" follow [3P]; the rest is invented to carry the fields of the
-// human summary. Env is deliberately absent (§3.3: no documented read-back).
+// inspectJSON is `sbx inspect NAME --json`, evidence §1.7 ([3P-measured
+// v0.38.0], sbx-go-sdk sandbox/summary.go): ports are strings, secrets are
+// {name, source}, state (not status). The mount and CPU/memory keys of
+// 0.43/0.45 are unknown, so the fake prints none.
 type inspectJSON struct {
-	Name        string      `json:"name"`
-	ID          string      `json:"id"`
-	Agent       string      `json:"agent"`
-	Kits        []string    `json:"kits"`
-	State       string      `json:"state"`
-	Image       string      `json:"image"`
-	ImageDigest string      `json:"image_digest"`
-	Workspace   string      `json:"workspace"`
-	Workspaces  []string    `json:"workspaces"`
-	Secrets     []string    `json:"secrets"`
-	Ports       []portEntry `json:"ports"`
-	Sessions    int         `json:"sessions"`
-	CPUs        int         `json:"cpus,omitempty"`
-	Memory      string      `json:"memory,omitempty"`
-	CreatedAt   string      `json:"created_at"`
+	Name          string          `json:"name"`
+	Agent         string          `json:"agent"`
+	Kits          []string        `json:"kits"`
+	State         string          `json:"state"`
+	Uptime        string          `json:"uptime,omitempty"`
+	Workspace     string          `json:"workspace"`
+	Image         string          `json:"image"`
+	ImageDigest   string          `json:"image_digest"`
+	Network       string          `json:"network"`
+	NetworkPolicy networkPolicy   `json:"network_policy"`
+	Proxy         string          `json:"proxy"`
+	Secrets       []inspectSecret `json:"secrets"`
+	MCPGateway    bool            `json:"mcp_gateway"`
+	Ports         []string        `json:"ports"`
+	Sessions      int             `json:"sessions"`
+	DaemonVersion string          `json:"daemon_version"`
+	DaemonUptime  string          `json:"daemon_uptime"`
 }
 
-func digest(image string) string {
-	h := sha256.Sum256([]byte(image))
-	return "sha256:" + hex.EncodeToString(h[:])
+type networkPolicy struct {
+	Scope string `json:"scope"`
+}
+
+type inspectSecret struct {
+	Name   string `json:"name"`
+	Source string `json:"source"`
 }
 
 func (a *app) inspect(args []string) error {
-	fs := newFlags("inspect")
+	fs := fakecli.Flags("inspect")
 	jsonFlag := fs.Bool("json", false, "Output in JSON format")
-	formatFlag := fs.String("format", "", "Output format: table, json or yaml")
 	args, err := a.parse(fs, args)
 	if err != nil {
 		return err
@@ -203,107 +164,59 @@ func (a *app) inspect(args []string) error {
 	if err := argsCheck(args, 1, 1); err != nil {
 		return err
 	}
-	f, err := format(*jsonFlag, *formatFlag)
-	if err != nil {
-		return err
-	}
-	var sb *fakestate.Sandbox
-	var secrets []string
-	var sandboxRules int
-	if err := a.store.View(func(st *fakestate.State) error {
-		if sb, err = a.lookup(st, args[0]); err != nil {
+	var j inspectJSON
+	if err := a.Store.View(func(st *fakestate.State) error {
+		sb, err := a.lookup(st, args[0])
+		if err != nil {
 			return err
 		}
-		for _, s := range st.Secrets {
-			if s.Scope == "" || s.Scope == sb.Name {
-				secrets = append(secrets, s.Name)
-			}
-		}
-		sandboxRules = len(sb.Network.Rules)
-		return nil
-	}); err != nil {
-		return err
-	}
-	ws := []string{}
-	for _, w := range sb.Workspaces {
-		ws = append(ws, w.String())
-	}
-	if f == "json" {
-		j := inspectJSON{Name: sb.Name, ID: sb.ID, Agent: sb.Agent, Kits: sb.Kits, State: sb.Status,
-			Image: sb.Template, ImageDigest: digest(sb.Template), Workspaces: ws, Secrets: secrets,
-			Ports: portEntries(sb.Ports), CPUs: sb.CPUs, Memory: sb.Memory, CreatedAt: sb.CreatedAt.Format(time.RFC3339)}
-		if j.Kits == nil {
-			j.Kits = []string{}
-		}
-		if j.Secrets == nil {
-			j.Secrets = []string{}
+		h := sha256.Sum256([]byte(sb.Template))
+		j = inspectJSON{Name: sb.Name, Agent: sb.Agent, Kits: append([]string{}, sb.Kits...), State: sb.Status,
+			Image: sb.Template, ImageDigest: "sha256:" + hex.EncodeToString(h[:]), Network: "sandbox",
+			NetworkPolicy: networkPolicy{Scope: "global"}, Proxy: "172.17.0.2:3128", Secrets: []inspectSecret{},
+			MCPGateway: true, Ports: []string{}, DaemonVersion: "v" + a.Version.String(), DaemonUptime: "1d"}
+		if sb.Status == "running" {
+			j.Uptime = short(a.Now.Sub(sb.StartedAt))
 		}
 		if len(sb.Workspaces) > 0 {
 			j.Workspace = sb.Workspaces[0].Path
 		}
-		return a.json(j)
-	}
-	// Format: docker-sandboxes-cli.md §2.7 (v0.39.0, issue #517, verbatim,
-	// including the two extra spaces after "Agent:"). Lines for extra
-	// workspaces and sandbox rules are UNCONFIRMED.
-	state := sb.Status
-	if sb.Status == "running" {
-		state = fmt.Sprintf("running (%s)", short(a.now.Sub(sb.StartedAt)))
-	}
-	kits := "none"
-	if len(sb.Kits) > 0 {
-		kits = strings.Join(sb.Kits, ", ")
-	}
-	workspace := "none"
-	if len(sb.Workspaces) > 0 {
-		workspace = sb.Workspaces[0].String()
-	}
-	policy := "global (local policy)"
-	if sandboxRules > 0 {
-		policy = fmt.Sprintf("global + sandbox (%d rules) (local policy)", sandboxRules)
-	}
-	sec := "none"
-	if len(secrets) > 0 {
-		var parts []string
-		for _, s := range secrets {
-			parts = append(parts, s+" (uploaded)")
+		if len(sb.Network.Rules) > 0 {
+			j.NetworkPolicy.Scope = sb.Name
 		}
-		sec = strings.Join(parts, ", ")
+		for _, s := range st.Secrets {
+			if s.Scope == "" || s.Scope == sb.Name {
+				j.Secrets = append(j.Secrets, inspectSecret{Name: s.Name, Source: "uploaded"})
+			}
+		}
+		for _, p := range sb.Ports {
+			j.Ports = append(j.Ports, fmt.Sprintf("%s:%d->%d/%s", p.HostIP, p.HostPort, p.SandboxPort, p.Protocol))
+		}
+		return nil
+	}); err != nil {
+		return err
 	}
-	ports := "none published"
-	if len(sb.Ports) > 0 {
-		ports = portsText(sb.Ports)
+	if *jsonFlag {
+		return a.JSON(j)
 	}
-	w := a.stdout
-	fmt.Fprintf(w, "  Name:           %s\n", sb.Name)
-	fmt.Fprintf(w, "  Agent:            %s\n", sb.Agent)
-	fmt.Fprintf(w, "  Kits:           %s\n", kits)
-	fmt.Fprintf(w, "  State:          %s\n", state)
-	fmt.Fprintf(w, "  Image:          %s\n", sb.Template)
-	fmt.Fprintf(w, "  Image digest:   %s\n", digest(sb.Template))
-	fmt.Fprintf(w, "  Auth mode:      none\n")
-	fmt.Fprintf(w, "  Workspace:      %s\n", workspace)
-	if len(ws) > 1 {
-		fmt.Fprintf(w, "  Mounts:         %s\n", strings.Join(ws[1:], ", "))
-	}
-	fmt.Fprintf(w, "  Network Policy: %s\n", policy)
-	fmt.Fprintf(w, "  Mount Policy:   allowed\n")
-	fmt.Fprintf(w, "  Proxy:          172.17.0.2:3128\n")
-	fmt.Fprintf(w, "  Secrets:        %s\n", sec)
-	fmt.Fprintf(w, "  MCP gateway:    configured\n")
-	fmt.Fprintf(w, "  Ports:          %s\n", ports)
-	fmt.Fprintf(w, "  Sessions:       0\n")
-	fmt.Fprintf(w, "\n  Daemon:         v%s   uptime 1d\n", a.version)
+	// Format: docker-sandboxes-cli.md §2.7 (v0.39.0, issue #517), the
+	// lines the fake has values for.
+	w := a.Stdout
+	fmt.Fprintf(w, "  Name:           %s\n", j.Name)
+	fmt.Fprintf(w, "  Agent:            %s\n", j.Agent)
+	fmt.Fprintf(w, "  State:          %s\n", j.State)
+	fmt.Fprintf(w, "  Image:          %s\n", j.Image)
+	fmt.Fprintf(w, "  Workspace:      %s\n", j.Workspace)
+	fmt.Fprintf(w, "  Ports:          %s\n", strings.Join(j.Ports, ", "))
+	fmt.Fprintf(w, "\n  Daemon:         %s   uptime 1d\n", j.DaemonVersion)
 	return nil
 }
 
 // short renders a duration like "15s", "3m", "2h", "1d".
 func short(d time.Duration) string {
 	switch {
-	case d < 0:
-		return "0s"
 	case d < time.Minute:
-		return fmt.Sprintf("%ds", int(d.Seconds()))
+		return fmt.Sprintf("%ds", max(0, int(d.Seconds())))
 	case d < time.Hour:
 		return fmt.Sprintf("%dm", int(d.Minutes()))
 	case d < 24*time.Hour:
@@ -312,39 +225,42 @@ func short(d time.Duration) string {
 	return fmt.Sprintf("%dd", int(d.Hours()/24))
 }
 
+// stop is `sbx stop SANDBOX...`; its line is the v0.47.0 capture's
+// (evidence §3.1). It also ends detached mode.
 func (a *app) stop(args []string) error {
-	fs := newFlags("stop")
-	args, err := a.parse(fs, args)
+	args, err := a.parse(fakecli.Flags("stop"), args)
 	if err != nil {
 		return err
 	}
 	if err := argsCheck(args, 1, -1); err != nil {
 		return err
 	}
-	// docker-sandboxes-cli.md §1.3: no own flags; output UNCONFIRMED (none).
-	return a.store.Update(func(st *fakestate.State) error {
+	if err := a.Store.Update(func(st *fakestate.State) error {
 		for _, n := range args {
 			sb, err := a.lookup(st, n)
 			if err != nil {
 				return err
 			}
-			sb.Status = "stopped"
+			sb.Status, sb.Detached = "stopped", false
 		}
 		return nil
-	})
-}
-
-func (a *app) rm(args []string) error {
-	fs := newFlags("rm")
-	all := fs.Bool("all", false, "Remove all sandboxes")
-	force := fs.BoolP("force", "f", false, "Skip confirmation prompts and delete even if in use")
-	jsonFlag := fs.Bool("json", false, "Output in JSON format")
-	formatFlag := fs.String("format", "", "Output format: table, json or yaml")
-	args, err := a.parse(fs, args)
-	if err != nil {
+	}); err != nil {
 		return err
 	}
-	f, err := format(*jsonFlag, *formatFlag)
+	for _, n := range args {
+		fmt.Fprintf(a.Stdout, "Sandbox '%s' stopped; state preserved. Restart with: sbx run --name %s\n", n, n)
+	}
+	return nil
+}
+
+// rm is `sbx rm [SANDBOX...] [--all] [-f]`: removal asks first (0.29.0).
+// The removal line is the one `sbx prune` printed in the v0.47.0 capture
+// (UNCONFIRMED for rm).
+func (a *app) rm(args []string) error {
+	fs := fakecli.Flags("rm")
+	all := fs.Bool("all", false, "Remove all sandboxes")
+	force := fs.BoolP("force", "f", false, "Skip confirmation prompts and delete even if in use")
+	args, err := a.parse(fs, args)
 	if err != nil {
 		return err
 	}
@@ -353,10 +269,10 @@ func (a *app) rm(args []string) error {
 			return err
 		}
 	} else if len(args) > 0 {
-		return &cliError{msg: "--all cannot be combined with sandbox names", code: 1}
+		return errf("--all cannot be combined with sandbox names")
 	}
 	var removed []string
-	err = a.store.Update(func(st *fakestate.State) error {
+	if err := a.Store.Update(func(st *fakestate.State) error {
 		names := args
 		if *all {
 			names = nil
@@ -372,62 +288,81 @@ func (a *app) rm(args []string) error {
 		if len(names) == 0 {
 			return nil
 		}
-		// 0.29.0: removal requires confirmation (§1.3, §7).
-		instead := "sbx rm --force " + strings.Join(names, " ")
-		if *all {
-			instead = "sbx rm --all --force"
-		}
-		if err := a.confirm(*force, fmt.Sprintf("Remove sandbox(es) %s?", strings.Join(names, ", ")), instead); err != nil {
+		ok, err := a.confirm(*force, fmt.Sprintf("Remove sandbox(es) %s?", strings.Join(names, ", ")), "sbx rm --force "+strings.Join(names, " "))
+		if err != nil {
 			return err
 		}
+		if !ok {
+			return errf("cancelled")
+		}
 		for _, n := range names {
-			st.Remove(n) // also its scoped secrets (0.42.0); its rules and ports live on it
+			st.Remove(n) // its rules and ports live on it; its scoped secrets go too (0.42.0)
 			removed = append(removed, n)
 		}
 		return nil
-	})
-	if err != nil {
+	}); err != nil {
 		return err
 	}
-	if f == "json" {
-		if removed == nil {
-			removed = []string{}
-		}
-		return a.json(map[string]any{"removed": removed}) // schema UNCONFIRMED
+	for _, n := range removed {
+		fmt.Fprintf(a.Stdout, "Sandbox '%s' removed\n", n)
 	}
 	return nil
 }
 
-func (a *app) reset(args []string) error {
-	fs := newFlags("reset")
-	force := fs.BoolP("force", "f", false, "Skip confirmation")
-	preserve := fs.Bool("preserve-secrets", false, "Keep stored secrets")
+// exec is `sbx exec [flags] SANDBOX COMMAND [ARG...]` (docker-sandboxes-cli.md
+// §1.3): starts a stopped sandbox first, runs in the primary workspace
+// unless -w, -d is rejected (0.45.0; wording from the v0.47.0 help), a
+// missing binary exits 127 (0.21.0), otherwise the command's own status.
+func (a *app) exec(args []string) error {
+	fs := fakecli.Flags("exec")
+	f := fakecli.AddExecFlags(fs)
 	args, err := a.parse(fs, args)
 	if err != nil {
 		return err
 	}
-	if err := argsCheck(args, 0, 0); err != nil {
+	if *f.Detach && a.Version.AtLeast(vConfirm) {
+		return errf("detached exec (-d/--detach) is not supported")
+	}
+	if err := argsCheck(args, 2, -1); err != nil {
 		return err
 	}
-	// docker-sandboxes-cli.md §1.3 sbx reset: deletes all sandbox state,
-	// policies and (unless --preserve-secrets) secrets.
-	return a.store.Update(func(st *fakestate.State) error {
-		if err := a.confirm(*force, "Reset Docker Sandboxes? This deletes all sandboxes, policies and secrets.", "sbx reset --force"); err != nil {
+	var sb fakestate.Sandbox
+	if err := a.Store.Update(func(st *fakestate.State) error {
+		s, err := a.lookup(st, args[0])
+		if err != nil {
 			return err
 		}
-		secrets := st.Secrets
-		fresh := fakestate.New()
-		fresh.Calls, fresh.Seq, fresh.NextPort = st.Calls, st.Seq, st.NextPort
-		if *preserve {
-			var keep []fakestate.Secret
-			for _, s := range secrets {
-				if s.Scope == "" {
-					keep = append(keep, s)
-				}
-			}
-			fresh.Secrets = keep
-		}
-		*st = *fresh
+		a.start(s)
+		sb = *s
 		return nil
-	})
+	}); err != nil {
+		return err
+	}
+	extra := map[string]string{}
+	if a.Version.AtLeast("0.39.0") {
+		extra["SANDBOX_NAME"], extra["SANDBOX_ID"] = sb.Name, sb.ID
+	}
+	code, runErr := a.RunIn(&sb, f, args[1:], extra)
+	// The session ended: the sandbox settles (auto-stop).
+	if err := a.Store.Update(func(st *fakestate.State) error {
+		if s := st.Find(sb.Name); s != nil {
+			a.settle(s)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	var se *fakecli.StartError
+	switch {
+	case errors.As(runErr, &se):
+		printError(a.Call, a.Stderr, errf("%v", runErr))
+	case runErr != nil:
+		return runErr
+	}
+	return &fakecli.Exit{Code: code}
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }

@@ -17,41 +17,37 @@ var services = []string{"anthropic", "cursor", "droid", "github", "google", "gro
 	"openai", "openrouter", "xai"}
 
 // secretValue reads the value from --password-stdin (all of stdin, trailing
-// newline dropped) or, failing that, answers the prompt from stdin's first
-// line; with --no-input a prompt is an error. The value is only ever
-// fingerprinted.
+// newline dropped) or answers the prompt from stdin's first line; with
+// --no-input a prompt is an error. The value is only ever fingerprinted.
 func (a *app) secretValue(fromStdin bool, token, what string) (string, error) {
 	if token != "" {
 		return token, nil
 	}
 	if fromStdin {
-		b, err := io.ReadAll(a.stdin)
+		b, err := io.ReadAll(a.Stdin)
 		if err != nil {
 			return "", err
 		}
-		v := strings.TrimRight(string(b), "\r\n")
-		if v == "" {
-			return "", &cliError{msg: "no secret value on stdin", code: 1}
+		if v := strings.TrimRight(string(b), "\r\n"); v != "" {
+			return v, nil
 		}
-		return v, nil
+		return "", errf("no secret value on stdin")
 	}
 	if a.noInput {
-		// UNCONFIRMED wording (§1.3 --no-input).
-		return "", &cliError{msg: fmt.Sprintf("a value for %s is required; pipe it with --password-stdin", what), code: 1}
+		return "", errf("a value for %s is required; pipe it with --password-stdin", what) // UNCONFIRMED
 	}
-	fmt.Fprintf(a.stdout, "Enter the value for %s: ", what)
-	line, _ := bufio.NewReader(a.stdin).ReadString('\n')
-	fmt.Fprintln(a.stdout)
-	v := strings.TrimRight(line, "\r\n")
-	if v == "" {
-		return "", &cliError{msg: "cancelled", code: 1}
+	fmt.Fprintf(a.Stdout, "Enter the value for %s: ", what)
+	line, _ := bufio.NewReader(a.Stdin).ReadString('\n')
+	fmt.Fprintln(a.Stdout)
+	if v := strings.TrimRight(line, "\r\n"); v != "" {
+		return v, nil
 	}
-	return v, nil
+	return "", errf("cancelled")
 }
 
 // putSecret stores (or, with force or a confirmed prompt, replaces) s.
 func (a *app) putSecret(st *fakestate.State, s fakestate.Secret, force bool, instead string) error {
-	if s.Scope != "" {
+	if s.Scope != "" && s.Scope != "*" {
 		if _, err := a.lookup(st, s.Scope); err != nil {
 			return err
 		}
@@ -63,20 +59,21 @@ func (a *app) putSecret(st *fakestate.State, s fakestate.Secret, force bool, ins
 		st.Secrets = append(st.Secrets, s)
 		return nil
 	}
-	// -f/--force is documented without a description; the fake reads it
-	// as "overwrite without asking" (UNCONFIRMED).
-	if err := a.confirm(force, fmt.Sprintf("Secret %s already exists. Overwrite?", s.Name), instead); err != nil {
+	ok, err := a.confirm(force, fmt.Sprintf("Secret %s already exists. Overwrite?", s.Name), instead)
+	if err != nil {
 		return err
+	}
+	if !ok {
+		return errf("cancelled")
 	}
 	st.Secrets[i] = s
 	return nil
 }
 
 // secretSet is `sbx secret set [SERVICE] [flags]` (docker-sandboxes-cli.md
-// §1.3 secret, 0.38.0+ syntax: global unless --sandbox). Output UNCONFIRMED
-// (none).
+// §1.3 secret, 0.38.0+ syntax: global unless --sandbox).
 func (a *app) secretSet(args []string) error {
-	fs := newFlags("secret set")
+	fs := fakecli.Flags("secret set")
 	sandbox := fs.String("sandbox", "", "Scope the secret to one sandbox instead of its default scope")
 	fromStdin := fs.Bool("password-stdin", false, "Read the secret from stdin")
 	token := fs.StringP("token", "t", "", "Secret value")
@@ -86,8 +83,6 @@ func (a *app) secretSet(args []string) error {
 	allSandboxes := fs.Bool("all-sandboxes", false, "Registry credentials for all sandboxes")
 	command := fs.String("command", "", "Command printing the secret (dynamic secret)")
 	ref := fs.String("ref", "", "Secret reference (op://, AWS Secrets Manager ARN)")
-	fs.Bool("refresh", false, "Refresh a dynamic secret")
-	fs.Bool("oauth", false, "OAuth sign-in (openai/global only)")
 	args, err := a.parse(fs, args)
 	if err != nil {
 		return err
@@ -106,7 +101,7 @@ func (a *app) secretSet(args []string) error {
 			return err
 		}
 		if !slices.Contains(services, args[0]) {
-			return &cliError{msg: fmt.Sprintf("unknown service %q; supported services: %s", args[0], strings.Join(services, ", ")), code: 1}
+			return errf("unknown service %q; supported services: %s", args[0], strings.Join(services, ", "))
 		}
 		s.Name = args[0]
 	}
@@ -122,17 +117,15 @@ func (a *app) secretSet(args []string) error {
 		}
 	}
 	s.SHA256 = fakestate.Fingerprint(value)
-	return a.store.Update(func(st *fakestate.State) error {
+	return a.Store.Update(func(st *fakestate.State) error {
 		return a.putSecret(st, s, *force, "sbx secret set --force ...")
 	})
 }
 
-// secretSetCustom is `sbx secret set-custom` (experimental; --host, --env,
-// --value documented in docker-sandboxes-cli.md §1.3; --sandbox and
-// --password-stdin are the fake's reading of the elided "...",
-// UNCONFIRMED).
+// secretSetCustom is `sbx secret set-custom [--sandbox S] --host H --env VAR
+// (--value V | --password-stdin)` (experimental, evidence §3.8).
 func (a *app) secretSetCustom(args []string) error {
-	fs := newFlags("secret set-custom")
+	fs := fakecli.Flags("secret set-custom")
 	host := fs.String("host", "", "Host the secret is injected for")
 	env := fs.String("env", "", "Environment variable the sandbox sees")
 	value := fs.String("value", "", "Secret value")
@@ -147,38 +140,58 @@ func (a *app) secretSetCustom(args []string) error {
 		return err
 	}
 	if *host == "" || *env == "" {
-		return &cliError{msg: "--host and --env are required", code: 1}
+		return errf("--host and --env are required")
 	}
 	v, err := a.secretValue(*fromStdin, *value, *env)
 	if err != nil {
 		return err
 	}
 	s := fakestate.Secret{Scope: *sandbox, Type: "custom", Name: *env, Host: *host, SHA256: fakestate.Fingerprint(v)}
-	return a.store.Update(func(st *fakestate.State) error {
+	return a.Store.Update(func(st *fakestate.State) error {
 		return a.putSecret(st, s, *force, "sbx secret set-custom --force ...")
 	})
 }
 
-func scopeText(scope string) string {
-	switch scope {
-	case "":
-		return "(global)"
-	case "*":
-		return "(all sandboxes)"
+// secretJSON and customJSON are `sbx secret ls --json` (evidence §1.4,
+// sbx-go-sdk secret.go and a [3P] parser at v0.42.1): both keys are printed
+// even when empty; scope is "global", "host-only" (registry) or the
+// sandbox; the value is masked. The fake keeps no value, so the mask is
+// fixed.
+type secretJSON struct {
+	Scope    string `json:"scope"`
+	Type     string `json:"type"`
+	Name     string `json:"name"`
+	Secret   string `json:"secret"`
+	Username string `json:"username,omitempty"`
+}
+
+type customJSON struct {
+	Scope       string   `json:"scope"`
+	Targets     []string `json:"targets"`
+	Env         string   `json:"env"`
+	Placeholder string   `json:"placeholder"`
+	Secret      string   `json:"secret"`
+}
+
+const masked = "****...****"
+
+func scopeText(scope, typ string) string {
+	switch {
+	case scope == "" && typ == "registry":
+		return "host-only"
+	case scope == "" || scope == "*":
+		return "global"
 	}
 	return scope
 }
 
 func (a *app) secretLs(args []string) error {
-	fs := newFlags("secret ls")
+	fs := fakecli.Flags("secret ls")
 	jsonFlag := new(bool)
-	if a.version.AtLeast("0.42.0") {
+	if a.Version.AtLeast(vJSON) {
 		fs.BoolVar(jsonFlag, "json", false, "Output in JSON format")
 	}
-	quiet := new(bool)
-	if a.version.AtLeast("0.45.0") {
-		fs.BoolVarP(quiet, "quiet", "q", false, "Only display secret names")
-	}
+	quiet := fs.BoolP("quiet", "q", false, "Only display secret names")
 	sandbox := fs.String("sandbox", "", "Only secrets scoped to this sandbox")
 	args, err := a.parse(fs, args)
 	if err != nil {
@@ -188,7 +201,7 @@ func (a *app) secretLs(args []string) error {
 		return err
 	}
 	var secrets []fakestate.Secret
-	if err := a.store.View(func(st *fakestate.State) error {
+	if err := a.Store.View(func(st *fakestate.State) error {
 		if *sandbox != "" {
 			if _, err := a.lookup(st, *sandbox); err != nil {
 				return err
@@ -206,30 +219,39 @@ func (a *app) secretLs(args []string) error {
 	switch {
 	case *quiet:
 		for _, s := range secrets {
-			fmt.Fprintln(a.stdout, s.Name)
+			fmt.Fprintln(a.Stdout, s.Name)
 		}
 		return nil
 	case *jsonFlag:
-		// Schema UNCONFIRMED (docker-sandboxes-cli.md §9); no value or
-		// fingerprint is printed.
-		out := []map[string]string{}
+		doc := struct {
+			Secrets []secretJSON `json:"secrets"`
+			Custom  []customJSON `json:"custom_secrets"`
+		}{[]secretJSON{}, []customJSON{}}
 		for _, s := range secrets {
-			out = append(out, map[string]string{"scope": scopeText(s.Scope), "type": s.Type, "name": s.Name})
+			if s.Type == "custom" {
+				doc.Custom = append(doc.Custom, customJSON{Scope: scopeText(s.Scope, s.Type), Targets: []string{s.Host},
+					Env: s.Name, Placeholder: "sbx-cs-" + s.SHA256[:20], Secret: masked})
+				continue
+			}
+			doc.Secrets = append(doc.Secrets, secretJSON{Scope: scopeText(s.Scope, s.Type), Type: s.Type, Name: s.Name,
+				Secret: masked, Username: map[bool]string{true: s.Host}[s.Type == "registry"]})
 		}
-		return a.json(map[string]any{"secrets": out})
+		return a.JSON(doc)
 	}
-	// Format: docker-sandboxes-cli.md §2.10. The real SECRET column shows the
-	// value's first and last characters; the fake keeps no value, so it
-	// prints only the mask.
+	// Format: docker-sandboxes-cli.md §2.10 (scope "(global)" in the table).
 	rows := [][]string{{"SCOPE", "TYPE", "NAME", "SECRET"}}
 	for _, s := range secrets {
-		rows = append(rows, []string{scopeText(s.Scope), s.Type, s.Name, "****...****"})
+		scope := scopeText(s.Scope, s.Type)
+		if scope == "global" {
+			scope = "(global)"
+		}
+		rows = append(rows, []string{scope, s.Type, s.Name, masked})
 	}
-	return fakecli.Table(a.stdout, rows)
+	return fakecli.Table(a.Stdout, rows)
 }
 
 func (a *app) secretRm(args []string) error {
-	fs := newFlags("secret rm")
+	fs := fakecli.Flags("secret rm")
 	sandbox := fs.String("sandbox", "", "Sandbox the secret is scoped to")
 	registry := fs.String("registry", "", "Registry host")
 	fs.BoolP("force", "f", false, "Skip confirmation")
@@ -244,7 +266,7 @@ func (a *app) secretRm(args []string) error {
 		}
 		name = args[0]
 	}
-	return a.store.Update(func(st *fakestate.State) error {
+	return a.Store.Update(func(st *fakestate.State) error {
 		if *sandbox != "" {
 			if _, err := a.lookup(st, *sandbox); err != nil {
 				return err
@@ -254,8 +276,8 @@ func (a *app) secretRm(args []string) error {
 		st.Secrets = slices.DeleteFunc(st.Secrets, func(s fakestate.Secret) bool { return s.Scope == *sandbox && s.Name == name })
 		if len(st.Secrets) == n {
 			// 0.45.0: "secret rm" errors on a missing secret; wording
-			// UNCONFIRMED, in the 0.42.0 not-found pattern.
-			return &cliError{msg: fmt.Sprintf("secret '%s' not found", name), code: 1}
+			// UNCONFIRMED.
+			return errf("secret '%s' not found", name)
 		}
 		return nil
 	})

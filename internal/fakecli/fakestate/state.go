@@ -1,8 +1,9 @@
 // Package fakestate is the persisted world of the fake Docker Sandboxes CLIs
 // (fakesbx and fakedocker): the sandboxes they know, their network rules,
-// secret fingerprints, the network log and the per-verb call counters used
-// for failure injection. It lives in one JSON file guarded by a file lock so
-// that concurrent invocations of the fakes are safe.
+// secret fingerprints, template images, the network log and the per-verb
+// call counters used for failure injection. It lives in one JSON file
+// guarded by a file lock so that concurrent invocations of the fakes are
+// safe.
 package fakestate
 
 import (
@@ -14,29 +15,30 @@ import (
 )
 
 // SchemaVersion is the value of State.Schema written by this package.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // State is the whole JSON document at $FAKE_SBX_STATE / $FAKE_DOCKER_STATE.
 type State struct {
 	Schema    int        `json:"schema"`
 	Sandboxes []*Sandbox `json:"sandboxes"`
-	// Policy is the global network policy (G3 `sbx policy ...`). G2 keeps its
-	// policy per sandbox in Sandbox.Network.
+	// Policy is the global network policy (sbx `policy ...`). The docker
+	// sandbox plugin keeps its policy per sandbox in Sandbox.Network.
 	Policy  Policy     `json:"policy"`
 	Secrets []Secret   `json:"secrets"`
 	Log     []LogEntry `json:"log"`
-	// Saves records `docker sandbox save` calls (G2).
-	Saves []Save `json:"saves,omitempty"`
+	// Templates is sbx's own image store (`sbx template ...`).
+	Templates []Template `json:"templates,omitempty"`
 	// Calls counts invocations per command path prefix ("policy",
 	// "policy allow", "policy allow network"), for $..._FAIL=VERB:N.
 	Calls map[string]int `json:"calls"`
-	// Seq numbers sandboxes and ephemeral ports so IDs stay deterministic
-	// and differ between a sandbox and its re-creation.
+	// Seq numbers sandboxes, rules and ephemeral ports so IDs stay
+	// deterministic and differ between a sandbox and its re-creation.
 	Seq      int `json:"seq"`
 	NextPort int `json:"next_port"`
 }
 
-// Sandbox is one sandbox (G3) or VM (G2; the fake models one sandbox per VM).
+// Sandbox is one sandbox (sbx) or VM (the plugin; the fake models one
+// sandbox per VM).
 type Sandbox struct {
 	Name       string      `json:"name"`
 	ID         string      `json:"id"`
@@ -45,9 +47,12 @@ type Sandbox struct {
 	Workspaces []Workspace `json:"workspaces"`
 	// Status is "running" or "stopped".
 	Status string `json:"status"`
-	Ports  []Port `json:"ports"`
-	// Network holds the sandbox-scoped rules (G3 `--sandbox`, origin
-	// "sandbox:NAME") or the whole G2 proxy configuration.
+	// Detached sandboxes (`sbx run -d`) keep running without a session;
+	// the others stop after their last session when auto-stop is on.
+	Detached bool   `json:"detached,omitempty"`
+	Ports    []Port `json:"ports"`
+	// Network holds the sandbox-scoped rules (sbx `--sandbox`) or the whole
+	// plugin proxy configuration.
 	Network Network `json:"network"`
 	// Env is what `sbx create/run -e/--env-file` baked into the sandbox.
 	Env        map[string]string `json:"env"`
@@ -80,7 +85,7 @@ func (w Workspace) String() string {
 	return w.Path
 }
 
-// Port is one published port.
+// Port is one published host binding.
 type Port struct {
 	HostIP      string `json:"host_ip"`
 	HostPort    int    `json:"host_port"`
@@ -88,11 +93,11 @@ type Port struct {
 	Protocol    string `json:"protocol"`
 }
 
-// Network is a set of rules plus, for G2, the proxy's default policy and CIDR
-// lists.
+// Network is a set of rules plus, for the plugin, the proxy's default
+// policy and CIDR lists.
 type Network struct {
-	// Default is "allow" or "deny" (G2 `--policy`). Empty for G3 sandboxes,
-	// whose default comes from the global Policy.
+	// Default is "allow" or "deny" (the plugin's `--policy`). Empty for sbx
+	// sandboxes, whose default comes from the global Policy.
 	Default     string   `json:"default,omitempty"`
 	Rules       []Rule   `json:"rules"`
 	BlockCIDRs  []string `json:"block_cidrs,omitempty"`
@@ -100,32 +105,50 @@ type Network struct {
 	BypassCIDRs []string `json:"bypass_cidrs,omitempty"`
 }
 
-// Rule is one allow or deny rule for a host pattern.
+// Rule is one allow or deny rule. An sbx rule may hold several resources
+// (one `policy allow network a,b` call makes one rule).
 type Rule struct {
 	ID string `json:"id"`
-	// Policy is the name of the policy holding the rule ("local" for rules
-	// added with `sbx policy allow|deny`, "balanced-dev" for the preset).
-	Policy   string `json:"policy"`
-	Decision string `json:"decision"` // "allow" or "deny"
-	Resource string `json:"resource"`
+	// Name is "kit:SANDBOX" for a kit's rule, the group name of a preset
+	// rule, else the ID.
+	Name      string   `json:"name,omitempty"`
+	Decision  string   `json:"decision"` // "allow" or "deny"
+	Resources []string `json:"resources"`
+	// Type is the resource type: "network" (also when empty),
+	// "filesystem:read", "filesystem:write".
+	Type string `json:"type,omitempty"`
+	// Via is how the rule was made (sbx provenance.created_via): "added",
+	// "default" (a preset) or "provisioned" (a kit).
+	Via string `json:"via,omitempty"`
+	// Fixed rules can be neither edited nor removed (a kit's).
+	Fixed    bool   `json:"fixed,omitempty"`
 	Protocol string `json:"protocol,omitempty"`
-	Method   string `json:"method,omitempty"`
-	Path     string `json:"path,omitempty"`
+	// Fallback marks the preset's "no rule matched" answer
+	// (default-deny-all), which no rule lookup matches.
+	Fallback bool `json:"fallback,omitempty"`
 }
 
-// Policy is the global (origin "local") network policy of G3.
+// ResourceType is Type with the default filled in.
+func (r Rule) ResourceType() string {
+	if r.Type == "" {
+		return "network"
+	}
+	return r.Type
+}
+
+// Policy is sbx's global network policy.
 type Policy struct {
 	// Initialized is set by `sbx policy init PRESET`; creating a sandbox
 	// needs it.
 	Initialized bool   `json:"initialized"`
 	Preset      string `json:"preset,omitempty"` // allow-all | balanced | deny-all
-	Default     string `json:"default,omitempty"`
 	Rules       []Rule `json:"rules"`
 }
 
 // Secret is a stored secret: only a SHA-256 of its value is kept.
 type Secret struct {
-	// Scope is "" for global or the sandbox name.
+	// Scope is "" for global, "*" for every sandbox (registry), or the
+	// sandbox name.
 	Scope string `json:"scope"`
 	// Type is "service", "custom" or "registry".
 	Type string `json:"type"`
@@ -136,13 +159,13 @@ type Secret struct {
 	SHA256 string `json:"sha256"`
 }
 
-// LogEntry is one network-log record (G3 `sbx policy log`, G2 `docker
-// sandbox network log`).
+// LogEntry is one network-log record (sbx `policy log`, plugin `network
+// log`).
 type LogEntry struct {
 	Time    time.Time `json:"time"`
 	Sandbox string    `json:"sandbox"`
-	Type    string    `json:"type"`   // G3 "network"; G2 "request"
-	Action  string    `json:"action"` // G3 allowed|blocked; G2 allowed|denied
+	Type    string    `json:"type"`   // sbx "network"; plugin "request"
+	Action  string    `json:"action"` // sbx allowed|blocked; plugin allowed|denied
 	Host    string    `json:"host,omitempty"`
 	Method  string    `json:"method,omitempty"`
 	URL     string    `json:"url,omitempty"`
@@ -152,17 +175,21 @@ type LogEntry struct {
 	Count   int       `json:"count,omitempty"`
 }
 
-// Save records one `docker sandbox save SANDBOX TAG [-o FILE]`.
-type Save struct {
-	Sandbox string `json:"sandbox"`
-	Tag     string `json:"tag"`
-	Output  string `json:"output,omitempty"`
+// Template is one image in sbx's own store.
+type Template struct {
+	Repository string    `json:"repository"`
+	Tag        string    `json:"tag"`
+	ID         string    `json:"id"`
+	Flavor     string    `json:"flavor,omitempty"`
+	CreatedAt  time.Time `json:"created_at"`
+	Size       int64     `json:"size"`
 }
 
 // New returns an empty state.
 func New() *State {
-	return &State{Schema: SchemaVersion, Sandboxes: []*Sandbox{}, Secrets: []Secret{}, Log: []LogEntry{},
-		Policy: Policy{Rules: []Rule{}}, Calls: map[string]int{}, NextPort: 49152}
+	s := &State{Schema: SchemaVersion}
+	s.normalize()
+	return s
 }
 
 // normalize fills nil slices and maps so that the JSON always has the same
@@ -248,6 +275,13 @@ func (s *State) AllocPort() int {
 	return p
 }
 
+// NewID returns a fresh deterministic UUID for an object of the given kind
+// ("rule", "policy").
+func (s *State) NewID(kind string) string {
+	s.Seq++
+	return UUID(kind, s.Seq)
+}
+
 // UUID derives a UUID-shaped, deterministic identifier from name and seq.
 func UUID(name string, seq int) string {
 	h := sha256.Sum256([]byte(fmt.Sprintf("sandbox\x00%s\x00%d", name, seq)))
@@ -261,12 +295,6 @@ func UUID(name string, seq int) string {
 func HexID(name string, seq int) string {
 	h := sha256.Sum256([]byte(fmt.Sprintf("vm\x00%s\x00%d", name, seq)))
 	return hex.EncodeToString(h[:])
-}
-
-// RuleID derives a stable rule ID from what makes the rule unique.
-func RuleID(origin string, r Rule) string {
-	h := sha256.Sum256([]byte(origin + "\x00" + r.Decision + "\x00" + r.Resource + "\x00" + r.Protocol + "\x00" + r.Method + "\x00" + r.Path))
-	return "rule-" + hex.EncodeToString(h[:6])
 }
 
 // Fingerprint is the SHA-256 (hex) that stands in for a secret value.
