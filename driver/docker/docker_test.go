@@ -335,7 +335,8 @@ func isolation(t *testing.T, runtime string) {
 		}
 		n, err := b.d.Denials(context.Background(), b.name, time.Now().Add(-time.Minute), time.Now())
 		if err != nil || n < 2 {
-			t.Errorf("Denials = %d, %v", n, err)
+			lines, lerr := b.d.readLog(context.Background(), b.name, time.Now().Add(-time.Minute))
+			t.Errorf("Denials = %d, %v; log since a minute ago (%v):\n%s", n, err, lerr, strings.Join(lines, "\n"))
 		}
 	})
 	t.Run("a listener on the host is unreachable", func(t *testing.T) {
