@@ -120,3 +120,26 @@ func readIgnore(root *os.Root) ([]string, error) {
 	}
 	return ignorefile.ReadAll(bytes.NewReader(data))
 }
+
+// DockerArgs are the arguments of `docker build` for b, tagged tag: the
+// Dockerfile, build args and target, and no network unless the file gives
+// the build one (template.build.network): a build gets no more network
+// than the sandbox it makes, whose egress is the allow-list.
+func DockerArgs(b *spec.Build, tag string) []string {
+	args := []string{"build", "-t", tag, "-f", filepath.Join(b.Context, b.Dockerfile)}
+	if !b.Network {
+		args = append(args, "--network", "none")
+	}
+	keys := make([]string, 0, len(b.Args))
+	for k := range b.Args {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		args = append(args, "--build-arg", k+"="+b.Args[k])
+	}
+	if b.Target != "" {
+		args = append(args, "--target", b.Target)
+	}
+	return append(args, b.Context)
+}

@@ -316,9 +316,10 @@ func (d *Driver) readPolicy(ctx context.Context, name string) (*egress.Policy, e
 }
 
 // policyOf is the proxy's policy for a sandbox: the file's rules with the
-// agent's hosts and presets, and the blocked ranges.
-func policyOf(sp *spec.Spec) egress.Policy {
-	p := egress.Policy{Default: sp.Network.Policy, Allow: []string{}, Deny: []string{}, BlockCIDRs: []string{}}
+// agent's hosts and presets, the blocked ranges, and the Docker host's
+// addresses (always refused).
+func policyOf(sp *spec.Spec, hostAddrs []string) egress.Policy {
+	p := egress.Policy{Default: sp.Network.Policy, Allow: []string{}, Deny: []string{}, BlockCIDRs: []string{}, HostAddrs: hostAddrs}
 	for _, r := range sp.Network.AllowRules(sp.Agent) {
 		p.Allow = append(p.Allow, r.Host)
 	}
@@ -474,19 +475,9 @@ func (d *Driver) build(ctx context.Context, sp *spec.Spec) error {
 	if err != nil {
 		return err
 	}
-	args := []string{"build", "-q", "-t", templateImage(sp, hash), "-f", filepath.Join(b.Context, b.Dockerfile)}
-	if !b.Network {
-		// A build gets no more network than the sandbox: none, unless the
-		// file says template.build.network.
-		args = append(args, "--network", "none")
-	}
-	for _, k := range cliutil.SortedKeys(b.Args) {
-		args = append(args, "--build-arg", k+"="+b.Args[k])
-	}
-	if b.Target != "" {
-		args = append(args, "--target", b.Target)
-	}
-	_, err = d.docker(ctx, append(args, b.Context)...)
+	args := buildctx.DockerArgs(b, templateImage(sp, hash))
+	args = append([]string{args[0], "-q"}, args[1:]...)
+	_, err = d.docker(ctx, args...)
 	return err
 }
 
@@ -555,7 +546,7 @@ func (d *Driver) createObjects(ctx context.Context, sp *spec.Spec, rec *reconcil
 	}
 	// The proxy writes the policy onto its volume at first start
 	// (--init-policy); later changes are written there by setPolicy.
-	pol, err := json.Marshal(policyOf(sp))
+	pol, err := json.Marshal(policyOf(sp, d.hostAddrs(ctx)))
 	if err != nil {
 		return err
 	}
@@ -699,7 +690,7 @@ func bind(src, dst string, ro bool) string {
 // it. A proxy without one gets the file (as docker cp would) and SIGHUP;
 // a stopped proxy gets the file, which it loads when it starts.
 func (d *Driver) setPolicy(ctx context.Context, sp *spec.Spec) error {
-	data, err := json.Marshal(policyOf(sp))
+	data, err := json.Marshal(policyOf(sp, d.hostAddrs(ctx)))
 	if err != nil {
 		return err
 	}

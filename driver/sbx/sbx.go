@@ -16,7 +16,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -285,19 +284,7 @@ func templateImage(sb *spec.Spec) string {
 func (d *Driver) build(ctx context.Context, sb *spec.Spec) error {
 	b := sb.Template.Build
 	img := templateImage(sb)
-	args := []string{d.opts.Docker, "build", "-t", img, "-f", filepath.Join(b.Context, b.Dockerfile)}
-	keys := make([]string, 0, len(b.Args))
-	for k := range b.Args {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		args = append(args, "--build-arg", k+"="+b.Args[k])
-	}
-	if b.Target != "" {
-		args = append(args, "--target", b.Target)
-	}
-	args = append(args, b.Context)
+	args := append([]string{d.opts.Docker}, buildctx.DockerArgs(b, img)...)
 	if _, err := d.opts.Runner.Output(ctx, args...); err != nil {
 		return err
 	}
