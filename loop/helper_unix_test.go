@@ -46,4 +46,3 @@ func TestRunGroupKillsGroup(t *testing.T) {
 		t.Error("processes of the group survive")
 	}
 }
-
