@@ -307,9 +307,10 @@ func (r *loopRun) iteration(ctx, runCtx context.Context, i int, command []string
 		return nil, err
 	}
 	defer logFile.Close()
-	var captured bytes.Buffer
-	out := newRedactor(io.MultiWriter(cfg.Stdout, logFile, &captured), cfg.Redact)
-	errOut := newRedactor(io.MultiWriter(cfg.Stderr, logFile, &captured), cfg.Redact)
+	captured := &tail{max: maxTail}
+	log := &capped{w: logFile, max: maxLog}
+	out := newRedactor(io.MultiWriter(cfg.Stdout, log, captured), cfg.Redact)
+	errOut := newRedactor(io.MultiWriter(cfg.Stderr, log, captured), cfg.Redact)
 	fmt.Fprintf(cfg.Stderr, "sbx loop: iteration %d of %d\n", i, l.MaxIterations)
 
 	rec := &Record{Iteration: i, Start: time.Now(), Log: logPath}
