@@ -226,6 +226,7 @@ const (
 	// was created with (Caps.Hardening).
 	FieldHardening
 	FieldTemplateBuild // template.build: context content, network
+	FieldPids          // resources.pids
 )
 
 var fieldNames = map[Field]string{
@@ -234,7 +235,7 @@ var fieldNames = map[Field]string{
 	FieldPorts: "ports", FieldNetworkAdd: "network-add", FieldNetworkRemove: "network-remove",
 	FieldRuntime: "docker.runtime", FieldResourcesUnset: "resources-unset",
 	FieldNoNewPrivileges: "docker.noNewPrivileges", FieldProtect: "workspace.protect",
-	FieldHardening: "hardening", FieldTemplateBuild: "template.build",
+	FieldHardening: "hardening", FieldTemplateBuild: "template.build", FieldPids: "resources.pids",
 }
 
 func (f Field) String() string {
@@ -307,6 +308,8 @@ type Caps struct {
 	// Protects is set when the driver makes the declaration read-only
 	// inside the sandbox (workspace.protect).
 	Protects bool
+	// ByRuntime overrides rows for sandboxes of one docker.runtime.
+	ByRuntime map[string]map[Field]Cap
 }
 
 // Of returns the row for f; a field the table omits is unsupported.
@@ -350,6 +353,7 @@ func SbxCaps() Caps {
 		FieldSecrets:         perExec,
 		FieldResources:       replace(d, "resources", false),
 		FieldResourcesUnset:  replace(d, "resources", false),
+		FieldPids:            {Mode: Unsupported, Reason: "the sbx backend cannot limit the number of processes"},
 		FieldPorts:           inPlace("sbx ports changes ports in place", true),
 		FieldNetworkAdd:      inPlace("sbx policy changes network rules in place", true),
 		FieldNetworkRemove:   inPlace("sbx policy changes network rules in place", true),
@@ -376,6 +380,7 @@ func DockerSandboxCaps() Caps {
 		FieldSecrets:         perExec,
 		FieldResources:       {Mode: Unsupported, Reason: "the docker-sandbox backend cannot set resources"},
 		FieldResourcesUnset:  {Mode: Unsupported, Reason: "the docker-sandbox backend cannot set resources"},
+		FieldPids:            {Mode: Unsupported, Reason: "the docker-sandbox backend cannot set resources"},
 		FieldPorts:           {Mode: Unsupported, Reason: "the docker-sandbox backend cannot publish ports"},
 		FieldNetworkAdd:      inPlace("docker sandbox network proxy adds network rules in place", false),
 		FieldNetworkRemove:   {Mode: Replace, Reason: "the docker-sandbox backend cannot remove a network rule"},
@@ -392,15 +397,18 @@ func DockerSandboxCaps() Caps {
 // with an older version is replaced to get them.
 const DockerHardening = "2"
 
-// DockerDefaultMemory bounds a docker sandbox whose file sets no memory.
-const DockerDefaultMemory = 8 << 30
+// The limits of a docker sandbox whose file sets none.
+const (
+	DockerDefaultMemory = 8 << 30
+	DockerDefaultPids   = 4096
+)
 
 // DockerCaps is the table of the docker driver (plain Docker Engine with
 // sbx's egress proxy). Env is compared with the record kept in the
 // container's labels.
 func DockerCaps() Caps {
 	const d = "docker"
-	return Caps{Driver: d, Defaults: spec.Resources{Memory: DockerDefaultMemory}, Hardening: DockerHardening, Protects: true, Fields: map[Field]Cap{
+	return Caps{Driver: d, Defaults: spec.Resources{Memory: DockerDefaultMemory, Pids: DockerDefaultPids}, Hardening: DockerHardening, Protects: true, Fields: map[Field]Cap{
 		FieldAgent:           replace(d, "the agent", true),
 		FieldTemplate:        replace(d, "the template", true),
 		FieldTemplateBuild:   replace(d, "the template", false),
@@ -410,6 +418,7 @@ func DockerCaps() Caps {
 		FieldSecrets:         perExec,
 		FieldResources:       inPlace("docker update changes resources in place", true),
 		FieldResourcesUnset:  {Mode: Replace, Readable: true, Reason: "docker update cannot remove a cpu limit"},
+		FieldPids:            inPlace("docker update changes resources in place", true),
 		FieldPorts:           replace(d, "ports", true),
 		FieldNetworkAdd:      inPlace("the egress proxy reloads its policy in place", true),
 		FieldNetworkRemove:   inPlace("the egress proxy reloads its policy in place", true),
@@ -417,5 +426,12 @@ func DockerCaps() Caps {
 		FieldNoNewPrivileges: replace(d, "docker.noNewPrivileges", true),
 		FieldProtect:         replace(d, "workspace.protect", true),
 		FieldHardening:       {Mode: Replace, Readable: true, Reason: "the sandbox was created without the docker driver's current safeguards (limits, dropped capabilities, read-only declaration, log rotation)"},
+	}, ByRuntime: map[string]map[Field]Cap{
+		// runsc (as Debian packages it) has no update command, so
+		// docker update fails for a sandbox under gVisor.
+		"runsc": {
+			FieldResources: {Mode: Replace, Readable: true, Reason: "docker update cannot change the limits of a sandbox under gVisor (runsc)"},
+			FieldPids:      {Mode: Replace, Readable: true, Reason: "docker update cannot change the limits of a sandbox under gVisor (runsc)"},
+		},
 	}}
 }

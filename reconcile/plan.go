@@ -354,6 +354,7 @@ func planOne(d Desired, live *Live, rec *Record, caps Caps) (*SandboxChange, []s
 	}
 	pl.scalar(cpusField, "resources.cpus", cpusString(want.CPUs), cpusString(l.Resources.CPUs), cpusString(recRes.CPUs))
 	pl.scalar(FieldResources, "resources.memory", memoryString(want.Memory), memoryString(l.Resources.Memory), memoryString(recRes.Memory))
+	pl.scalar(FieldPids, "resources.pids", pidsString(want.Pids), pidsString(l.Resources.Pids), pidsString(recRes.Pids))
 	pl.set(FieldPorts, FieldPorts, "ports", portItems(sb), portStrings(livePorts), portStrings(rc.Ports), true, false, false)
 	pl.scalar(FieldRuntime, "docker.runtime", sb.Docker.Runtime, l.Runtime, rc.Docker.Runtime)
 	pl.scalar(FieldNoNewPrivileges, "docker.noNewPrivileges", boolString(sb.Docker.NoNewPrivileges), boolString(l.NoNewPrivileges), boolString(rc.Docker.NoNewPrivileges))
@@ -400,7 +401,7 @@ func planOne(d Desired, live *Live, rec *Record, caps Caps) (*SandboxChange, []s
 	full := func(reason string) {
 		step(StepCreate, reason).Record = record
 		step(StepSetNetwork, "set the network rules of sandbox.yaml").Network = fullNetwork(sb)
-		if len(sb.Secrets) > 0 && pl.caps.Of(FieldSecrets).Mode != PerExec {
+		if len(sb.Secrets) > 0 && pl.capOf(FieldSecrets).Mode != PerExec {
 			step(StepSetSecrets, "set the secrets of sandbox.yaml").Secrets = &NameDelta{Set: sortedKeys(sb.Secrets)}
 		}
 	}
@@ -408,7 +409,7 @@ func planOne(d Desired, live *Live, rec *Record, caps Caps) (*SandboxChange, []s
 	for _, df := range pl.diffs {
 		if df.ForcesReplacement {
 			forcing = append(forcing, df.Path)
-			if r := pl.caps.Of(df.Field).Reason; !contains(c.Reasons, r) {
+			if r := pl.capOf(df.Field).Reason; !contains(c.Reasons, r) {
 				c.Reasons = append(c.Reasons, r)
 			}
 		}
@@ -474,7 +475,7 @@ func (pl *planner) updateSteps(step func(StepKind, string) *Step) {
 	if ds, r := of(func(d Diff) bool { return d.Field == FieldEnv }); len(ds) > 0 {
 		step(StepSetEnv, r).Env = names(ds, "env.")
 	}
-	if ds, r := of(func(d Diff) bool { return d.Field == FieldResources }); len(ds) > 0 {
+	if ds, r := of(func(d Diff) bool { return d.Field == FieldResources || d.Field == FieldPids }); len(ds) > 0 {
 		step(StepUpdateResources, r)
 	}
 	if ds, r := of(func(d Diff) bool { return d.Field == FieldPorts }); len(ds) > 0 {
@@ -505,7 +506,7 @@ func (pl *planner) updateSteps(step func(StepKind, string) *Step) {
 		}
 		step(StepSetNetwork, r).Network = nd
 	}
-	if ds, r := of(func(d Diff) bool { return d.Field == FieldSecrets }); len(ds) > 0 && pl.caps.Of(FieldSecrets).Mode != PerExec {
+	if ds, r := of(func(d Diff) bool { return d.Field == FieldSecrets }); len(ds) > 0 && pl.capOf(FieldSecrets).Mode != PerExec {
 		step(StepSetSecrets, r).Secrets = names(ds, "secrets.")
 	}
 }
@@ -531,7 +532,7 @@ func fullNetwork(sb *spec.Spec) *NetworkDelta {
 // add records a diff, applying the driver's mode for its field: an
 // unsupported change is an error, a replacing change is marked.
 func (pl *planner) add(d Diff) {
-	cp := pl.caps.Of(d.Field)
+	cp := pl.capOf(d.Field)
 	switch cp.Mode {
 	case Ignored:
 		return
@@ -564,10 +565,21 @@ func (pl *planner) add(d Diff) {
 	pl.diffs = append(pl.diffs, d)
 }
 
+// capOf is the driver's row for f, under the sandbox's runtime when the
+// driver's table has a row for it (Caps.ByRuntime).
+func (pl *planner) capOf(f Field) Cap {
+	if rows, ok := pl.caps.ByRuntime[pl.sb.Docker.Runtime]; ok {
+		if c, ok := rows[f]; ok {
+			return c
+		}
+	}
+	return pl.caps.Of(f)
+}
+
 // readable reports whether f is compared with the live sandbox: the
 // backend can read it back, and did in this observation.
 func (pl *planner) readable(f Field) bool {
-	return pl.caps.Of(f).Readable && pl.live != nil && !slices.Contains(pl.live.Unreported, f)
+	return pl.capOf(f).Readable && pl.live != nil && !slices.Contains(pl.live.Unreported, f)
 }
 
 func (pl *planner) sensitive(path string) bool {
@@ -592,7 +604,7 @@ func opOf(before, after string) Op {
 // scalar decides a single-valued field: live when readable, else against
 // the record. A live value the record does not explain is drift.
 func (pl *planner) scalar(f Field, path, dv, lv, rv string) {
-	cp := pl.caps.Of(f)
+	cp := pl.capOf(f)
 	if cp.Mode == Ignored {
 		return
 	}
@@ -659,7 +671,7 @@ func plainItems(vs []string) []item {
 // set decides a set-valued field. Additions use fAdd's mode, removals
 // fRemove's; widenAdd/widenRemove say which direction opens egress.
 func (pl *planner) set(fAdd, fRemove Field, path string, desired []item, lv, rv []string, liveReadable, widenAdd, widenRemove bool) {
-	cp := pl.caps.Of(fAdd)
+	cp := pl.capOf(fAdd)
 	if cp.Mode == Ignored {
 		return
 	}
@@ -719,7 +731,7 @@ func diffValue(d Diff) string {
 // env compares env with the record's fingerprints: no backend reads env
 // back.
 func (pl *planner) env() {
-	if pl.caps.Of(FieldEnv).Mode == Ignored {
+	if pl.capOf(FieldEnv).Mode == Ignored {
 		return
 	}
 	var recEnv map[string]string
@@ -869,7 +881,17 @@ func effectiveResources(r, def spec.Resources) spec.Resources {
 	if r.Memory == 0 {
 		r.Memory = def.Memory
 	}
+	if r.Pids == 0 {
+		r.Pids = def.Pids
+	}
 	return r
+}
+
+func pidsString(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return strconv.Itoa(n)
 }
 
 func unionKeys[V any](a, b map[string]V) []string {

@@ -294,6 +294,13 @@ func (w *widener) resources() {
 		}
 		w.at("resources.cpus", fmt.Sprintf("cpu limit %s → %s", cpusString(b.CPUs), to))
 	}
+	if w.applies(FieldPids) && b.Pids != 0 && (d.Pids == 0 || d.Pids > b.Pids) {
+		to := pidsString(d.Pids)
+		if to == "" {
+			to = "unlimited"
+		}
+		w.at("resources.pids", fmt.Sprintf("process limit %d → %s", b.Pids, to))
+	}
 	if b.Memory != 0 && (d.Memory == 0 || d.Memory > b.Memory) {
 		to := memoryString(d.Memory)
 		if to == "" {

@@ -49,6 +49,11 @@ func (st *state) decode(root *yaml.Node) *Spec {
 		s.Docker.NoNewPrivileges = st.boolean(d, "noNewPrivileges", true)
 	}
 	st.loop(root, s)
+	if s.Docker.Runtime == "runsc" && s.Resources.Pids > 0 && s.Resources.Pids < MinPidsGVisor {
+		_, r := lookupKey(root, "resources")
+		k, _ := lookupKey(r, "pids")
+		st.errorf(k, "resources.pids", "%d is too few under gVisor (docker.runtime runsc), whose own threads count against the limit: use at least %d", s.Resources.Pids, MinPidsGVisor)
+	}
 	return s
 }
 
@@ -381,6 +386,7 @@ func (st *state) resources(root *yaml.Node, s *Spec) {
 			s.Resources.Memory = n
 		}
 	}
+	s.Resources.Pids = st.integer(r, "pids", 0)
 	if s.Driver == "docker-sandbox" {
 		k, _ := lookupKey(root, "resources")
 		st.errorf(k, "resources", "the docker-sandbox driver cannot set resources; remove them or choose the sbx or docker driver")

@@ -195,6 +195,7 @@ type Secret struct {
 type Resources struct {
 	CPUs   float64 `json:"cpus,omitempty"`
 	Memory int64   `json:"memory,omitempty"` // bytes
+	Pids   int     `json:"pids,omitempty"`   // processes and threads
 }
 
 // Port publishes a sandbox port on the host, as docker run -p does.
@@ -251,6 +252,11 @@ type Breaker struct {
 	NoProgress int `json:"noProgress"`
 	SameError  int `json:"sameError"`
 }
+
+// MinPidsGVisor is the lowest resources.pids a sandbox under gVisor
+// starts with: runsc's own threads count against the limit (at 64 it
+// fails to start).
+const MinPidsGVisor = 128
 
 // Defaults applied when the file does not say.
 const (

@@ -191,6 +191,7 @@ type inspect struct {
 		Runtime     string
 		NanoCpus    int64
 		Memory      int64
+		PidsLimit   *int64
 		SecurityOpt []string
 	}
 	Mounts []struct {
@@ -249,6 +250,9 @@ func (d *Driver) Observe(ctx context.Context, names []string) (map[string]*recon
 		}
 		sort.Slice(l.Mounts, func(i, j int) bool { return l.Mounts[i].Target < l.Mounts[j].Target })
 		l.Resources = spec.Resources{CPUs: float64(in.HostConfig.NanoCpus) / 1e9, Memory: in.HostConfig.Memory}
+		if p := in.HostConfig.PidsLimit; p != nil && *p > 0 {
+			l.Resources.Pids = int(*p)
+		}
 		if rt := in.HostConfig.Runtime; rt != "runc" && rt != "" {
 			l.Runtime = rt
 		}
@@ -656,15 +660,19 @@ var (
 	sandboxLimits = []string{
 		"--cap-drop", "NET_RAW", "--cap-drop", "MKNOD", "--cap-drop", "AUDIT_WRITE",
 		"--cap-drop", "SETFCAP", "--cap-drop", "SYS_CHROOT",
-		"--pids-limit", "4096",
 		"--log-driver", "json-file", "--log-opt", "max-size=10m", "--log-opt", "max-file=2",
 	}
 )
 
 // resourceArgs are the limits of the sandbox: the file's, else the
-// driver's default memory (reconcile.DockerCaps), with no swap beyond it.
+// driver's default memory and process count (reconcile.DockerCaps), with
+// no swap beyond the memory.
 func resourceArgs(sp *spec.Spec) []string {
-	var args []string
+	pids := sp.Resources.Pids
+	if pids == 0 {
+		pids = reconcile.DockerDefaultPids
+	}
+	args := []string{"--pids-limit", strconv.Itoa(pids)}
 	if sp.Resources.CPUs > 0 {
 		args = append(args, "--cpus", strconv.FormatFloat(sp.Resources.CPUs, 'f', -1, 64))
 	}
