@@ -53,7 +53,7 @@ cat "$work/create.md"
 echo "== change: allow-list in place vs env replace"
 hyperfine --runs 8 --export-markdown "$work/change.md" \
   --prepare "sed -i 's/allow: \[.*\]/allow: [a.example]/' sandbox.yaml; $work/sbx apply -y >/dev/null" \
-  -n "allow-list change (in place)" "sed -i 's/allow: \[.*\]/allow: [b.example]/' sandbox.yaml; $work/sbx apply -y" >/dev/null
+  -n "allow-list change (in place)" "sed -i 's/allow: \[.*\]/allow: [b.example]/' sandbox.yaml; $work/sbx apply -y --approve-widening" >/dev/null
 cat "$work/change.md"
 hyperfine --runs 5 --export-markdown "$work/replace.md" \
   --prepare "sed -i 's/NODE_ENV: .*}/NODE_ENV: a}/' sandbox.yaml; $work/sbx apply -y >/dev/null" \
