@@ -23,18 +23,77 @@ type Recorder interface {
 type ApplyOptions struct {
 	// Records receives StepRecord and StepForget.
 	Records Recorder
-	// Secrets holds each sandbox's secret values, by sandbox name.
-	Secrets map[string]Secrets
 	// Progress, when set, is called before each step (i counts from 1).
 	Progress func(i, n int, s Step)
 }
 
-// Apply runs the plan's steps in order and decides nothing. The first
-// failing step stops it with `apply step 3/6 (create sandbox "api"): cause`.
-// The record is written only by a StepRecord, after every other step of its
-// sandbox succeeded, so an interrupted or failed apply leaves the previous
-// record and the next plan redoes the work. Afterwards the caller observes
-// again, plans again and checks Converged.
+// Prepare asks the driver for the backend calls of every step of the plan,
+// from the desired sandboxes the plan was made for and what was observed
+// (nil for the steps after a create: they meet the sandbox as created),
+// and writes them into the steps (Step.Calls), so the plan shows them and
+// Apply runs exactly them. A driver that cannot carry out a step says so
+// here, before anything runs.
+func (p *Changes) Prepare(d Driver, live map[string]*Live) error {
+	if d.Name() != p.Driver {
+		return fmt.Errorf("plan was made for driver %s, not %s", p.Driver, d.Name())
+	}
+	p.calls = map[*Step][]Call{}
+	for _, c := range p.Sandboxes {
+		l := existing(live[c.Sandbox])
+		for i := range c.Steps {
+			s := &c.Steps[i]
+			if s.Kind == StepRemove || s.Kind == StepCreate {
+				// What follows meets the sandbox as just created, not
+				// as it was observed.
+				l = nil
+			}
+			s.Calls = nil
+			if s.Kind == StepRecord || s.Kind == StepForget {
+				continue
+			}
+			sb := p.specs[s.Sandbox]
+			if sb == nil && p.Kind != "destroy" {
+				return fmt.Errorf("%s: the plan has no sandbox.yaml for it (a saved plan must be rebound first)", s)
+			}
+			calls, err := d.Calls(*s, sb, l)
+			if err != nil {
+				return fmt.Errorf("sandbox %q: %s: %w", s.Sandbox, s, err)
+			}
+			for _, call := range calls {
+				s.Calls = append(s.Calls, call.Desc)
+			}
+			p.calls[s] = calls
+		}
+	}
+	return nil
+}
+
+// StepError is a failed or interrupted step of an apply.
+type StepError struct {
+	Index, Total int // Index counts from 1
+	Step         Step
+	// Interrupted is set when the apply was cancelled (Ctrl-C) rather
+	// than failed: Err is then the context's error.
+	Interrupted bool
+	Err         error
+}
+
+func (e *StepError) Error() string {
+	if e.Interrupted {
+		return fmt.Sprintf("interrupted during step %d/%d (%s)", e.Index, e.Total, e.Step)
+	}
+	return fmt.Sprintf("apply step %d/%d (%s): %v", e.Index, e.Total, e.Step, e.Err)
+}
+
+func (e *StepError) Unwrap() error { return e.Err }
+
+// Apply runs the calls Prepare put in the plan's steps, in order, and
+// decides nothing. The first failing step stops it with a *StepError
+// (`apply step 3/6 (create sandbox "api"): cause`). The record is written
+// only by a StepRecord, after every other step of its sandbox succeeded, so
+// an interrupted or failed apply leaves the previous record and the next
+// plan redoes the work. Afterwards the caller observes again, plans again
+// and checks Converged.
 func Apply(ctx context.Context, d Driver, p *Changes, opts ApplyOptions) error {
 	if err := p.Err(); err != nil {
 		return fmt.Errorf("plan has errors: %w", err)
@@ -42,25 +101,36 @@ func Apply(ctx context.Context, d Driver, p *Changes, opts ApplyOptions) error {
 	if d.Name() != p.Driver {
 		return fmt.Errorf("plan was made for driver %s, not %s", p.Driver, d.Name())
 	}
-	var steps []Step
+	if p.calls == nil {
+		return errors.New("the plan was not prepared: its backend calls are unknown")
+	}
+	var steps []*Step
 	for _, c := range p.Sandboxes {
-		steps = append(steps, c.Steps...)
+		for i := range c.Steps {
+			steps = append(steps, &c.Steps[i])
+		}
 	}
 	for i, s := range steps {
+		fail := func(err error) error {
+			if ctx.Err() != nil {
+				return &StepError{Index: i + 1, Total: len(steps), Step: *s, Interrupted: true, Err: ctx.Err()}
+			}
+			return &StepError{Index: i + 1, Total: len(steps), Step: *s, Err: err}
+		}
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("apply stopped before step %d/%d (%s): %w", i+1, len(steps), s, err)
+			return fail(err)
 		}
 		if opts.Progress != nil {
-			opts.Progress(i+1, len(steps), s)
+			opts.Progress(i+1, len(steps), *s)
 		}
-		if err := runStep(ctx, d, p, opts, s); err != nil {
-			return fmt.Errorf("apply step %d/%d (%s): %w", i+1, len(steps), s, err)
+		if err := runStep(ctx, p, opts, s); err != nil {
+			return fail(err)
 		}
 	}
 	return nil
 }
 
-func runStep(ctx context.Context, d Driver, p *Changes, opts ApplyOptions, s Step) error {
+func runStep(ctx context.Context, p *Changes, opts ApplyOptions, s *Step) error {
 	switch s.Kind {
 	case StepRecord:
 		if opts.Records == nil {
@@ -76,11 +146,12 @@ func runStep(ctx context.Context, d Driver, p *Changes, opts ApplyOptions, s Ste
 		}
 		return opts.Records.Delete(p.Driver, s.Sandbox)
 	}
-	sb := p.specs[s.Sandbox]
-	if sb == nil && p.Kind != "destroy" {
-		return errors.New("the plan has no sandbox.yaml for it (a saved plan must be rebound first)")
+	for _, c := range p.calls[s] {
+		if err := c.Run(ctx); err != nil {
+			return err
+		}
 	}
-	return d.Do(ctx, s, sb, opts.Secrets[s.Sandbox])
+	return nil
 }
 
 // Converged checks the plan made after an apply: it must be empty.

@@ -40,7 +40,12 @@ func (f *fakeDriver) Observe(ctx context.Context, names []string) (map[string]*L
 	return out, nil
 }
 
-func (f *fakeDriver) Do(ctx context.Context, s Step, sb *spec.Spec, secrets Secrets) error {
+// Calls is one call per step, which changes the fake's live state.
+func (f *fakeDriver) Calls(s Step, sb *spec.Spec, live *Live) ([]Call, error) {
+	return []Call{{Desc: "fake " + s.String(), Run: func(ctx context.Context) error { return f.do(s, sb) }}}, nil
+}
+
+func (f *fakeDriver) do(s Step, sb *spec.Spec) error {
 	f.calls = append(f.calls, s.Kind.String())
 	if s.Kind == f.failAt && !f.failed {
 		f.failed = true
@@ -52,7 +57,7 @@ func (f *fakeDriver) Do(ctx context.Context, s Step, sb *spec.Spec, secrets Secr
 	case StepRemove:
 		delete(f.live, s.Sandbox)
 	case StepCreate:
-		l := liveOf(sb, SbxCaps())
+		l := liveOf(sb, sbxCaps())
 		l.Network = LiveNetwork{}
 		f.live[s.Sandbox] = l
 	case StepSetNetwork:
@@ -65,12 +70,6 @@ func (f *fakeDriver) Do(ctx context.Context, s Step, sb *spec.Spec, secrets Secr
 		}
 		n.Allow = applyDelta(n.Allow, s.Network.AllowAdd, s.Network.AllowRemove)
 		n.Deny = applyDelta(n.Deny, s.Network.DenyAdd, s.Network.DenyRemove)
-	case StepSetSecrets:
-		for _, name := range s.Secrets.Set {
-			if secrets[name] == "" {
-				return fmt.Errorf("no value for secret %s", name)
-			}
-		}
 	}
 	return nil
 }
@@ -96,7 +95,11 @@ func plan(t *testing.T, f *fakeDriver, st *Store, sb *spec.Spec) *Changes {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Plan([]Desired{desiredOf(t, sb)}, live, recs, f.caps, Options{})
+	p := Plan([]Desired{desiredOf(t, sb)}, live, recs, f.caps, Options{})
+	if err := p.Prepare(f, live); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 func applyOpts(st *Store) ApplyOptions {
@@ -104,7 +107,7 @@ func applyOpts(st *Store) ApplyOptions {
 }
 
 func TestApplyRunsStepsInOrderAndConverges(t *testing.T) {
-	f := &fakeDriver{caps: SbxCaps(), live: map[string]*Live{}}
+	f := &fakeDriver{caps: sbxCaps(), live: map[string]*Live{}}
 	st, _ := OpenStore(t.TempDir())
 	sb := baseSpec()
 	p := plan(t, f, st, sb)
@@ -145,7 +148,7 @@ func TestApplyFailureNamesStepAndRerunConverges(t *testing.T) {
 		t.Run(kind.String(), func(t *testing.T) {
 			st, _ := OpenStore(t.TempDir())
 			applied := baseSpec()
-			f := &fakeDriver{caps: SbxCaps(), live: map[string]*Live{"api": liveOf(applied, SbxCaps())}}
+			f := &fakeDriver{caps: sbxCaps(), live: map[string]*Live{"api": liveOf(applied, sbxCaps())}}
 			if err := st.Put(recordOf(t, f.caps, applied)); err != nil {
 				t.Fatal(err)
 			}
@@ -175,7 +178,7 @@ func TestApplyFailureNamesStepAndRerunConverges(t *testing.T) {
 func TestApplyDidNotConverge(t *testing.T) {
 	st, _ := OpenStore(t.TempDir())
 	applied := baseSpec()
-	f := &fakeDriver{caps: SbxCaps(), live: map[string]*Live{"api": liveOf(applied, SbxCaps())}, lazy: true}
+	f := &fakeDriver{caps: sbxCaps(), live: map[string]*Live{"api": liveOf(applied, sbxCaps())}, lazy: true}
 	if err := st.Put(recordOf(t, f.caps, applied)); err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +195,7 @@ func TestApplyDidNotConverge(t *testing.T) {
 }
 
 func TestApplyRefusesPlanWithErrors(t *testing.T) {
-	f := &fakeDriver{caps: SbxCaps(), live: map[string]*Live{"api": liveOf(baseSpec(), SbxCaps())}}
+	f := &fakeDriver{caps: sbxCaps(), live: map[string]*Live{"api": liveOf(baseSpec(), sbxCaps())}}
 	st, _ := OpenStore(t.TempDir())
 	p := plan(t, f, st, baseSpec())
 	err := Apply(context.Background(), f, p, applyOpts(st))
@@ -207,7 +210,7 @@ func TestApplyRefusesPlanWithErrors(t *testing.T) {
 func TestSavedPlan(t *testing.T) {
 	st, _ := OpenStore(t.TempDir())
 	applied := baseSpec()
-	f := &fakeDriver{caps: SbxCaps(), live: map[string]*Live{"api": liveOf(applied, SbxCaps())}}
+	f := &fakeDriver{caps: sbxCaps(), live: map[string]*Live{"api": liveOf(applied, sbxCaps())}}
 	if err := st.Put(recordOf(t, f.caps, applied)); err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +242,7 @@ func TestSavedPlan(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			keep := *f.live["api"]
 			defer func() { f.live["api"] = &keep }()
-			f.live["api"] = liveOf(applied, SbxCaps())
+			f.live["api"] = liveOf(applied, sbxCaps())
 			sb2 := baseSpec()
 			sb2.Network.Allow = append(sb2.Network.Allow, "registry.npmjs.org")
 			tc.change(sb2)
@@ -264,6 +267,16 @@ func TestSavedPlan(t *testing.T) {
 		if err := p.Rebind([]Desired{desiredOf(t, sb)}, live, recs); err != nil {
 			t.Fatal(err)
 		}
+		fresh := Plan([]Desired{desiredOf(t, sb)}, live, recs, f.caps, Options{})
+		if err := fresh.Prepare(f, live); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Matches(fresh); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Prepare(f, live); err != nil {
+			t.Fatal(err)
+		}
 		if err := Apply(context.Background(), f, p, applyOpts(st)); err != nil {
 			t.Fatal(err)
 		}
@@ -279,8 +292,8 @@ func TestPlanJSON(t *testing.T) {
 	sb.Env["NODE_ENV"] = "production"
 	sb.Env["DATABASE_URL"] = "postgresql://prod-db/app"
 	sb.Network.Allow = append(sb.Network.Allow, "registry.npmjs.org")
-	p := Plan([]Desired{desiredOf(t, sb)}, map[string]*Live{"api": liveOf(applied, SbxCaps())},
-		map[string]*Record{"api": recordOf(t, SbxCaps(), applied)}, SbxCaps(), Options{DriverVersion: "0.53.0"})
+	p := Plan([]Desired{desiredOf(t, sb)}, map[string]*Live{"api": liveOf(applied, sbxCaps())},
+		map[string]*Record{"api": recordOf(t, sbxCaps(), applied)}, sbxCaps(), Options{DriverVersion: "0.53.0"})
 	var buf bytes.Buffer
 	if err := WriteJSON(&buf, p); err != nil {
 		t.Fatal(err)
@@ -290,7 +303,7 @@ func TestPlanJSON(t *testing.T) {
 }
 
 func TestPlanDestroy(t *testing.T) {
-	rec := recordOf(t, SbxCaps(), baseSpec())
+	rec := recordOf(t, sbxCaps(), baseSpec())
 	tests := []struct {
 		name    string
 		live    map[string]*Live
@@ -298,15 +311,15 @@ func TestPlanDestroy(t *testing.T) {
 		adopt   bool
 		want    string
 	}{
-		{"managed", map[string]*Live{"api": liveOf(baseSpec(), SbxCaps())}, map[string]*Record{"api": rec}, false,
+		{"managed", map[string]*Live{"api": liveOf(baseSpec(), sbxCaps())}, map[string]*Record{"api": rec}, false,
 			"sbx will perform the following actions (driver: sbx):\n\n  # sandbox \"api\" will be destroyed\n  - sandbox \"api\"\n    " + destroyNote + "\n\nPlan: 0 to create, 0 to update, 0 to replace, 1 to destroy.\n"},
 		{"absent", nil, nil, false, "No changes. Sandbox \"api\" does not exist.\n"},
-		{"unmanaged", map[string]*Live{"api": liveOf(baseSpec(), SbxCaps())}, nil, false,
+		{"unmanaged", map[string]*Live{"api": liveOf(baseSpec(), sbxCaps())}, nil, false,
 			"Error: sandbox \"api\" exists but was not created by sbx; use --adopt to manage it\n"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p := PlanDestroy([]string{"api"}, tc.live, tc.records, SbxCaps(), Options{Adopt: tc.adopt})
+			p := PlanDestroy([]string{"api"}, tc.live, tc.records, sbxCaps(), Options{Adopt: tc.adopt})
 			var buf bytes.Buffer
 			if err := Render(&buf, p, false); err != nil {
 				buf.WriteString("Error: " + err.Error() + "\n")
@@ -319,7 +332,7 @@ func TestPlanDestroy(t *testing.T) {
 }
 
 func TestRenderColour(t *testing.T) {
-	p := Plan([]Desired{desiredOf(t, baseSpec())}, nil, nil, SbxCaps(), Options{})
+	p := Plan([]Desired{desiredOf(t, baseSpec())}, nil, nil, sbxCaps(), Options{})
 	var plain, colour bytes.Buffer
 	Render(&plain, p, false)
 	Render(&colour, p, true)

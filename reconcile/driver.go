@@ -8,6 +8,7 @@ package reconcile
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/sbxhq/sbx/spec"
 )
@@ -22,16 +23,26 @@ type Driver interface {
 	// replace the sandbox, or cannot do it at all, and what it can read back.
 	Caps() Caps
 	// Observe reads the named sandboxes with one listing call plus at most one
-	// policy read per existing sandbox (and one for all that do not exist,
-	// for their notes). A name missing from the result, or present with
-	// Exists false, does not exist.
+	// policy read per existing sandbox. A name missing from the result, or
+	// present with Exists false, does not exist.
 	Observe(ctx context.Context, names []string) (map[string]*Live, error)
-	// Do carries out one step. sb is the desired sandbox (nil in a destroy
-	// plan); secrets holds the values of its secrets, to be passed to the
-	// backend and nowhere else.
-	// Do is never called for StepRecord or StepForget: Apply hands those to
-	// its Recorder.
-	Do(ctx context.Context, s Step, sb *spec.Spec, secrets Secrets) error
+	// Calls turns one planned step into the backend calls that carry it
+	// out, decided from the step, the desired sandbox (nil in a destroy
+	// plan) and what Observe read (nil for a sandbox that did not exist):
+	// everything a driver decides, it decides here, before anything runs,
+	// so the plan shows every call apply will make. Calls is never asked
+	// for StepRecord or StepForget: Apply hands those to its Recorder.
+	Calls(s Step, sb *spec.Spec, live *Live) ([]Call, error)
+}
+
+// Call is one backend call of a step, as the plan shows it and as apply
+// runs it.
+type Call struct {
+	// Desc is the call as people read it (a command line, an Engine API
+	// request), shortened where it would be kilobytes.
+	Desc string
+	// Run makes the call. It decides nothing the plan did not show.
+	Run func(ctx context.Context) error
 }
 
 // Secrets maps a secret's name to its value. Values never enter a plan, a
@@ -71,6 +82,12 @@ type Live struct {
 	// Record is the last-applied record when the backend stores it with the
 	// sandbox (docker labels); nil otherwise.
 	Record *Record `json:"record,omitempty"`
+	// Missing names parts of the sandbox the backend found gone (the
+	// docker driver's "egress" container); the plan recreates them.
+	Missing []string `json:"missing,omitempty"`
+	// Detail is what the driver observed for its own Calls (rule ids,
+	// port bindings, the state of a proxy); the planner never reads it.
+	Detail any `json:"-"`
 	// Notes are caveats from the backend the plan repeats, such as what
 	// Docker's global policy allows beyond sandbox.yaml. A sandbox that does
 	// not exist (Exists false) may carry them too, about the one a create
@@ -103,13 +120,14 @@ const (
 	StepVerify                              // check the sandbox runs
 	StepRecord                              // write the last-applied record (Step.Record)
 	StepForget                              // delete the last-applied record
+	StepRepair                              // recreate missing parts (Step.Parts)
 )
 
 var stepNames = map[StepKind]string{
 	StepBuild: "build", StepStop: "stop", StepRemove: "remove", StepCreate: "create",
 	StepSetEnv: "set-env", StepUpdateResources: "update-resources", StepSetPorts: "set-ports",
 	StepSetNetwork: "set-network", StepSetSecrets: "set-secrets", StepVerify: "verify",
-	StepRecord: "record", StepForget: "forget",
+	StepRecord: "record", StepForget: "forget", StepRepair: "repair",
 }
 
 func (k StepKind) String() string {
@@ -150,6 +168,10 @@ type Step struct {
 	Ports   *PortDelta    `json:"ports,omitempty"`   // StepSetPorts
 	Network *NetworkDelta `json:"network,omitempty"` // StepSetNetwork
 	Record  *Record       `json:"record,omitempty"`  // StepCreate (for backends keeping it in labels) and StepRecord
+	Parts   []string      `json:"parts,omitempty"`   // StepRepair
+	// Calls are the backend calls the step makes (Call.Desc), filled in
+	// by Prepare.
+	Calls []string `json:"calls,omitempty"`
 }
 
 // String names the step the way apply's messages do: `create sandbox "api"`.
@@ -172,6 +194,8 @@ func (s Step) String() string {
 		return "set secrets of sandbox " + q
 	case StepRecord:
 		return "record sandbox " + q
+	case StepRepair:
+		return "recreate the " + strings.Join(s.Parts, ", ") + " of sandbox " + q
 	}
 	return s.Kind.String() + " sandbox " + q
 }
@@ -310,6 +334,11 @@ type Caps struct {
 	Protects bool
 	// ByRuntime overrides rows for sandboxes of one docker.runtime.
 	ByRuntime map[string]map[Field]Cap
+	// NetworkAtCreate is set when creating the sandbox puts its network
+	// rules in force: no separate network step follows a create.
+	NetworkAtCreate bool
+	// Constraints are what the backend requires beyond the rows.
+	Constraints Constraints
 }
 
 // Of returns the row for f; a field the table omits is unsupported.
@@ -320,118 +349,24 @@ func (c Caps) Of(f Field) Cap {
 	return Cap{Mode: Unsupported, Reason: fmt.Sprintf("the %s backend does not support %s", c.Driver, f)}
 }
 
-func replace(driver, what string, readable bool) Cap {
+// ReplaceCap is a row for a field the backend changes only by replacing
+// the sandbox, with the reason plans give.
+func ReplaceCap(driver, what string, readable bool) Cap {
 	return Cap{Mode: Replace, Readable: readable, Reason: fmt.Sprintf("the %s backend cannot change %s in place", driver, what)}
 }
 
-func inPlace(how string, readable bool) Cap {
+// InPlaceCap is a row for a field the backend changes in place; how says
+// how, for the plan.
+func InPlaceCap(how string, readable bool) Cap {
 	return Cap{Mode: InPlace, Readable: readable, Reason: how}
 }
 
-// perExec is the row of secrets on every driver: their values reach a
+// PerExecCap is the row of secrets on every driver: their values reach a
 // process only through the environment of the exec that starts it.
-var perExec = Cap{Mode: PerExec, Reason: "secrets are passed to each exec, never stored in the sandbox"}
+var PerExecCap = Cap{Mode: PerExec, Reason: "secrets are passed to each exec, never stored in the sandbox"}
 
-func ignored(what string) Cap {
+// DockerOnlyCap is the row, on other drivers, of a field only the docker
+// driver reads.
+func DockerOnlyCap(what string) Cap {
 	return Cap{Mode: Ignored, Reason: what + " applies only to the docker driver"}
-}
-
-// SbxCaps is the table of the sbx driver (Docker's standalone sbx CLI),
-// from docker-sandboxes-cli.md §3.3 and §4.3. Resources are readable only
-// since 0.45 under unconfirmed field names, and the template only through
-// a per-sandbox inspect, so both are compared with the record: a no-op plan
-// costs one listing and one policy read per sandbox.
-func SbxCaps() Caps {
-	const d = "sbx"
-	return Caps{Driver: d, Fields: map[Field]Cap{
-		FieldAgent:           replace(d, "the agent", true),
-		FieldTemplate:        replace(d, "the template", false),
-		FieldTemplateBuild:   replace(d, "the template", false),
-		FieldWorkspace:       replace(d, "the workspace", true),
-		FieldMounts:          replace(d, "mounts", true),
-		FieldEnv:             replace(d, "env", false),
-		FieldSecrets:         perExec,
-		FieldResources:       replace(d, "resources", false),
-		FieldResourcesUnset:  replace(d, "resources", false),
-		FieldPids:            {Mode: Unsupported, Reason: "the sbx backend cannot limit the number of processes"},
-		FieldPorts:           inPlace("sbx ports changes ports in place", true),
-		FieldNetworkAdd:      inPlace("sbx policy changes network rules in place", true),
-		FieldNetworkRemove:   inPlace("sbx policy changes network rules in place", true),
-		FieldRuntime:         ignored("docker.runtime"),
-		FieldNoNewPrivileges: ignored("docker.noNewPrivileges"),
-		FieldProtect:         {Mode: Ignored, Reason: "the sbx backend cannot mount the declaration read-only; sbx flags every widening it causes instead"},
-		FieldHardening:       {Mode: Ignored},
-	}}
-}
-
-// DockerSandboxCaps is the table of the docker-sandbox driver (the Docker
-// Desktop plugin), from docker-sandboxes-cli.md §3.2, §3.5 and §4.2: ls
-// --json reports agent and workspaces only, and the proxy configuration's
-// field names are undocumented, so the network is compared with the record.
-func DockerSandboxCaps() Caps {
-	const d = "docker-sandbox"
-	return Caps{Driver: d, Fields: map[Field]Cap{
-		FieldAgent:           replace(d, "the agent", true),
-		FieldTemplate:        replace(d, "the template", false),
-		FieldTemplateBuild:   replace(d, "the template", false),
-		FieldWorkspace:       replace(d, "the workspace", true),
-		FieldMounts:          replace(d, "mounts", true),
-		FieldEnv:             inPlace("the docker-sandbox backend applies env per exec", false),
-		FieldSecrets:         perExec,
-		FieldResources:       {Mode: Unsupported, Reason: "the docker-sandbox backend cannot set resources"},
-		FieldResourcesUnset:  {Mode: Unsupported, Reason: "the docker-sandbox backend cannot set resources"},
-		FieldPids:            {Mode: Unsupported, Reason: "the docker-sandbox backend cannot set resources"},
-		FieldPorts:           {Mode: Unsupported, Reason: "the docker-sandbox backend cannot publish ports"},
-		FieldNetworkAdd:      inPlace("docker sandbox network proxy adds network rules in place", false),
-		FieldNetworkRemove:   {Mode: Replace, Reason: "the docker-sandbox backend cannot remove a network rule"},
-		FieldRuntime:         ignored("docker.runtime"),
-		FieldNoNewPrivileges: ignored("docker.noNewPrivileges"),
-		FieldProtect:         {Mode: Ignored, Reason: "the docker-sandbox backend cannot mount the declaration read-only; sbx flags every widening it causes instead"},
-		FieldHardening:       {Mode: Ignored},
-	}}
-}
-
-// DockerHardening versions the safeguards the docker driver gives every
-// container it creates (limits, dropped capabilities, no-new-privileges,
-// read-only root and socket for the proxy, log rotation); a sandbox made
-// with an older version is replaced to get them.
-const DockerHardening = "2"
-
-// The limits of a docker sandbox whose file sets none.
-const (
-	DockerDefaultMemory = 8 << 30
-	DockerDefaultPids   = 4096
-)
-
-// DockerCaps is the table of the docker driver (plain Docker Engine with
-// sbx's egress proxy). Env is compared with the record kept in the
-// container's labels.
-func DockerCaps() Caps {
-	const d = "docker"
-	return Caps{Driver: d, Defaults: spec.Resources{Memory: DockerDefaultMemory, Pids: DockerDefaultPids}, Hardening: DockerHardening, Protects: true, Fields: map[Field]Cap{
-		FieldAgent:           replace(d, "the agent", true),
-		FieldTemplate:        replace(d, "the template", true),
-		FieldTemplateBuild:   replace(d, "the template", false),
-		FieldWorkspace:       replace(d, "the workspace", true),
-		FieldMounts:          replace(d, "mounts", true),
-		FieldEnv:             replace(d, "env", false),
-		FieldSecrets:         perExec,
-		FieldResources:       inPlace("docker update changes resources in place", true),
-		FieldResourcesUnset:  {Mode: Replace, Readable: true, Reason: "docker update cannot remove a cpu limit"},
-		FieldPids:            inPlace("docker update changes resources in place", true),
-		FieldPorts:           replace(d, "ports", true),
-		FieldNetworkAdd:      inPlace("the egress proxy reloads its policy in place", true),
-		FieldNetworkRemove:   inPlace("the egress proxy reloads its policy in place", true),
-		FieldRuntime:         replace(d, "docker.runtime", true),
-		FieldNoNewPrivileges: replace(d, "docker.noNewPrivileges", true),
-		FieldProtect:         replace(d, "workspace.protect", true),
-		FieldHardening:       {Mode: Replace, Readable: true, Reason: "the sandbox was created without the docker driver's current safeguards (limits, dropped capabilities, read-only declaration, log rotation)"},
-	}, ByRuntime: map[string]map[Field]Cap{
-		// runsc (as Debian packages it) has no update command, so
-		// docker update fails for a sandbox under gVisor.
-		"runsc": {
-			FieldResources: {Mode: Replace, Readable: true, Reason: "docker update cannot change the limits of a sandbox under gVisor (runsc)"},
-			FieldPids:      {Mode: Replace, Readable: true, Reason: "docker update cannot change the limits of a sandbox under gVisor (runsc)"},
-		},
-	}}
 }

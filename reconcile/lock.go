@@ -16,6 +16,19 @@ type Lock struct {
 	f *os.File
 }
 
+// LockedError says another process holds a sandbox's lock.
+type LockedError struct {
+	Sandbox string
+	// Holder is what the holder wrote: "pid 42 on host (sbx apply)".
+	Holder string
+	// Waited is how long AcquireLock waited for it.
+	Waited time.Duration
+}
+
+func (e *LockedError) Error() string {
+	return fmt.Sprintf("sandbox %q is locked by %s; gave up after %s", e.Sandbox, e.Holder, e.Waited)
+}
+
 // LockOptions tune Acquire.
 type LockOptions struct {
 	// Timeout is how long to wait for another holder; 0 tries once.
@@ -60,7 +73,7 @@ func AcquireLock(ctx context.Context, dir, name string, opts LockOptions) (*Lock
 			if h == "" {
 				h = "another process"
 			}
-			return nil, fmt.Errorf("sandbox %q is locked by %s; gave up after %s", name, h, opts.Timeout)
+			return nil, &LockedError{Sandbox: name, Holder: h, Waited: opts.Timeout}
 		}
 		select {
 		case <-ctx.Done():

@@ -21,7 +21,7 @@ func TestPlanCopiesBackendNotes(t *testing.T) {
 	}{
 		{"create", &Live{Name: "api", Notes: []string{note}}, false},
 		{"update", func() *Live {
-			l := liveOf(baseSpec(), SbxCaps())
+			l := liveOf(baseSpec(), sbxCaps())
 			l.Network.Allow = nil // an addition to plan
 			l.Notes = []string{note}
 			return l
@@ -31,9 +31,9 @@ func TestPlanCopiesBackendNotes(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			records := map[string]*Record{}
 			if tt.rec {
-				records["api"] = recordOf(t, SbxCaps(), baseSpec())
+				records["api"] = recordOf(t, sbxCaps(), baseSpec())
 			}
-			p := Plan([]Desired{desiredOf(t, baseSpec())}, map[string]*Live{"api": tt.live}, records, SbxCaps(), Options{})
+			p := Plan([]Desired{desiredOf(t, baseSpec())}, map[string]*Live{"api": tt.live}, records, sbxCaps(), Options{})
 			if diff := cmp.Diff([]string{note}, p.Sandboxes[0].Notes); diff != "" {
 				t.Fatalf("notes (-want +got):\n%s", diff)
 			}
@@ -54,10 +54,10 @@ func TestPlanCopiesBackendNotes(t *testing.T) {
 func TestPlanRemovedEphemeralPort(t *testing.T) {
 	applied := baseSpec()
 	applied.Ports = []spec.Port{{ContainerPort: 3000, Protocol: "tcp"}}
-	live := liveOf(applied, SbxCaps())
+	live := liveOf(applied, sbxCaps())
 	live.Ports = []spec.Port{{HostPort: 49152, ContainerPort: 3000, Protocol: "tcp"}}
 	p := Plan([]Desired{desiredOf(t, baseSpec())}, map[string]*Live{"api": live},
-		map[string]*Record{"api": recordOf(t, SbxCaps(), applied)}, SbxCaps(), Options{})
+		map[string]*Record{"api": recordOf(t, sbxCaps(), applied)}, sbxCaps(), Options{})
 	c := p.Sandboxes[0]
 	if len(c.Drift) != 0 {
 		t.Errorf("drift: %v", c.Drift)

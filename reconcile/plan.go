@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"sort"
 	"strconv"
@@ -164,6 +165,7 @@ type Changes struct {
 	Desired  string `json:"desired"`
 
 	specs map[string]*spec.Spec
+	calls map[*Step][]Call // by Prepare
 }
 
 // Options tune planning.
@@ -231,6 +233,14 @@ func Plan(desired []Desired, live map[string]*Live, records map[string]*Record, 
 		}
 		if l != nil && rec == nil && !l.Managed && !opts.Adopt {
 			p.Errors = append(p.Errors, fmt.Sprintf("sandbox %q exists but was not created by sbx; use --adopt to manage it", name))
+			continue
+		}
+		var problems []string
+		for _, pr := range Check(d.Spec, caps) {
+			problems = append(problems, fmt.Sprintf("sandbox %q: %s: %s", name, pr.Path, pr.Message))
+		}
+		if len(problems) > 0 {
+			p.Errors = append(p.Errors, problems...)
 			continue
 		}
 		c, errs := planOne(d, l, rec, caps)
@@ -379,7 +389,12 @@ func planOne(d Desired, live *Live, rec *Record, caps Caps) (*SandboxChange, []s
 	}
 	pl.set(FieldNetworkAdd, FieldNetworkRemove, "network.allow", allow, l.Network.Allow, recAllow, true, true, false)
 	pl.set(FieldNetworkAdd, FieldNetworkRemove, "network.deny", plainItems(sb.Network.Deny), l.Network.Deny, rc.Network.Deny, true, false, true)
-	pl.set(FieldNetworkAdd, FieldNetworkRemove, "network.blockCIDRs", plainItems(prefixStrings(sb.Network.BlockCIDRs)), nil, prefixStrings(rc.Network.BlockCIDRs), false, false, true)
+	if live == nil && defaultRanges(sb.Network.BlockCIDRs) {
+		// A new sandbox with the default ranges: one line, not dozens.
+		pl.add(Diff{Op: Add, Field: FieldNetworkAdd, Path: "network.blockCIDRs", After: fmt.Sprintf("the %d default ranges (every special-purpose range: private, loopback, link-local, …)", len(spec.DefaultBlockCIDRs))})
+	} else {
+		pl.set(FieldNetworkAdd, FieldNetworkRemove, "network.blockCIDRs", plainItems(prefixStrings(sb.Network.BlockCIDRs)), nil, prefixStrings(rc.Network.BlockCIDRs), false, false, true)
+	}
 
 	pl.declarationNotes()
 	c := &SandboxChange{Sandbox: sb.Name, Reasons: []string{}, Changes: pl.diffs, Drift: pl.drift, Notes: pl.notes, Steps: []Step{},
@@ -400,7 +415,9 @@ func planOne(d Desired, live *Live, rec *Record, caps Caps) (*SandboxChange, []s
 	}
 	full := func(reason string) {
 		step(StepCreate, reason).Record = record
-		step(StepSetNetwork, "set the network rules of sandbox.yaml").Network = fullNetwork(sb)
+		if !pl.caps.NetworkAtCreate {
+			step(StepSetNetwork, "set the network rules of sandbox.yaml").Network = fullNetwork(sb)
+		}
 		if len(sb.Secrets) > 0 && pl.capOf(FieldSecrets).Mode != PerExec {
 			step(StepSetSecrets, "set the secrets of sandbox.yaml").Secrets = &NameDelta{Set: sortedKeys(sb.Secrets)}
 		}
@@ -435,10 +452,15 @@ func planOne(d Desired, live *Live, rec *Record, caps Caps) (*SandboxChange, []s
 		step(StepStop, reason)
 		step(StepRemove, reason)
 		full(reason)
-	case len(pl.diffs) > 0 || rec == nil:
+	case len(pl.diffs) > 0 || rec == nil || len(l.Missing) > 0:
 		c.Action = ActionUpdate
 		c.Adopt = rec == nil
-		pl.updateSteps(step)
+		if len(l.Missing) > 0 {
+			parts := sortedCopy(l.Missing)
+			c.Notes = append(c.Notes, fmt.Sprintf("the sandbox's %s is gone; apply recreates it", strings.Join(parts, ", ")))
+			step(StepRepair, strings.Join(parts, ", ")+" missing").Parts = parts
+		}
+		pl.updateSteps(step, len(l.Missing) > 0)
 	default:
 		c.Action, c.Widenings = ActionNoOp, nil
 		return c, pl.errs
@@ -448,8 +470,10 @@ func planOne(d Desired, live *Live, rec *Record, caps Caps) (*SandboxChange, []s
 	return c, pl.errs
 }
 
-// updateSteps adds the in-place steps, in their fixed order.
-func (pl *planner) updateSteps(step func(StepKind, string) *Step) {
+// updateSteps adds the in-place steps, in their fixed order. After a
+// repair on a driver whose parts carry the network rules they are made
+// with, no network step is needed.
+func (pl *planner) updateSteps(step func(StepKind, string) *Step, repaired bool) {
 	of := func(match func(Diff) bool) (ds []Diff, reason string) {
 		var rs []string
 		for _, d := range pl.diffs {
@@ -472,7 +496,7 @@ func (pl *planner) updateSteps(step func(StepKind, string) *Step) {
 		}
 		return nd
 	}
-	if ds, r := of(func(d Diff) bool { return d.Field == FieldEnv }); len(ds) > 0 {
+	if ds, r := of(func(d Diff) bool { return d.Field == FieldEnv }); len(ds) > 0 && pl.capOf(FieldEnv).Mode != PerExec {
 		step(StepSetEnv, r).Env = names(ds, "env.")
 	}
 	if ds, r := of(func(d Diff) bool { return d.Field == FieldResources || d.Field == FieldPids }); len(ds) > 0 {
@@ -489,7 +513,7 @@ func (pl *planner) updateSteps(step func(StepKind, string) *Step) {
 		}
 		step(StepSetPorts, r).Ports = pd
 	}
-	if ds, r := of(func(d Diff) bool { return d.Field == FieldNetworkAdd || d.Field == FieldNetworkRemove }); len(ds) > 0 {
+	if ds, r := of(func(d Diff) bool { return d.Field == FieldNetworkAdd || d.Field == FieldNetworkRemove }); len(ds) > 0 && !(repaired && pl.caps.NetworkAtCreate) {
 		nd := &NetworkDelta{}
 		for _, d := range ds {
 			add := d.Op == Add
@@ -868,6 +892,24 @@ func fingerprintsUnder(fps map[string]string, path string) string {
 		b.WriteString(k + "=" + fps[k] + ";")
 	}
 	return b.String()
+}
+
+// defaultRanges reports whether ps are exactly spec.DefaultBlockCIDRs.
+func defaultRanges(ps []netip.Prefix) bool {
+	got := prefixStrings(ps)
+	if len(got) != len(spec.DefaultBlockCIDRs) {
+		return false
+	}
+	want := map[string]bool{}
+	for _, c := range spec.DefaultBlockCIDRs {
+		want[netip.MustParsePrefix(c).String()] = true
+	}
+	for _, g := range got {
+		if !want[g] {
+			return false
+		}
+	}
+	return true
 }
 
 func boolString(b bool) string { return strconv.FormatBool(b) }

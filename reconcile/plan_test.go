@@ -108,7 +108,7 @@ func TestPlan(t *testing.T) {
 	tests := []planCase{
 		{
 			name: "create_from_nothing",
-			caps: SbxCaps(),
+			caps: sbxCaps(),
 			want: func(sb *spec.Spec) {
 				sb.Network.AgentHosts = true
 				sb.Network.Presets = []string{"npm"}
@@ -119,13 +119,13 @@ func TestPlan(t *testing.T) {
 		},
 		{
 			name:    "no_op",
-			caps:    SbxCaps(),
+			caps:    sbxCaps(),
 			applied: baseSpec(),
 			live:    asIs,
 		},
 		{
 			name:    "env_change_replaces_on_sbx",
-			caps:    SbxCaps(),
+			caps:    sbxCaps(),
 			applied: baseSpec(),
 			live:    asIs,
 			want:    func(sb *spec.Spec) { prod(sb); allowAdd(sb) },
@@ -133,15 +133,15 @@ func TestPlan(t *testing.T) {
 		},
 		{
 			name:    "env_change_in_place_on_docker_sandbox",
-			caps:    DockerSandboxCaps(),
+			caps:    dockerSandboxCaps(),
 			applied: baseSpec(),
 			live:    asIs,
 			want:    prod,
-			steps:   []StepKind{StepSetEnv, StepVerify, StepRecord},
+			steps:   []StepKind{StepVerify, StepRecord}, // env goes per exec: only recorded
 		},
 		{
 			name:    "allow_add_in_place",
-			caps:    SbxCaps(),
+			caps:    sbxCaps(),
 			applied: baseSpec(),
 			live:    asIs,
 			want:    allowAdd,
@@ -149,7 +149,7 @@ func TestPlan(t *testing.T) {
 		},
 		{
 			name:    "allow_add_in_place_on_docker_sandbox",
-			caps:    DockerSandboxCaps(),
+			caps:    dockerSandboxCaps(),
 			applied: baseSpec(),
 			live:    asIs,
 			want:    allowAdd,
@@ -157,21 +157,21 @@ func TestPlan(t *testing.T) {
 		},
 		{
 			name:    "allow_remove_replaces_on_docker_sandbox",
-			caps:    DockerSandboxCaps(),
+			caps:    dockerSandboxCaps(),
 			applied: changed(allowAdd),
 			live:    asIs,
 			steps:   replaceSteps,
 		},
 		{
 			name:    "allow_remove_in_place_on_sbx",
-			caps:    SbxCaps(),
+			caps:    sbxCaps(),
 			applied: changed(allowAdd),
 			live:    asIs,
 			steps:   []StepKind{StepSetNetwork, StepVerify, StepRecord},
 		},
 		{
 			name:    "rule_added_by_hand_is_drift",
-			caps:    SbxCaps(),
+			caps:    sbxCaps(),
 			applied: baseSpec(),
 			live: func(l *Live) *Live {
 				l.Network.Allow = append(l.Network.Allow, "evil.example.com")
@@ -181,7 +181,7 @@ func TestPlan(t *testing.T) {
 		},
 		{
 			name:    "rule_removed_by_hand_is_drift",
-			caps:    SbxCaps(),
+			caps:    sbxCaps(),
 			applied: baseSpec(),
 			live: func(l *Live) *Live {
 				l.Network.Allow = nil
@@ -192,7 +192,7 @@ func TestPlan(t *testing.T) {
 		},
 		{
 			name:    "policy_opened_widens_egress",
-			caps:    SbxCaps(),
+			caps:    sbxCaps(),
 			applied: baseSpec(),
 			live:    asIs,
 			want:    func(sb *spec.Spec) { sb.Network.Policy = "allow"; sb.Network.Deny = nil },
@@ -202,7 +202,7 @@ func TestPlan(t *testing.T) {
 			// Secrets are passed per exec: a change only updates the
 			// record, and a new one is a widening.
 			name:    "secrets_changed_are_recorded",
-			caps:    SbxCaps(),
+			caps:    sbxCaps(),
 			applied: changed(func(sb *spec.Spec) { sb.Secrets["OLD"] = spec.Secret{Env: "OLD"} }),
 			live:    asIs,
 			want: func(sb *spec.Spec) {
@@ -213,21 +213,21 @@ func TestPlan(t *testing.T) {
 		},
 		{
 			name:  "unmanaged_without_adopt",
-			caps:  SbxCaps(),
+			caps:  sbxCaps(),
 			live:  asIs,
 			errs:  []string{`sandbox "api" exists but was not created by sbx; use --adopt to manage it`},
 			steps: nil,
 		},
 		{
 			name:  "unmanaged_adopted",
-			caps:  DockerSandboxCaps(),
+			caps:  dockerSandboxCaps(),
 			adopt: true,
 			live:  asIs,
-			steps: []StepKind{StepSetEnv, StepSetNetwork, StepVerify, StepRecord},
+			steps: []StepKind{StepSetNetwork, StepVerify, StepRecord},
 		},
 		{
 			name:    "unsupported_resources_on_docker_sandbox",
-			caps:    DockerSandboxCaps(),
+			caps:    dockerSandboxCaps(),
 			applied: baseSpec(),
 			live:    asIs,
 			want: func(sb *spec.Spec) {
@@ -235,13 +235,13 @@ func TestPlan(t *testing.T) {
 				sb.Ports = []spec.Port{{ContainerPort: 3000, Protocol: "tcp"}}
 			},
 			errs: []string{
-				`sandbox "api": resources: the docker-sandbox backend cannot set resources`,
 				`sandbox "api": ports: the docker-sandbox backend cannot publish ports`,
+				`sandbox "api": resources: the docker-sandbox backend cannot set resources`,
 			},
 		},
 		{
 			name:    "template_build_changed_replaces_in_order",
-			caps:    SbxCaps(),
+			caps:    sbxCaps(),
 			applied: changed(withBuild),
 			live:    asIs,
 			want:    func(sb *spec.Spec) { withBuild(sb); prod(sb) },
@@ -250,7 +250,7 @@ func TestPlan(t *testing.T) {
 		},
 		{
 			name:    "deleted_outside_sbx",
-			caps:    DockerCaps(),
+			caps:    dockerCaps(),
 			applied: baseSpec(),
 			steps:   []StepKind{StepCreate, StepSetNetwork, StepVerify, StepRecord},
 		},
@@ -258,14 +258,14 @@ func TestPlan(t *testing.T) {
 			// Removing the limits: memory goes back to the driver's
 			// default in place; a cpu limit cannot be removed in place.
 			name:    "resources_removed_on_docker",
-			caps:    DockerCaps(),
+			caps:    dockerCaps(),
 			applied: changed(func(sb *spec.Spec) { sb.Resources = spec.Resources{CPUs: 0.5, Memory: 256 << 20} }),
 			live:    asIs,
 			steps:   replaceSteps,
 		},
 		{
 			name:    "memory_removed_in_place_on_docker",
-			caps:    DockerCaps(),
+			caps:    dockerCaps(),
 			applied: changed(func(sb *spec.Spec) { sb.Resources = spec.Resources{Memory: 256 << 20} }),
 			live:    asIs,
 			steps:   []StepKind{StepUpdateResources, StepVerify, StepRecord},
@@ -274,7 +274,7 @@ func TestPlan(t *testing.T) {
 			// A sandbox made before the current safeguards is replaced
 			// to get them.
 			name:    "older_hardening_replaces_on_docker",
-			caps:    DockerCaps(),
+			caps:    dockerCaps(),
 			applied: changed(func(sb *spec.Spec) { sb.Protect, sb.Docker.NoNewPrivileges = false, false }),
 			record:  func(r *Record) { r.Config.Resources = spec.Resources{} }, // no defaults then
 			live: func(l *Live) *Live {
@@ -288,7 +288,7 @@ func TestPlan(t *testing.T) {
 			// The agent wrote sandbox.local.yaml: each widening is named
 			// with the file and position it came from.
 			name:    "widening_from_a_file_the_sandbox_wrote",
-			caps:    SbxCaps(),
+			caps:    sbxCaps(),
 			applied: baseSpec(),
 			live:    asIs,
 			want: func(sb *spec.Spec) {
@@ -307,7 +307,7 @@ func TestPlan(t *testing.T) {
 			// declaration file the sandbox can write that changed since
 			// the last apply is pointed out.
 			name: "declaration_written_since_apply_is_noted",
-			caps: SbxCaps(),
+			caps: sbxCaps(),
 			applied: changed(func(sb *spec.Spec) {
 				sb.Declarations = []spec.Declaration{{Path: "/src/api/sandbox.yaml", SHA256: "aaaa"}}
 			}),
@@ -321,7 +321,7 @@ func TestPlan(t *testing.T) {
 		},
 		{
 			name:    "protection_relaxed_on_docker",
-			caps:    DockerCaps(),
+			caps:    dockerCaps(),
 			applied: baseSpec(),
 			live:    asIs,
 			want:    func(sb *spec.Spec) { sb.Protect = false; sb.Docker.NoNewPrivileges = false; sb.Docker.Runtime = "runc" },
@@ -329,7 +329,7 @@ func TestPlan(t *testing.T) {
 		},
 		{
 			name:    "resources_in_place_on_docker",
-			caps:    DockerCaps(),
+			caps:    dockerCaps(),
 			applied: baseSpec(),
 			live:    asIs,
 			want: func(sb *spec.Spec) {
@@ -341,7 +341,7 @@ func TestPlan(t *testing.T) {
 			// The plugin lists no workspaces for a stopped VM: compared
 			// with the record, not taken for a removed workspace.
 			name:    "unreported_workspace_is_no_change",
-			caps:    DockerSandboxCaps(),
+			caps:    dockerSandboxCaps(),
 			applied: baseSpec(),
 			live: func(l *Live) *Live {
 				l.Status, l.Workspace, l.Unreported = "stopped", spec.Workspace{}, []Field{FieldWorkspace, FieldMounts}
@@ -350,7 +350,7 @@ func TestPlan(t *testing.T) {
 		},
 		{
 			name:    "unreported_workspace_changed_in_file_replaces",
-			caps:    DockerSandboxCaps(),
+			caps:    dockerSandboxCaps(),
 			applied: baseSpec(),
 			live: func(l *Live) *Live {
 				l.Status, l.Workspace, l.Unreported = "stopped", spec.Workspace{}, []Field{FieldWorkspace, FieldMounts}
@@ -361,7 +361,7 @@ func TestPlan(t *testing.T) {
 		},
 		{
 			name:    "runtime_ignored_outside_docker",
-			caps:    SbxCaps(),
+			caps:    sbxCaps(),
 			applied: baseSpec(),
 			live:    asIs,
 			want:    func(sb *spec.Spec) { sb.Docker.Runtime = "runsc" },

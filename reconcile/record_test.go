@@ -30,7 +30,7 @@ func TestStorePermissionsAndRoundTrip(t *testing.T) {
 	if _, err := st.Key(); err != nil {
 		t.Fatal(err)
 	}
-	rec := recordOf(t, SbxCaps(), baseSpec())
+	rec := recordOf(t, sbxCaps(), baseSpec())
 	if err := st.Put(rec); err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestStorePermissionsAndRoundTrip(t *testing.T) {
 
 func TestStorePutIsAtomic(t *testing.T) {
 	st, _ := OpenStore(t.TempDir())
-	old := recordOf(t, SbxCaps(), baseSpec())
+	old := recordOf(t, sbxCaps(), baseSpec())
 	if err := st.Put(old); err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestStorePutIsAtomic(t *testing.T) {
 	}
 	next := baseSpec()
 	next.Env["NODE_ENV"] = "production"
-	if err := st.Put(recordOf(t, SbxCaps(), next)); err != nil {
+	if err := st.Put(recordOf(t, sbxCaps(), next)); err != nil {
 		t.Fatal(err)
 	}
 	got, _ = st.Get("sbx", "api")
@@ -150,7 +150,7 @@ func TestRecordIsRedacted(t *testing.T) {
 	sb := baseSpec()
 	sb.Template.Image = "registry.internal/secret-team/agent:1"
 	sb.Sensitive["template.image"] = true
-	r := recordOf(t, SbxCaps(), sb)
+	r := recordOf(t, sbxCaps(), sb)
 	st, _ := OpenStore(t.TempDir())
 	if err := st.Put(r); err != nil {
 		t.Fatal(err)
@@ -182,8 +182,8 @@ func TestRecordIsRedacted(t *testing.T) {
 		t.Errorf("approved after Delete = %+v, %v; want the record", approved, err)
 	}
 	// The redacted field still compares: planning the same spec is a no-op.
-	live := liveOf(sb, SbxCaps())
-	p := Plan([]Desired{desiredOf(t, sb)}, map[string]*Live{"api": live}, map[string]*Record{"api": r}, SbxCaps(), Options{})
+	live := liveOf(sb, sbxCaps())
+	p := Plan([]Desired{desiredOf(t, sb)}, map[string]*Live{"api": live}, map[string]*Record{"api": r}, sbxCaps(), Options{})
 	if !p.Empty() {
 		var buf bytes.Buffer
 		Render(&buf, p, false)

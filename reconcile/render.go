@@ -201,6 +201,7 @@ func (r *renderer) sandbox(c *SandboxChange) {
 	for _, n := range c.Notes {
 		r.printf("    note: %s\n", n)
 	}
+	r.steps(c)
 	switch c.Action {
 	case ActionReplace:
 		r.printf("    %s\n", replaceNote)
@@ -210,6 +211,31 @@ func (r *renderer) sandbox(c *SandboxChange) {
 		}
 	}
 	r.printf("\n")
+}
+
+// steps lists a prepared plan's steps with the backend calls each makes.
+func (r *renderer) steps(c *SandboxChange) {
+	prepared := false
+	for _, st := range c.Steps {
+		if len(st.Calls) > 0 {
+			prepared = true
+		}
+	}
+	if !prepared {
+		return
+	}
+	r.printf("    steps:\n")
+	for i, st := range c.Steps {
+		r.printf("      %d. %s\n", i+1, st)
+		for _, call := range st.Calls {
+			for _, line := range strings.Split(call, "\n") {
+				r.printf("           %s\n", line)
+			}
+		}
+		if st.Kind == StepRecord || st.Kind == StepForget {
+			r.printf("           (sbx's own state)\n")
+		}
+	}
 }
 
 // diffs writes one line per diff, annotations aligned in one column.

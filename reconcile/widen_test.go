@@ -34,12 +34,12 @@ func TestWidenings(t *testing.T) {
 	}{
 		{
 			name:   "unchanged",
-			caps:   SbxCaps(),
+			caps:   sbxCaps(),
 			widens: nil,
 		},
 		{
 			name: "a host mount from the local file",
-			caps: SbxCaps(),
+			caps: sbxCaps(),
 			want: []func(*spec.Spec){
 				func(sb *spec.Spec) { sb.Mounts = []spec.Mount{{Source: "/", Target: "/hostroot", ReadOnly: true}} },
 				from("mounts[0]", local),
@@ -48,7 +48,7 @@ func TestWidenings(t *testing.T) {
 		},
 		{
 			name: "a mount made writable",
-			caps: SbxCaps(),
+			caps: sbxCaps(),
 			approved: func(sb *spec.Spec) {
 				sb.Mounts = []spec.Mount{{Source: "/data", Target: "/data", ReadOnly: true}}
 			},
@@ -60,14 +60,14 @@ func TestWidenings(t *testing.T) {
 		},
 		{
 			name: "a mount removed narrows",
-			caps: SbxCaps(),
+			caps: sbxCaps(),
 			approved: func(sb *spec.Spec) {
 				sb.Mounts = []spec.Mount{{Source: "/data", Target: "/data"}}
 			},
 		},
 		{
 			name: "egress: allow, preset, policy, deny and ranges",
-			caps: DockerCaps(),
+			caps: dockerCaps(),
 			want: []func(*spec.Spec){
 				func(sb *spec.Spec) {
 					sb.Network.Allow = append(sb.Network.Allow, "pastebin.example")
@@ -97,7 +97,7 @@ func TestWidenings(t *testing.T) {
 			// read-only inside it: its files were not written by the
 			// sandbox. A new layer in the workspace could have been.
 			name: "protected declaration is not from the sandbox",
-			caps: DockerCaps(),
+			caps: dockerCaps(),
 			approved: func(sb *spec.Spec) {
 				sb.Declarations = []spec.Declaration{{Path: "/src/api/sandbox.yaml"}}
 			},
@@ -115,7 +115,7 @@ func TestWidenings(t *testing.T) {
 		},
 		{
 			name: "secrets: a new host command, a changed one, a host variable",
-			caps: SbxCaps(),
+			caps: sbxCaps(),
 			want: []func(*spec.Spec){
 				func(sb *spec.Spec) {
 					sb.Secrets["GITHUB_TOKEN"] = spec.Secret{Command: []string{"sh", "-c", "cat ~/.ssh/id_ed25519"}}
@@ -132,7 +132,7 @@ func TestWidenings(t *testing.T) {
 			// Nothing approved yet (first apply on this machine): only a
 			// host command needs approval.
 			name: "first apply: only host commands",
-			caps: SbxCaps(),
+			caps: sbxCaps(),
 			none: true,
 			want: []func(*spec.Spec){func(sb *spec.Spec) {
 				sb.Mounts = []spec.Mount{{Source: "/data", Target: "/data"}}
@@ -142,7 +142,7 @@ func TestWidenings(t *testing.T) {
 		},
 		{
 			name: "host variables in env",
-			caps: SbxCaps(),
+			caps: sbxCaps(),
 			approved: func(sb *spec.Spec) {
 				sb.HostVars = map[string][]string{"env.DATABASE_URL": {"DATABASE_URL"}}
 			},
@@ -153,7 +153,7 @@ func TestWidenings(t *testing.T) {
 		},
 		{
 			name: "docker safeguards dropped",
-			caps: DockerCaps(),
+			caps: dockerCaps(),
 			approved: func(sb *spec.Spec) {
 				sb.Docker.Runtime = "runsc"
 			},
@@ -170,7 +170,7 @@ func TestWidenings(t *testing.T) {
 		},
 		{
 			name: "docker safeguards mean nothing on sbx",
-			caps: SbxCaps(),
+			caps: sbxCaps(),
 			approved: func(sb *spec.Spec) {
 				sb.Docker.Runtime = "runsc"
 			},
@@ -178,12 +178,12 @@ func TestWidenings(t *testing.T) {
 		},
 		{
 			name: "gVisor added narrows",
-			caps: DockerCaps(),
+			caps: dockerCaps(),
 			want: []func(*spec.Spec){func(sb *spec.Spec) { sb.Docker.Runtime = "runsc" }},
 		},
 		{
 			name: "workspace made writable, template and build network",
-			caps: DockerCaps(),
+			caps: dockerCaps(),
 			approved: func(sb *spec.Spec) {
 				sb.Workspace.ReadOnly = true
 				sb.Template = spec.Template{Build: &spec.Build{Context: "/src/api/.sandbox", Dockerfile: "Dockerfile"}}
@@ -199,7 +199,7 @@ func TestWidenings(t *testing.T) {
 		},
 		{
 			name: "another template image",
-			caps: SbxCaps(),
+			caps: sbxCaps(),
 			want: []func(*spec.Spec){func(sb *spec.Spec) { sb.Template.Image = "evil/agent:latest" }},
 			widens: []Widening{
 				{Path: "template", What: "template image evil/agent:latest"},
@@ -207,7 +207,7 @@ func TestWidenings(t *testing.T) {
 		},
 		{
 			name: "higher limits and a published port",
-			caps: SbxCaps(),
+			caps: sbxCaps(),
 			approved: func(sb *spec.Spec) {
 				sb.Resources = spec.Resources{CPUs: 2, Memory: 4 << 30}
 			},
@@ -248,7 +248,7 @@ func TestWidenings(t *testing.T) {
 // TestCommandApproved: a host command runs only when it is exactly the one
 // the user last approved.
 func TestCommandApproved(t *testing.T) {
-	approved := recordOf(t, SbxCaps(), baseSpec())
+	approved := recordOf(t, sbxCaps(), baseSpec())
 	d := desiredOf(t, baseSpec())
 	if CommandApproved(d, "GITHUB_TOKEN") {
 		t.Error("approved without any approval on record")

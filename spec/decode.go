@@ -387,20 +387,15 @@ func (st *state) resources(root *yaml.Node, s *Spec) {
 		}
 	}
 	s.Resources.Pids = st.integer(r, "pids", 0)
-	if s.Driver == "docker-sandbox" {
-		k, _ := lookupKey(root, "resources")
-		st.errorf(k, "resources", "the docker-sandbox driver cannot set resources; remove them or choose the sbx or docker driver")
-	}
+
 }
 
 func (st *state) ports(root *yaml.Node, s *Spec) {
-	k, ps := lookupKey(root, "ports")
+	_, ps := lookupKey(root, "ports")
 	if ps == nil || ps.Kind != yaml.SequenceNode {
 		return
 	}
-	if s.Driver == "docker-sandbox" {
-		st.errorf(k, "ports", "the docker-sandbox driver cannot publish ports; remove them or choose the sbx or docker driver")
-	}
+
 	hostPorts := map[string]int{}
 	for i, e := range ps.Content {
 		e = deref(e)

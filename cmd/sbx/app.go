@@ -11,6 +11,7 @@ import (
 
 	"github.com/sbxhq/sbx/driver/runner"
 	"github.com/sbxhq/sbx/schema"
+	"github.com/sbxhq/sbx/session"
 )
 
 // Exit codes, as documented in the README.
@@ -23,10 +24,12 @@ const (
 // app is one invocation: its streams and environment. Nothing here outlives
 // the call to Main.
 type app struct {
-	stdin     io.Reader
-	stdout    io.Writer
-	stderr    io.Writer
-	lookupEnv func(string) (string, bool)
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+	// env is the environment sbx was given: the only one its backend
+	// commands and host secret commands see.
+	env []string
 
 	run     *runner.Runner // lazily made by runner()
 	closers []io.Closer    // closed when Main returns
@@ -74,10 +77,12 @@ func verbs() []*verb {
 	}
 }
 
-// Main runs sbx with args (without the program name) and returns the exit
-// code. It never calls os.Exit, so tests run it in-process.
-func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) int {
-	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, lookupEnv: lookupEnv}
+// Main runs sbx with args (without the program name) in the environment
+// env (NAME=VALUE entries) and returns the exit code. It never calls
+// os.Exit, so tests run it in-process; env is the only environment the
+// commands it runs see.
+func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, env []string) int {
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, env: env}
 	defer func() {
 		for _, c := range a.closers {
 			c.Close()
@@ -107,7 +112,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	}
 	v := findVerb(name)
 	if v == nil {
-		if path, err := a.dockerSbx(); err == nil && !strings.HasPrefix(name, "-") {
+		if path, err := session.DockerSbx(a.driverEnv()); err == nil && !strings.HasPrefix(name, "-") {
 			return a.passThrough(ctx, path, args)
 		}
 		return a.unknown(name)

@@ -3,14 +3,15 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/spf13/pflag"
 
+	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/reconcile"
+	"github.com/sbxhq/sbx/session"
 )
 
 func doctorVerb() *verb {
@@ -47,19 +48,24 @@ what sbx expects.`,
 func (a *app) doctor(ctx context.Context) int {
 	usable := 0
 	fmt.Fprintln(a.stdout, "Drivers:")
-	for _, name := range []string{"sbx", "docker-sandbox", "docker"} {
-		b, err := a.newBackend(name)
-		var v string
+	for _, d := range session.Drivers {
+		name := d.Name
+		b, err := d.New(a.driverEnv())
+		var id driver.Identity
 		if err == nil {
-			v, err = b.Version(ctx)
+			id, err = b.Identify(ctx)
 		}
 		if err != nil {
-			fmt.Fprintf(a.stdout, "  %-15s not usable: %v\n", name, err)
+			fmt.Fprintf(a.stdout, "  %-15s not usable: %v\n", name, oneLine(err))
 			continue
 		}
 		usable++
-		fmt.Fprintf(a.stdout, "  %-15s usable (%s)\n", name, v)
-		if rc, ok := b.(runtimeChecker); ok {
+		legacy := ""
+		if d.Legacy != "" {
+			legacy = "; legacy: not picked by driver: auto"
+		}
+		fmt.Fprintf(a.stdout, "  %-15s usable (%s%s)\n", name, id.Version, legacy)
+		if rc, ok := b.(driver.RuntimeChecker); ok {
 			ok, detail := rc.RuntimeCheck(ctx)
 			mark := "ok"
 			if !ok {
@@ -73,7 +79,7 @@ func (a *app) doctor(ctx context.Context) int {
 	a.doctorPath()
 
 	fmt.Fprintln(a.stdout, "State:")
-	dir, err := reconcile.DefaultStateDir(a.getenv)
+	dir, err := a.stateDir()
 	if err != nil {
 		fmt.Fprintf(a.stdout, "  %v\n", err)
 	} else if _, err := os.Stat(dir); err != nil {
@@ -90,22 +96,20 @@ func (a *app) doctor(ctx context.Context) int {
 	return exitOK
 }
 
-// prober is a backend that can check the formats of its CLI
-// (driver/sbx, driver/dockersandbox).
-type prober interface {
-	Probe(ctx context.Context, w io.Writer) error
-}
-
 // doctorProbe writes the probe report of every usable CLI backend.
 func (a *app) doctorProbe(ctx context.Context) int {
 	probed, failed := 0, 0
-	for _, name := range []string{"sbx", "docker-sandbox"} {
-		b, err := a.newBackend(name)
+	for _, d := range session.Drivers {
+		name := d.Name
+		b, err := d.New(a.driverEnv())
 		if err == nil {
-			_, err = b.Version(ctx)
+			_, err = b.Identify(ctx)
 		}
-		pr, ok := b.(prober)
-		if err != nil || !ok {
+		pr, ok := b.(driver.Prober)
+		if err == nil && !ok {
+			continue // nothing of this backend is parsed from a CLI's output
+		}
+		if err != nil {
 			fmt.Fprintf(a.stderr, "sbx: doctor --probe: driver %s not probed: %v\n", name, err)
 			continue
 		}
@@ -124,11 +128,6 @@ func (a *app) doctorProbe(ctx context.Context) int {
 	return exitOK
 }
 
-// runtimeChecker is a backend that can say whether gVisor is available.
-type runtimeChecker interface {
-	RuntimeCheck(ctx context.Context) (ok bool, detail string)
-}
-
 // doctorPath explains which sbx a bare "sbx" runs.
 func (a *app) doctorPath() {
 	self, _ := os.Executable()
@@ -141,7 +140,7 @@ func (a *app) doctorPath() {
 			break
 		}
 	}
-	docker, derr := a.dockerSbx()
+	docker, derr := session.DockerSbx(a.driverEnv())
 	switch real, _ := filepath.EvalSymlinks(first); {
 	case first == "":
 		fmt.Fprintf(a.stdout, "  this sbx (%s) is not on PATH; add its directory to PATH\n", self)
@@ -164,4 +163,10 @@ func indent(s, prefix string) string {
 	}
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return prefix + strings.Join(lines, "\n"+prefix) + "\n"
+}
+
+// oneLine keeps an error's first line, so the table stays a table.
+func oneLine(err error) string {
+	s, _, _ := strings.Cut(strings.TrimSpace(err.Error()), "\n")
+	return s
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/sbxhq/sbx/schema"
+	"github.com/sbxhq/sbx/session"
 	"github.com/sbxhq/sbx/spec"
 )
 
@@ -31,7 +32,7 @@ overwrite an existing file without --force.`,
 		setup: func(fs *pflag.FlagSet) runFunc {
 			agent := fs.String("agent", "claude", "agent to run: "+strings.Join(spec.Agents, ", "))
 			force := fs.Bool("force", false, "overwrite an existing file")
-			file := fs.StringP("file", "f", defaultFile, "file to write")
+			file := fs.StringP("file", "f", session.DefaultFile, "file to write")
 			return func(ctx context.Context, a *app, args []string) int {
 				if len(args) > 0 {
 					return a.errorf("init takes no arguments (got %q); name the file with -f", args[0])

@@ -8,10 +8,12 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/driver/cliutil"
 	"github.com/sbxhq/sbx/egress"
 	"github.com/sbxhq/sbx/loop"
 	"github.com/sbxhq/sbx/reconcile"
+	"github.com/sbxhq/sbx/session"
 	"github.com/sbxhq/sbx/spec"
 )
 
@@ -66,14 +68,14 @@ tripped, 5 maxDuration spent, 130 interrupted (Ctrl-C or sbx loop stop).`,
 // loopControl finds the loop directory of the one declared sandbox
 // without touching the backend.
 func (a *app) loopControl(t *target) (*loop.Control, *spec.Spec, error) {
-	res, err := a.load(t.files, spec.Options{NoLocal: t.noLocal, Offline: true})
+	res, err := session.Load(session.Options{Files: t.files, NoLocal: t.noLocal, Offline: true}, a.lookupEnv)
 	if err != nil {
 		return nil, nil, err
 	}
 	if len(res.Specs) != 1 {
 		return nil, nil, fmt.Errorf("the files declare %d sandboxes; name one with -f", len(res.Specs))
 	}
-	dir, err := reconcile.DefaultStateDir(a.getenv)
+	dir, err := a.stateDir()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -143,26 +145,16 @@ func (a *app) loopStop(t *target, args []string) int {
 	return exitOK
 }
 
-// sandboxHelper is a backend that mounts sbx's own static binary inside
-// the sandbox (the docker driver), so the loop can run the agent in a
-// process group it kills whole.
-type sandboxHelper interface{ SandboxHelper() string }
-
-// denialCounter is a backend whose egress log says what it denied.
-type denialCounter interface {
-	Denials(ctx context.Context, name string, since, until time.Time) (int, error)
-}
-
 func (a *app) loopRun(ctx context.Context, t *target, maxIter int, ap *approval, ephemeral bool) int {
 	s, err := a.open(ctx, t, "sbx loop")
 	if err != nil {
 		return a.fail(err)
 	}
-	defer s.release()
-	if len(s.specs) != 1 {
-		return a.errorf("the files declare %d sandboxes; name one with -f", len(s.specs))
+	defer s.Release()
+	if len(s.Specs) != 1 {
+		return a.errorf("the files declare %d sandboxes; name one with -f", len(s.Specs))
 	}
-	sp := s.specs[0]
+	sp := s.Specs[0]
 	if sp.Loop == nil {
 		return a.errorf("sandbox %q has no loop section in %s", sp.Name, sp.Files[0])
 	}
@@ -172,7 +164,7 @@ func (a *app) loopRun(ctx context.Context, t *target, maxIter int, ap *approval,
 	}
 	ephemeral = ephemeral || l.Ephemeral
 	if ephemeral {
-		if lv := s.live[sp.Name]; lv != nil && lv.Exists {
+		if lv := s.Live[sp.Name]; lv != nil && lv.Exists {
 			return a.errorf("sandbox %q already exists; --ephemeral creates its own for the run and destroys it after (run 'sbx destroy' first, or drop --ephemeral)", sp.Name)
 		}
 		defer func() {
@@ -181,7 +173,10 @@ func (a *app) loopRun(ctx context.Context, t *target, maxIter int, ap *approval,
 			}
 		}()
 	}
-	p := s.plan(t.adopt)
+	p, err := s.Plan(t.adopt)
+	if err != nil {
+		return a.fail(err)
+	}
 	if err := p.Err(); err != nil {
 		return a.errorf("%v", err)
 	}
@@ -192,23 +187,19 @@ func (a *app) loopRun(ctx context.Context, t *target, maxIter int, ap *approval,
 		if code, ok := a.approve(p, ap, "apply"); !ok {
 			return code
 		}
-		if code := a.execute(ctx, s, p, func() *reconcile.Changes { return s.plan(t.adopt) }); code != exitOK {
+		if code := a.execute(ctx, s, p, t.adopt); code != exitOK {
 			return code
 		}
-		// What was just applied is now what the user approved.
-		if err := s.desire(); err != nil {
-			return a.errorf("%v", err)
-		}
 	}
-	secrets, err := a.secretValues(ctx, s, sp)
+	secrets, err := s.Secrets(ctx, sp)
 	if err != nil {
 		return a.errorf("%v", err)
 	}
-	ex, ok := s.backend.(execer)
+	ex, ok := s.Backend.(driver.Execer)
 	if !ok {
-		return a.errorf("the %s driver cannot run commands in a sandbox", s.backend.Name())
+		return a.errorf("the %s driver cannot run commands in a sandbox", s.Backend.Name())
 	}
-	dir, err := reconcile.DefaultStateDir(a.getenv)
+	dir, err := a.stateDir()
 	if err != nil {
 		return a.errorf("%v", err)
 	}
@@ -218,17 +209,17 @@ func (a *app) loopRun(ctx context.Context, t *target, maxIter int, ap *approval,
 	}
 	cfg := loop.Config{
 		Sandbox: sp.Name, Agent: sp.Agent, Workspace: sp.Workspace.Path, Loop: l,
-		Env: s.execEnv(sp, secrets), Redact: redact,
+		Env: s.ExecEnv(sp, secrets), Redact: redact,
 		Exec: execFunc(func(ctx context.Context, argv []string, o cliutil.ExecOptions) (int, error) {
 			return ex.Exec(ctx, sp.Name, argv, o)
 		}),
 		Control: loop.NewControl(dir, sp.Name),
 		Stdout:  a.stdout, Stderr: a.stderr,
 	}
-	if h, ok := s.backend.(sandboxHelper); ok {
+	if h, ok := s.Backend.(driver.Helper); ok {
 		cfg.Group = loop.HelperGrouper{Binary: h.SandboxHelper()}
 	}
-	if dc, ok := s.backend.(denialCounter); ok {
+	if dc, ok := s.Backend.(driver.DenialCounter); ok {
 		cfg.Denials = denialFunc(func(ctx context.Context, since, until time.Time) (int, error) {
 			return dc.Denials(ctx, sp.Name, since, until)
 		})
@@ -239,21 +230,21 @@ func (a *app) loopRun(ctx context.Context, t *target, maxIter int, ap *approval,
 }
 
 // destroyEphemeral removes the run's sandbox whatever happened.
-func (a *app) destroyEphemeral(s *session) int {
+func (a *app) destroyEphemeral(s *session.Session) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := s.observe(ctx); err != nil {
+	if err := s.Observe(ctx); err != nil {
 		return a.errorf("ephemeral sandbox: %v", err)
 	}
-	replan := func() *reconcile.Changes {
-		return reconcile.PlanDestroy(s.names(), s.live, s.records, s.backend.Caps(), reconcile.Options{DriverVersion: s.version})
+	p, err := s.PlanDestroy(false)
+	if err != nil {
+		return a.errorf("ephemeral sandbox: %v", err)
 	}
-	p := replan()
 	if p.Empty() {
 		return exitOK
 	}
 	fmt.Fprintf(a.stderr, "sbx loop: destroying the ephemeral sandbox\n")
-	return a.execute(ctx, s, p, replan)
+	return a.execute(ctx, s, p, false)
 }
 
 type execFunc func(ctx context.Context, argv []string, o cliutil.ExecOptions) (int, error)

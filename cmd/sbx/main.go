@@ -20,5 +20,5 @@ func main() {
 func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return Main(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.LookupEnv)
+	return Main(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Environ())
 }

@@ -3,29 +3,14 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
 
 	"github.com/spf13/pflag"
 
+	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/driver/cliutil"
-	"github.com/sbxhq/sbx/reconcile"
+	"github.com/sbxhq/sbx/session"
 	"github.com/sbxhq/sbx/spec"
 )
-
-// execer is a backend that runs commands inside a sandbox.
-type execer interface {
-	Exec(ctx context.Context, name string, argv []string, o cliutil.ExecOptions) (int, error)
-}
-
-// envPerExec is a backend that stores no env: the sandbox's env goes with
-// every exec.
-type envPerExec interface{ EnvPerExec() bool }
-
-// netlogger is a backend that can show a sandbox's network log.
-type netlogger interface {
-	NetLog(ctx context.Context, name string, asJSON, follow bool, w io.Writer) error
-}
 
 // defaultShell opens bash when the template has it, else sh.
 var defaultShell = []string{"sh", "-c", "if command -v bash >/dev/null 2>&1; then exec bash -l; else exec sh -l; fi"}
@@ -51,19 +36,13 @@ configuration. The exit status is the command's.`,
 
 // one opens the session of a verb that works on exactly one sandbox,
 // which must exist.
-func (a *app) one(ctx context.Context, t *target) (*session, *spec.Spec, error) {
+func (a *app) one(ctx context.Context, t *target) (*session.Session, *spec.Spec, error) {
 	s, err := a.open(ctx, t, "")
 	if err != nil {
 		return nil, nil, err
 	}
-	if len(s.specs) != 1 {
-		return nil, nil, fmt.Errorf("the files declare %d sandboxes; name one with -f", len(s.specs))
-	}
-	sp := s.specs[0]
-	if l := s.live[sp.Name]; l == nil || !l.Exists {
-		return nil, nil, fmt.Errorf("sandbox %q does not exist; create it with 'sbx apply'", sp.Name)
-	}
-	return s, sp, nil
+	sp, err := s.One()
+	return s, sp, err
 }
 
 func (a *app) shell(ctx context.Context, t *target, argv []string) int {
@@ -71,22 +50,21 @@ func (a *app) shell(ctx context.Context, t *target, argv []string) int {
 	if err != nil {
 		return a.fail(err)
 	}
-	ex, ok := s.backend.(execer)
+	ex, ok := s.Backend.(driver.Execer)
 	if !ok {
-		return a.errorf("the %s driver cannot run commands in a sandbox", s.backend.Name())
+		return a.errorf("the %s driver cannot run commands in a sandbox", s.Backend.Name())
 	}
-	secrets, err := a.secretValues(ctx, s, sp)
+	secrets, err := s.Secrets(ctx, sp)
 	if err != nil {
 		return a.errorf("%v", err)
 	}
-	interactive := len(argv) == 0
-	if interactive {
+	if len(argv) == 0 {
 		argv = defaultShell
 	}
 	code, err := ex.Exec(ctx, sp.Name, argv, cliutil.ExecOptions{
 		Interactive: true,
 		TTY:         isTerminal(a.stdin) && isTerminal(a.stdout),
-		Env:         s.execEnv(sp, secrets),
+		Env:         s.ExecEnv(sp, secrets),
 		Stdin:       a.stdin,
 		Stdout:      a.stdout,
 		Stderr:      a.stderr,
@@ -115,9 +93,9 @@ func netlogVerb() *verb {
 				if err != nil {
 					return a.fail(err)
 				}
-				nl, ok := s.backend.(netlogger)
+				nl, ok := s.Backend.(driver.NetLogger)
 				if !ok {
-					return a.errorf("the %s driver has no network log", s.backend.Name())
+					return a.errorf("the %s driver has no network log", s.Backend.Name())
 				}
 				if err := nl.NetLog(ctx, sp.Name, *asJSON, *follow, a.stdout); err != nil && !errors.Is(err, context.Canceled) {
 					return a.errorf("%v", err)
@@ -126,19 +104,4 @@ func netlogVerb() *verb {
 			}
 		},
 	}
-}
-
-// execEnv is the environment a command in the sandbox gets through its
-// exec: the secrets, and the sandbox's env on backends that store none.
-func (s *session) execEnv(sp *spec.Spec, secrets reconcile.Secrets) map[string]string {
-	env := map[string]string{}
-	if pe, ok := s.backend.(envPerExec); ok && pe.EnvPerExec() {
-		for k, v := range sp.Env {
-			env[k] = v
-		}
-	}
-	for k, v := range secrets {
-		env[k] = v
-	}
-	return env
 }

@@ -5,16 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/spf13/pflag"
 
-	"github.com/sbxhq/sbx/schema"
+	"github.com/sbxhq/sbx/session"
 	"github.com/sbxhq/sbx/spec"
 )
-
-// defaultFile is the sandbox file verbs read when none is named.
-const defaultFile = "sandbox.yaml"
 
 func validateVerb() *verb {
 	return &verb{
@@ -64,6 +60,9 @@ func (a *app) validate(files []string, asJSON bool, opts spec.Options) int {
 	if err != nil && !errors.As(err, &problems) {
 		return a.errorf("%v", err)
 	}
+	if len(problems) == 0 {
+		problems = session.DriverProblems(a.driverEnv(), res.Specs)
+	}
 	if asJSON {
 		rep := validateReport{Valid: len(problems) == 0, Problems: problems, Needed: res.Needed}
 		if rep.Problems == nil {
@@ -104,17 +103,5 @@ func (a *app) validate(files []string, asJSON bool, opts spec.Options) int {
 // load reads sandbox files for any verb; with no files it reads
 // ./sandbox.yaml. A failure to read a file is reported as a diagnostic.
 func (a *app) load(files []string, opts spec.Options) (*spec.Result, error) {
-	if len(files) == 0 {
-		if _, err := os.Stat(defaultFile); err != nil {
-			return &spec.Result{}, fmt.Errorf("no %s in this directory; run 'sbx init' to create one, or name a file with -f", defaultFile)
-		}
-		files = []string{defaultFile}
-	}
-	sch, err := schema.Compile()
-	if err != nil {
-		return &spec.Result{}, err
-	}
-	opts.Schema = sch
-	opts.LookupEnv = a.lookupEnv
-	return spec.Load(files, opts)
+	return session.Load(session.Options{Files: files, NoLocal: opts.NoLocal, Offline: opts.Offline}, a.lookupEnv)
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/sbxhq/sbx/driver/runner"
+	"github.com/sbxhq/sbx/reconcile"
 	"github.com/sbxhq/sbx/spec"
 )
 
@@ -150,4 +151,38 @@ func Listed(name string, listed []string) error {
 		}
 	}
 	return fmt.Errorf("sandbox %q is not listed after apply", name)
+}
+
+// Call is one command of a plan (reconcile.Call): shown as its command
+// line, run as it is shown.
+func (c *CLI) Call(args ...string) reconcile.Call {
+	return reconcile.Call{Desc: runner.Quote(c.Cmd(args...)), Run: func(ctx context.Context) error {
+		_, err := c.Output(ctx, args...)
+		return err
+	}}
+}
+
+// IgnoreNotFound makes a call succeed when the sandbox is already gone
+// (stop, remove).
+func IgnoreNotFound(call reconcile.Call) reconcile.Call {
+	run := call.Run
+	call.Run = func(ctx context.Context) error {
+		if err := run(ctx); err != nil && !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		return nil
+	}
+	return call
+}
+
+// VerifyCall is the verify step of a CLI backend: list it and find the
+// sandbox there.
+func (c *CLI) VerifyCall(name string, list func(ctx context.Context) ([]string, error), args ...string) reconcile.Call {
+	return reconcile.Call{Desc: runner.Quote(c.Cmd(args...)) + "  # lists " + name, Run: func(ctx context.Context) error {
+		names, err := list(ctx)
+		if err != nil {
+			return err
+		}
+		return Listed(name, names)
+	}}
 }

@@ -28,6 +28,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/driver/buildctx"
 	"github.com/sbxhq/sbx/driver/cliutil"
 	"github.com/sbxhq/sbx/driver/runner"
@@ -44,7 +45,7 @@ const (
 	LabelRecord  = "dev.sbx.record"
 	labelWS      = "dev.sbx.workspace"
 	// labelHardening is the version of the safeguards the container was
-	// made with (reconcile.DockerHardening); labelProtect says whether its
+	// made with (Hardening); labelProtect says whether its
 	// declaration is mounted read-only inside it.
 	labelHardening = "dev.sbx.hardening"
 	labelProtect   = "dev.sbx.protect"
@@ -75,16 +76,19 @@ type Options struct {
 // Driver is the docker driver.
 type Driver struct {
 	opts Options
-	// created remembers the sandboxes this driver created during this
-	// apply: their policy is already written, so the network step that
-	// follows a create has nothing left to do.
-	created map[string]bool
 	// egressTag is the proxy image known to exist.
 	egressTag string
 	api       *engine
 }
 
-var _ reconcile.Driver = (*Driver)(nil)
+var (
+	_ driver.Backend        = (*Driver)(nil)
+	_ driver.Execer         = (*Driver)(nil)
+	_ driver.NetLogger      = (*Driver)(nil)
+	_ driver.DenialCounter  = (*Driver)(nil)
+	_ driver.Helper         = (*Driver)(nil)
+	_ driver.RuntimeChecker = (*Driver)(nil)
+)
 
 // New returns a docker driver.
 func New(opts Options) *Driver {
@@ -101,7 +105,7 @@ func New(opts Options) *Driver {
 func (d *Driver) Name() string { return "docker" }
 
 // Caps is the docker driver's table of what changes in place.
-func (d *Driver) Caps() reconcile.Caps { return reconcile.DockerCaps() }
+func (d *Driver) Caps() reconcile.Caps { return Capabilities() }
 
 // Executable is the docker CLI.
 func (d *Driver) Executable() string { return d.opts.Docker }
@@ -113,14 +117,23 @@ func (d *Driver) docker(ctx context.Context, args ...string) ([]byte, error) {
 	return d.opts.Runner.Output(ctx, append([]string{d.opts.Docker}, args...)...)
 }
 
-// Version asks the daemon its version; it fails when no daemon answers.
-func (d *Driver) Version(ctx context.Context) (string, error) {
+// Identify asks the daemon its version; it fails when no daemon answers,
+// or when sbx is not a static Linux build, which the containers need (the
+// proxy's image and the sandbox's init are this binary).
+func (d *Driver) Identify(ctx context.Context) (driver.Identity, error) {
 	out, err := d.docker(ctx, "version", "--format", "{{.Server.Version}}")
 	if err != nil {
-		return "", fmt.Errorf("cannot reach a Docker daemon: %v", err)
+		return driver.Identity{}, fmt.Errorf("cannot reach a Docker daemon: %v", err)
 	}
-	return "engine " + strings.TrimSpace(string(out)), nil
+	if err := CheckStatic(d.opts.Binary); err != nil {
+		return driver.Identity{}, err
+	}
+	return driver.Identity{Version: "engine " + strings.TrimSpace(string(out))}, nil
 }
+
+// Use does nothing: no behaviour of the driver depends on the daemon's
+// version.
+func (d *Driver) Use(driver.Identity) {}
 
 // CheckStatic reports whether path is a static Linux executable, which the
 // containers can run whatever their image holds.
@@ -136,14 +149,6 @@ func CheckStatic(path string) error {
 		}
 	}
 	return nil
-}
-
-// Preflight rejects what the docker driver cannot do before anything runs.
-func (d *Driver) Preflight(sp *spec.Spec) error {
-	if len(sp.Ports) > 0 {
-		return fmt.Errorf("sandbox %q: the docker driver cannot publish ports: the sandbox has no network interface but loopback (its only way out is the egress proxy)", sp.Name)
-	}
-	return CheckStatic(d.opts.Binary)
 }
 
 // BuildHash fingerprints a template's build context.
@@ -263,13 +268,17 @@ func (d *Driver) Observe(ctx context.Context, names []string) (map[string]*recon
 		}
 		l.Protect = in.Config.Labels[labelProtect] == "true"
 		l.Hardening = in.Config.Labels[labelHardening]
-		pol, err := d.readPolicy(ctx, name)
+		pol, eg, err := d.readPolicy(ctx, name)
 		if err != nil {
 			return nil, err
 		}
 		if pol != nil {
 			l.Network = reconcile.LiveNetwork{Policy: pol.Default, Allow: pol.Allow, Deny: pol.Deny, BlockCIDRs: pol.BlockCIDRs}
 		}
+		if eg == nil {
+			l.Missing = []string{"egress container"}
+		}
+		l.Detail = &observed{egress: eg}
 		live[name] = l
 	}
 	return live, nil
@@ -292,31 +301,32 @@ func controllable(eg *inspect) bool {
 
 // readPolicy returns the policy a sandbox's proxy enforces, as the proxy
 // itself reports it; for a stopped proxy, or one without a control
-// channel, the policy file it loads. nil when there is no proxy.
-func (d *Driver) readPolicy(ctx context.Context, name string) (*egress.Policy, error) {
-	eg, err := d.api.inspectContainer(ctx, egressName(name))
+// channel, the policy file it loads. Both are nil when there is no proxy;
+// eg is the proxy's inspection.
+func (d *Driver) readPolicy(ctx context.Context, name string) (pol *egress.Policy, eg *inspect, err error) {
+	eg, err = d.api.inspectContainer(ctx, egressName(name))
 	if err != nil || eg == nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if controllable(eg) {
 		rep, err := d.api.control(ctx, egressName(name), egress.ControlRequest{Op: "policy"})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if rep.Error != "" || rep.Policy == nil {
-			return nil, fmt.Errorf("the egress proxy of %q did not say its policy: %s", name, rep.Error)
+			return nil, nil, fmt.Errorf("the egress proxy of %q did not say its policy: %s", name, rep.Error)
 		}
-		return rep.Policy, nil
+		return rep.Policy, eg, nil
 	}
 	data, err := d.api.readFile(ctx, egressName(name), policyPath)
 	if err != nil || data == nil {
-		return nil, err
+		return nil, eg, err
 	}
 	var p egress.Policy
 	if err := json.Unmarshal(data, &p); err != nil {
-		return nil, fmt.Errorf("live policy of %q: %v", name, err)
+		return nil, nil, fmt.Errorf("live policy of %q: %v", name, err)
 	}
-	return &p, nil
+	return &p, eg, nil
 }
 
 // policyOf is the proxy's policy for a sandbox: the file's rules with the
@@ -334,43 +344,6 @@ func policyOf(sp *spec.Spec, hostAddrs []string) egress.Policy {
 	}
 	sort.Strings(p.BlockCIDRs)
 	return p
-}
-
-// Do carries out one step.
-func (d *Driver) Do(ctx context.Context, s reconcile.Step, sp *spec.Spec, _ reconcile.Secrets) error {
-	switch s.Kind {
-	case reconcile.StepBuild:
-		return d.build(ctx, sp)
-	case reconcile.StepStop:
-		return d.ignoreMissing(d.docker(ctx, "stop", "--time", "5", containerName(s.Sandbox), egressName(s.Sandbox)))
-	case reconcile.StepRemove:
-		return d.remove(ctx, s.Sandbox)
-	case reconcile.StepCreate:
-		return d.create(ctx, sp, s.Record)
-	case reconcile.StepSetNetwork:
-		if d.created[s.Sandbox] {
-			delete(d.created, s.Sandbox)
-			return nil // create wrote this very policy before the proxy started
-		}
-		return d.setPolicy(ctx, sp)
-	case reconcile.StepSetSecrets:
-		return nil // secrets reach the agent per exec
-	case reconcile.StepUpdateResources:
-		args := append([]string{"update"}, resourceArgs(sp)...)
-		_, err := d.docker(ctx, append(args, containerName(s.Sandbox))...)
-		return err
-	case reconcile.StepVerify:
-		return d.verify(ctx, s.Sandbox)
-	}
-	return fmt.Errorf("the docker driver cannot %s", s.Kind)
-}
-
-func (d *Driver) ignoreMissing(_ []byte, err error) error {
-	var re *runner.Error
-	if errors.As(err, &re) && strings.Contains(re.Stderr, "No such") {
-		return nil
-	}
-	return err
 }
 
 // remove deletes every object labelled as this sandbox's: the containers
@@ -472,19 +445,6 @@ func copyFile(src, dst string) error {
 	return out.Close()
 }
 
-// build builds a template from its Dockerfile, tagged by content hash.
-func (d *Driver) build(ctx context.Context, sp *spec.Spec) error {
-	b := sp.Template.Build
-	hash, err := buildctx.Hash(b)
-	if err != nil {
-		return err
-	}
-	args := buildctx.DockerArgs(b, templateImage(sp, hash))
-	args = append([]string{args[0], "-q"}, args[1:]...)
-	_, err = d.docker(ctx, args...)
-	return err
-}
-
 // create makes the volumes, the egress container (policy written before
 // it starts) and the sandbox container.
 func (d *Driver) create(ctx context.Context, sp *spec.Spec, rec *reconcile.Record) error {
@@ -518,29 +478,16 @@ func (d *Driver) create(ctx context.Context, sp *spec.Spec, rec *reconcile.Recor
 		}
 		return err
 	}
-	if d.created == nil {
-		d.created = map[string]bool{}
-	}
-	d.created[sp.Name] = true
 	return nil
 }
 
 // createObjects makes the volumes, the egress container (policy written
 // before it starts) and the sandbox container, and starts them.
 func (d *Driver) createObjects(ctx context.Context, sp *spec.Spec, rec *reconcile.Record, image, tmpl string) error {
-	for _, role := range []string{"sock", "policy"} {
-		args := append([]string{"volume", "create"}, labels(sp.Name, role+"-volume")...)
-		if role == "sock" {
-			// The socket's volume is a small tmpfs: the proxy writes
-			// only its socket there, and the sandbox mounts it
-			// read-only, so neither can fill the host's disk with it.
-			args = append(args, "--opt", "type=tmpfs", "--opt", "device=tmpfs", "--opt", "o=size=1m,nr_inodes=64,mode=0755")
-		}
-		if _, err := d.docker(ctx, append(args, volumeName(sp.Name, role))...); err != nil {
-			return err
-		}
+	if err := d.volumes(ctx, sp.Name); err != nil {
+		return err
 	}
-	prot, err := protect(sp)
+	prot, err := protect(sp, true)
 	if err != nil {
 		return err
 	}
@@ -548,33 +495,13 @@ func (d *Driver) createObjects(ctx context.Context, sp *spec.Spec, rec *reconcil
 	if err != nil {
 		return err
 	}
-	// The proxy writes the policy onto its volume at first start
-	// (--init-policy); later changes are written there by setPolicy.
-	pol, err := json.Marshal(policyOf(sp, d.hostAddrs(ctx)))
+	eg, err := d.egressArgs(ctx, sp, image)
 	if err != nil {
 		return err
 	}
-	// `docker run --detach --interactive` keeps the proxy's stdin open
-	// across attaches: it is its control channel. (`docker create -i`
-	// would close it after the first attach.)
-	eg := append([]string{"run", "--detach", "--interactive", "--name", egressName(sp.Name)}, labels(sp.Name, "egress")...)
-	eg = append(eg, proxyLimits...)
-	eg = append(eg,
-		"--restart", "unless-stopped",
-		"-v", volumeName(sp.Name, "sock")+":"+socketDir,
-		"-v", volumeName(sp.Name, "policy")+":/policy",
-		// One scheduler thread: a request then runs where it was
-		// accepted instead of waking another thread, which was most of
-		// the proxy's per-request latency (BENCHMARKS.md); the copying
-		// of tunnels happens in the kernel either way.
-		"-e", "GOMAXPROCS=1",
-		// Decisions go to the container's log (docker logs), which is
-		// cheap to read from the host.
-		image, "__egress-proxy", "--policy", policyPath, "--init-policy", string(pol), "--control",
-		"--listen", "unix:"+socketPath)
 	sb := append([]string{"create", "--name", containerName(sp.Name)}, labels(sp.Name, "sandbox")...)
 	sb = append(sb, "--label", "dev.sbx.agent="+sp.Agent, "--label", labelWS+"="+sp.Workspace.Path,
-		"--label", labelHardening+"="+reconcile.DockerHardening,
+		"--label", labelHardening+"="+Hardening,
 		"--label", labelProtect+"="+strconv.FormatBool(sp.Protect),
 		"--label", labelProtected+"="+string(protected))
 	if rec != nil {
@@ -643,7 +570,7 @@ func (d *Driver) createObjects(ctx context.Context, sp *spec.Spec, rec *reconcil
 	return err
 }
 
-// The safeguards every container gets (reconcile.DockerHardening names
+// The safeguards every container gets (Hardening names
 // their version; change both together). The proxy needs no capability at
 // all: it binds a socket on its own volume and dials out. The sandbox
 // keeps what agents use (installing packages as root: chown, file
@@ -670,7 +597,7 @@ var (
 func resourceArgs(sp *spec.Spec) []string {
 	pids := sp.Resources.Pids
 	if pids == 0 {
-		pids = reconcile.DockerDefaultPids
+		pids = DefaultPids
 	}
 	args := []string{"--pids-limit", strconv.Itoa(pids)}
 	if sp.Resources.CPUs > 0 {
@@ -678,10 +605,75 @@ func resourceArgs(sp *spec.Spec) []string {
 	}
 	mem := sp.Resources.Memory
 	if mem == 0 {
-		mem = reconcile.DockerDefaultMemory
+		mem = DefaultMemory
 	}
 	m := strconv.FormatInt(mem, 10)
 	return append(args, "--memory", m, "--memory-swap", m)
+}
+
+// egressArgs are the `docker run` of a sandbox's proxy. The proxy writes
+// the policy onto its volume at first start (--init-policy); later changes
+// reach it through its control channel.
+func (d *Driver) egressArgs(ctx context.Context, sp *spec.Spec, image string) ([]string, error) {
+	pol, err := json.Marshal(policyOf(sp, d.hostAddrs(ctx)))
+	if err != nil {
+		return nil, err
+	}
+	// `docker run --detach --interactive` keeps the proxy's stdin open
+	// across attaches: it is its control channel. (`docker create -i`
+	// would close it after the first attach.)
+	eg := append([]string{"run", "--detach", "--interactive", "--name", egressName(sp.Name)}, labels(sp.Name, "egress")...)
+	eg = append(eg, proxyLimits...)
+	return append(eg,
+		"--restart", "unless-stopped",
+		"-v", volumeName(sp.Name, "sock")+":"+socketDir,
+		"-v", volumeName(sp.Name, "policy")+":/policy",
+		// One scheduler thread: a request then runs where it was
+		// accepted instead of waking another thread, which was most of
+		// the proxy's per-request latency (BENCHMARKS.md); the copying
+		// of tunnels happens in the kernel either way.
+		"-e", "GOMAXPROCS=1",
+		// Decisions go to the container's log (docker logs), which is
+		// cheap to read from the host.
+		image, "__egress-proxy", "--policy", policyPath, "--init-policy", string(pol), "--control",
+		"--listen", "unix:"+socketPath), nil
+}
+
+// volumes creates the sandbox's volumes that do not exist.
+func (d *Driver) volumes(ctx context.Context, name string) error {
+	for _, role := range []string{"sock", "policy"} {
+		args := append([]string{"volume", "create"}, labels(name, role+"-volume")...)
+		if role == "sock" {
+			// The socket's volume is a small tmpfs: the proxy writes
+			// only its socket there, and the sandbox mounts it
+			// read-only, so neither can fill the host's disk with it.
+			args = append(args, "--opt", "type=tmpfs", "--opt", "device=tmpfs", "--opt", "o=size=1m,nr_inodes=64,mode=0755")
+		}
+		if _, err := d.docker(ctx, append(args, volumeName(name, role))...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// recreateEgress starts a new proxy for a sandbox whose proxy is gone,
+// with the policy of sandbox.yaml, making its volumes again if they went
+// too (docker volume create keeps an existing one). The sandbox's bridge
+// dials the socket per connection, so it reaches the new proxy.
+func (d *Driver) recreateEgress(ctx context.Context, sp *spec.Spec) error {
+	image, err := d.egressImage(ctx)
+	if err != nil {
+		return err
+	}
+	if err := d.volumes(ctx, sp.Name); err != nil {
+		return err
+	}
+	eg, err := d.egressArgs(ctx, sp, image)
+	if err != nil {
+		return err
+	}
+	_, err = d.docker(ctx, eg...)
+	return err
 }
 
 func bind(src, dst string, ro bool) string {
@@ -690,60 +682,6 @@ func bind(src, dst string, ro bool) string {
 		s += ":ro"
 	}
 	return s
-}
-
-// setPolicy puts the sandbox's policy in force without a restart: through
-// the proxy's control channel, which answers once the policy is in force
-// (and written to its volume for the next start) or says why it refused
-// it. A proxy without one gets the file (as docker cp would) and SIGHUP;
-// a stopped proxy gets the file, which it loads when it starts.
-func (d *Driver) setPolicy(ctx context.Context, sp *spec.Spec) error {
-	data, err := json.Marshal(policyOf(sp, d.hostAddrs(ctx)))
-	if err != nil {
-		return err
-	}
-	name := egressName(sp.Name)
-	eg, err := d.api.inspectContainer(ctx, name)
-	if err != nil {
-		return err
-	}
-	if eg == nil {
-		return fmt.Errorf("sandbox %q has no egress container (%s); destroy and apply again", sp.Name, name)
-	}
-	if controllable(eg) {
-		rep, err := d.api.control(ctx, name, egress.ControlRequest{Op: "set", Policy: data})
-		if err != nil {
-			return err
-		}
-		if rep.Error != "" {
-			return fmt.Errorf("the egress proxy of %q refused the new policy (the previous one stays in force): %s", sp.Name, rep.Error)
-		}
-		return nil
-	}
-	if err := d.api.writeFile(ctx, name, filepath.Dir(policyPath), filepath.Base(policyPath), data, 0o644); err != nil {
-		return err
-	}
-	if !eg.State.Running {
-		return nil
-	}
-	return d.api.kill(ctx, name, "HUP")
-}
-
-// verify checks that the sandbox and its proxy are running.
-func (d *Driver) verify(ctx context.Context, name string) error {
-	for _, c := range []string{containerName(name), egressName(name)} {
-		in, err := d.api.inspectContainer(ctx, c)
-		if err != nil {
-			return err
-		}
-		if in == nil {
-			return fmt.Errorf("container %s does not exist", c)
-		}
-		if !in.State.Running {
-			return fmt.Errorf("container %s is not running (%s)", c, in.State.Status)
-		}
-	}
-	return nil
 }
 
 // Exec runs argv in the sandbox (`docker exec`); secrets go as -e NAME with

@@ -207,15 +207,18 @@ func (b *box) plan(sp *spec.Spec) *reconcile.Changes {
 		b.t.Fatal(err)
 	}
 	live, recs := b.observe()
-	return reconcile.Plan([]reconcile.Desired{des}, live, recs, b.d.Caps(), reconcile.Options{})
+	p := reconcile.Plan([]reconcile.Desired{des}, live, recs, b.d.Caps(), reconcile.Options{})
+	if p.Err() == nil {
+		if err := p.Prepare(b.d, live); err != nil {
+			b.t.Fatal(err)
+		}
+	}
+	return p
 }
 
 // apply converges the sandbox and checks that a second plan is empty.
 func (b *box) apply(sp *spec.Spec) *reconcile.Changes {
 	b.t.Helper()
-	if err := b.d.Preflight(sp); err != nil {
-		b.t.Fatal(err)
-	}
 	p := b.plan(sp)
 	if err := p.Err(); err != nil {
 		b.t.Fatal(err)
@@ -376,7 +379,7 @@ func isolation(t *testing.T, runtime string) {
 		}
 	})
 	t.Run("the sandbox cannot change its policy", func(t *testing.T) {
-		before, err := b.d.readPolicy(context.Background(), b.name)
+		before, _, err := b.d.readPolicy(context.Background(), b.name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -384,7 +387,7 @@ func isolation(t *testing.T, runtime string) {
 		if !strings.Contains(out, "No such file or directory") {
 			t.Errorf("the policy is visible inside: %q", out)
 		}
-		after, err := b.d.readPolicy(context.Background(), b.name)
+		after, _, err := b.d.readPolicy(context.Background(), b.name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -452,7 +455,12 @@ func TestInPlaceAndReplace(t *testing.T) {
 		t.Errorf("resources change: action %s", c.Action)
 	}
 
-	if err := reconcile.Apply(context.Background(), b.d, reconcile.PlanDestroy([]string{b.name}, mustLive(b), nil, b.d.Caps(), reconcile.Options{}), reconcile.ApplyOptions{Records: b.store}); err != nil {
+	live := mustLive(b)
+	destroy := reconcile.PlanDestroy([]string{b.name}, live, nil, b.d.Caps(), reconcile.Options{})
+	if err := destroy.Prepare(b.d, live); err != nil {
+		t.Fatal(err)
+	}
+	if err := reconcile.Apply(context.Background(), b.d, destroy, reconcile.ApplyOptions{Records: b.store}); err != nil {
 		t.Fatal(err)
 	}
 	if left := labelled(b.name); left != "" {

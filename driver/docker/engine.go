@@ -425,6 +425,9 @@ func (e *engine) removeVolume(ctx context.Context, name string) error {
 // CLI resolves the endpoint (context, DOCKER_HOST, TLS, ssh) and relays
 // the bytes.
 func dialStdio(run *runner.Runner, docker string) (net.Conn, error) {
+	if p, err := run.LookPath(docker); err == nil {
+		docker = p
+	}
 	cmd := exec.Command(docker, "system", "dial-stdio")
 	if run.Env != nil {
 		cmd.Env = run.Env

@@ -126,11 +126,19 @@ func TestPolicyWithoutControl(t *testing.T) {
 	}
 
 	docker("stop", "--time", "1", eg)
-	if err := b.d.setPolicy(context.Background(), b.spec(base+"  allow: [stopped.example]\n")); err != nil {
-		t.Fatalf("setPolicy of a stopped proxy: %v", err)
+	live, _ := b.observe()
+	calls, err := b.d.policyCalls(b.spec(base+"  allow: [stopped.example]\n"), live[b.name])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(calls) != 1 || !strings.HasPrefix(calls[0].Desc, "write /policy/policy.json") {
+		t.Fatalf("calls for a stopped proxy: %+v", calls)
+	}
+	if err := calls[0].Run(context.Background()); err != nil {
+		t.Fatalf("setting the policy of a stopped proxy: %v", err)
 	}
 	docker("start", eg)
-	if pol, err := b.d.readPolicy(context.Background(), b.name); err != nil || pol == nil || strings.Join(pol.Allow, ",") != "stopped.example" {
+	if pol, _, err := b.d.readPolicy(context.Background(), b.name); err != nil || pol == nil || strings.Join(pol.Allow, ",") != "stopped.example" {
 		t.Fatalf("after the start: %+v, %v", pol, err)
 	}
 
@@ -153,5 +161,29 @@ func TestPolicyWithoutControl(t *testing.T) {
 	}
 	if out := b.proxyGet(env.webIP + ":8080"); !strings.Contains(out, "hello-from-web") {
 		t.Errorf("after file and SIGHUP: %q", out)
+	}
+}
+
+// TestEgressRepaired: a sandbox whose proxy is gone is planned as an
+// update that recreates it (not a replace, not an error at apply), and
+// the same sandbox reaches the network through the new one.
+func TestEgressRepaired(t *testing.T) {
+	b := newBox(t, "e2e-repair")
+	sp := b.spec("network:\n  blockCIDRs: [127.0.0.0/8]\n  allow: [" + env.webIP + "]\n")
+	b.apply(sp)
+	id := b.containerID(containerName(b.name))
+	if out, err := exec.Command("docker", "rm", "-f", egressName(b.name)).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	p := b.apply(sp)
+	c := p.Sandboxes[0]
+	if c.Action != reconcile.ActionUpdate || len(c.Steps) == 0 || c.Steps[0].Kind != reconcile.StepRepair {
+		t.Fatalf("plan with the proxy gone: %s %+v", c.Action, c.Steps)
+	}
+	if b.containerID(containerName(b.name)) != id {
+		t.Error("the sandbox was replaced")
+	}
+	if out := b.proxyGet(env.webIP + ":8080"); !strings.Contains(out, "hello-from-web") {
+		t.Errorf("through the recreated proxy: %q", out)
 	}
 }

@@ -30,12 +30,14 @@ type protection struct {
 }
 
 // protect lists the read-only binds that protect sp's declaration: every
-// file layer, sandbox.local.yaml (created empty when missing), the loop's
-// prompt, the template's build context (its Dockerfile and .dockerignore
-// when the context is the whole workspace), and .git/config and
-// .git/hooks. A path that passes through a symbolic link is refused: a
-// bind follows links, and the link may point at a host file.
-func protect(sp *spec.Spec) (*protection, error) {
+// file layer, sandbox.local.yaml (created empty, when create is set and it
+// is missing), the loop's prompt, the template's build context (its
+// Dockerfile and .dockerignore when the context is the whole workspace),
+// and .git/config and .git/hooks. A path that passes through a symbolic
+// link is refused: a bind follows links, and the link may point at a host
+// file. Without create it only checks, as the plan does before anything
+// runs.
+func protect(sp *spec.Spec, create bool) (*protection, error) {
 	p := &protection{}
 	if !sp.Protect {
 		return p, nil
@@ -68,10 +70,12 @@ func protect(sp *spec.Spec) (*protection, error) {
 	if len(sp.Declarations) > 0 {
 		local := spec.LocalPath(sp.Declarations[0].Path)
 		if _, _, ok := sandboxPath(sp, local); ok {
-			if err := placeholder(local); err != nil {
-				return nil, fmt.Errorf("workspace.protect: %v", err)
+			if create {
+				if err := placeholder(local); err != nil {
+					return nil, fmt.Errorf("workspace.protect: %v", err)
+				}
 			}
-			if err := add(local, false, false); err != nil {
+			if err := add(local, false, !create); err != nil {
 				return nil, err
 			}
 		}

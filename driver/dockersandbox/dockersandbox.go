@@ -18,6 +18,7 @@ import (
 	"regexp"
 	"sort"
 
+	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/driver/cliutil"
 	"github.com/sbxhq/sbx/driver/runner"
 	"github.com/sbxhq/sbx/reconcile"
@@ -44,7 +45,13 @@ type Driver struct {
 	cli *cliutil.CLI
 }
 
-var _ reconcile.Driver = (*Driver)(nil)
+var (
+	_ driver.Backend    = (*Driver)(nil)
+	_ driver.Execer     = (*Driver)(nil)
+	_ driver.EnvPerExec = (*Driver)(nil)
+	_ driver.NetLogger  = (*Driver)(nil)
+	_ driver.Prober     = (*Driver)(nil)
+)
 
 // notFound matches the plugin's not-found message (unverified, evidence
 // §2.2).
@@ -65,46 +72,41 @@ func New(opts Options) *Driver {
 func (d *Driver) Name() string { return "docker-sandbox" }
 
 // Caps is the plugin's table of what changes in place.
-func (d *Driver) Caps() reconcile.Caps { return reconcile.DockerSandboxCaps() }
+func (d *Driver) Caps() reconcile.Caps { return Capabilities() }
 
 // Executable is the backend CLI the driver runs.
 func (d *Driver) Executable() string { return d.cli.Argv[0] }
 
-// Version probes `docker sandbox version`, which prints
+// Identify probes `docker sandbox version`, which prints
 // "github.com/docker/sandboxes/cli-plugin v0.7.1 COMMIT" (§2.3).
-func (d *Driver) Version(ctx context.Context) (string, error) {
+func (d *Driver) Identify(ctx context.Context) (driver.Identity, error) {
 	out, err := d.cli.Output(ctx, "version")
 	if err != nil {
-		return "", err
+		return driver.Identity{}, err
 	}
 	v, err := d.cli.ReadVersion(out)
 	if err != nil {
-		return "", err
+		return driver.Identity{}, err
 	}
 	switch {
 	case v.Less(MinVersion):
-		return "", fmt.Errorf("the docker sandbox plugin %s is too old: sbx needs %s or newer (Docker Desktop 4.58+)", v, MinVersion)
+		return driver.Identity{}, fmt.Errorf("the docker sandbox plugin %s is too old: sbx needs %s or newer (Docker Desktop 4.58+)", v, MinVersion)
 	case !v.Less(DeprecatedVersion):
-		return "", fmt.Errorf("the docker sandbox plugin %s is deprecated and no longer runs sandboxes; use Docker's standalone sbx (driver: sbx)", v)
+		return driver.Identity{}, fmt.Errorf("the docker sandbox plugin %s is deprecated and no longer runs sandboxes; use Docker's standalone sbx (driver: sbx)", v)
 	}
-	return v.String(), nil
+	return driver.Identity{Version: v.String()}, nil
 }
 
-// UseVersion takes the version sbx already knows (its version cache).
-func (d *Driver) UseVersion(v string) {
-	if pv, err := cliutil.ParseVersion(v); err == nil {
+// Use takes an identity probed earlier (sbx's cache).
+func (d *Driver) Use(id driver.Identity) {
+	if pv, err := cliutil.ParseVersion(id.Version); err == nil {
 		d.cli.UseVersion(pv)
 	}
 }
 
-// BuildHash rejects template.build: the plugin loads no local images in its
-// current versions (--load-local-template was removed, §1.2).
-func (d *Driver) BuildHash(sp *spec.Spec) (string, error) {
-	if sp.Template.Build != nil {
-		return "", fmt.Errorf("sandbox %q: the docker-sandbox driver cannot use template.build (the plugin no longer loads local images); push the image and name it in template.image, or use the sbx or docker driver", sp.Name)
-	}
-	return "", nil
-}
+// BuildHash is always "": the plugin cannot use a built template (its
+// capability table says so, and the plan refuses template.build).
+func (d *Driver) BuildHash(sp *spec.Spec) (string, error) { return "", nil }
 
 // vm is one entry of `docker sandbox ls --json`.
 type vm struct {
@@ -177,60 +179,48 @@ func (d *Driver) Observe(ctx context.Context, names []string) (map[string]*recon
 	return live, nil
 }
 
-// Do carries out one step with the plugin's commands (§1.2).
-func (d *Driver) Do(ctx context.Context, s reconcile.Step, sb *spec.Spec, secrets reconcile.Secrets) error {
+// Calls turns a step into the plugin's commands (§1.2).
+func (d *Driver) Calls(s reconcile.Step, sb *spec.Spec, live *reconcile.Live) ([]reconcile.Call, error) {
 	switch s.Kind {
-	case reconcile.StepStop, reconcile.StepRemove:
-		verb := map[reconcile.StepKind]string{reconcile.StepStop: "stop", reconcile.StepRemove: "rm"}[s.Kind]
-		_, err := d.cli.Output(ctx, verb, s.Sandbox)
-		if errors.Is(err, cliutil.ErrNotFound) {
-			return nil
-		}
-		return err
+	case reconcile.StepStop:
+		return []reconcile.Call{cliutil.IgnoreNotFound(d.cli.Call("stop", s.Sandbox))}, nil
+	case reconcile.StepRemove:
+		return []reconcile.Call{cliutil.IgnoreNotFound(d.cli.Call("rm", s.Sandbox))}, nil
 	case reconcile.StepCreate:
-		return d.create(ctx, sb)
-	case reconcile.StepSetNetwork:
-		return d.setNetwork(ctx, s)
-	case reconcile.StepSetEnv, reconcile.StepSetSecrets:
-		// Applied per exec: the plugin has no stored env.
-		return nil
-	case reconcile.StepVerify:
-		vms, err := d.list(ctx, func(n string) bool { return n == s.Sandbox })
+		args := []string{"create", "--name", sb.Name}
+		if sb.Template.Image != "" {
+			args = append(args, "--template", sb.Template.Image)
+		}
+		paths, err := cliutil.WorkspaceArgs(sb, "docker-sandbox")
 		if err != nil {
-			return err
+			return nil, err
 		}
-		var names []string
-		for _, v := range vms {
-			names = append(names, v.Name)
-		}
-		return cliutil.Listed(s.Sandbox, names)
+		return []reconcile.Call{d.cli.Call(append(append(args, sb.Agent), paths...)...)}, nil
+	case reconcile.StepSetNetwork:
+		return d.networkCalls(s)
+	case reconcile.StepVerify:
+		return []reconcile.Call{d.cli.VerifyCall(s.Sandbox, func(ctx context.Context) ([]string, error) {
+			vms, err := d.list(ctx, func(n string) bool { return n == s.Sandbox })
+			var names []string
+			for _, v := range vms {
+				names = append(names, v.Name)
+			}
+			return names, err
+		}, "ls", "--json")}, nil
 	}
-	return fmt.Errorf("the docker-sandbox driver cannot %s", s.Kind)
+	return nil, fmt.Errorf("the docker-sandbox driver cannot %s", s.Kind)
 }
 
-func (d *Driver) create(ctx context.Context, sb *spec.Spec) error {
-	args := []string{"create", "--name", sb.Name}
-	if sb.Template.Image != "" {
-		args = append(args, "--template", sb.Template.Image)
-	}
-	paths, err := cliutil.WorkspaceArgs(sb, "docker-sandbox")
-	if err != nil {
-		return err
-	}
-	_, err = d.cli.Output(ctx, append(append(args, sb.Agent), paths...)...)
-	return err
-}
-
-// setNetwork adds rules with `docker sandbox network proxy` (§1.2). The
-// plugin has no flag to remove a host rule; the planner replaces the
-// sandbox instead. --allow-cidr removes a blocked range.
-func (d *Driver) setNetwork(ctx context.Context, s reconcile.Step) error {
+// networkCalls add rules with `docker sandbox network proxy` (§1.2). The
+// plugin has no flag to remove a host rule (the planner replaces the
+// sandbox instead); --allow-cidr removes a blocked range.
+func (d *Driver) networkCalls(s reconcile.Step) ([]reconcile.Call, error) {
 	n := s.Network
 	if n == nil {
-		return nil
+		return nil, nil
 	}
 	if len(n.AllowRemove)+len(n.DenyRemove) > 0 {
-		return errors.New("the docker-sandbox backend cannot remove a network rule")
+		return nil, errors.New("the docker-sandbox backend cannot remove a network rule")
 	}
 	args := []string{"network", "proxy", s.Sandbox}
 	if n.Policy != "" {
@@ -247,10 +237,9 @@ func (d *Driver) setNetwork(ctx context.Context, s reconcile.Step) error {
 		}
 	}
 	if len(args) == 3 {
-		return nil
+		return nil, nil
 	}
-	_, err := d.cli.Output(ctx, args...)
-	return err
+	return []reconcile.Call{d.cli.Call(args...)}, nil
 }
 
 // Exec runs argv in the sandbox (`docker sandbox exec`, §1.2).

@@ -86,7 +86,14 @@ func (r *Runner) Run(ctx context.Context, c Cmd) error {
 	if len(c.Args) == 0 {
 		return errors.New("runner: empty command")
 	}
-	cmd := exec.CommandContext(ctx, c.Args[0], c.Args[1:]...)
+	prog := c.Args[0]
+	if r.Env != nil {
+		// Found in the PATH of the environment sbx was given, not its own.
+		if p, err := r.LookPath(prog); err == nil {
+			prog = p
+		}
+	}
+	cmd := exec.CommandContext(ctx, prog, c.Args[1:]...)
 	cmd.Stdin = c.Stdin
 	cmd.Dir = c.Dir
 	// A killed command whose children still hold its output open must not
@@ -181,16 +188,22 @@ func Quote(args []string) string {
 // Getenv is the value of an environment variable as the runner's commands
 // see it: from Env when set, else sbx's own.
 func (r *Runner) Getenv(name string) string {
+	v, _ := r.LookupEnv(name)
+	return v
+}
+
+// LookupEnv reads the environment commands get, as os.LookupEnv does.
+func (r *Runner) LookupEnv(name string) (string, bool) {
 	if r.Env == nil {
-		return os.Getenv(name)
+		return os.LookupEnv(name)
 	}
-	v := ""
+	v, found := "", false
 	for _, kv := range r.Env {
 		if k, val, ok := strings.Cut(kv, "="); ok && k == name {
-			v = val // the last one wins, as in os/exec
+			v, found = val, true // the last one wins, as in os/exec
 		}
 	}
-	return v
+	return v, found
 }
 
 // TraceRequest records a request that is not a command (one to the Docker

@@ -57,13 +57,16 @@ func (d *Driver) Observe(ctx context.Context, names []string) (map[string]*recon
 	for _, e := range entries {
 		l := &reconcile.Live{Name: e.Name, Exists: true, Status: e.Status, Agent: e.Agent}
 		l.Workspace, l.Mounts = cliutil.Workspaces(e.Workspaces)
-		for _, g := range groupBindings(e.Ports) {
+		o := &observed{ports: groupBindings(e.Ports)}
+		for _, g := range o.ports {
 			l.Ports = append(l.Ports, g.port)
 		}
 		rules, err := d.policy(ctx, e.Name)
 		if err != nil {
 			return nil, err
 		}
+		o.rules = rules
+		l.Detail = o
 		readNetwork(l, rules)
 		live[e.Name] = l
 	}

@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/driver/buildctx"
 	"github.com/sbxhq/sbx/driver/cliutil"
 	"github.com/sbxhq/sbx/driver/runner"
@@ -60,12 +61,17 @@ type Options struct {
 type Driver struct {
 	opts Options
 	cli  *cliutil.CLI
-	// noInput caches whether the CLI has the global --no-input flag; nil
-	// until asked.
-	noInput *bool
+	// noInput is whether the CLI has the global --no-input flag, from
+	// Identify or Use.
+	noInput bool
 }
 
-var _ reconcile.Driver = (*Driver)(nil)
+var (
+	_ driver.Backend   = (*Driver)(nil)
+	_ driver.Execer    = (*Driver)(nil)
+	_ driver.NetLogger = (*Driver)(nil)
+	_ driver.Prober    = (*Driver)(nil)
+)
 
 // notFound matches the not-found messages: "no sandbox named 'x'" (v0.39)
 // and "sandbox 'x' not found" (0.42+; "error: sandbox 'NAME' not found" in
@@ -86,56 +92,66 @@ func New(opts Options) *Driver {
 // Name is the driver's name in sandbox.yaml.
 func (d *Driver) Name() string { return "sbx" }
 
-// Caps is the sbx backend's table of what changes in place.
-func (d *Driver) Caps() reconcile.Caps { return reconcile.SbxCaps() }
+// Caps is the sbx backend's table of what changes in place, for the
+// version Identify found (or Use was given).
+func (d *Driver) Caps() reconcile.Caps {
+	v, _ := d.cli.Known()
+	return Capabilities(v)
+}
 
 // Executable is the backend CLI the driver runs.
 func (d *Driver) Executable() string { return d.opts.Binary }
 
-// Version probes `sbx version` ("v0.53.0 COMMIT"; other forms in
-// cliutil.ReadVersion) and rejects versions older than MinVersion. It runs
-// without global flags, which older releases may not have.
-func (d *Driver) Version(ctx context.Context) (string, error) {
+// factNoInput is the Identity fact that says the CLI has --no-input.
+const factNoInput = "no-input"
+
+// Identify probes `sbx version` ("v0.53.0 COMMIT"; other forms in
+// cliutil.ReadVersion), rejecting versions older than MinVersion, and
+// `sbx --help`, for whether the CLI has the global --no-input flag. Both
+// run without global flags, which older releases may not have.
+//
+// Whether --no-input exists is asked, not inferred: the flag is on the live
+// docs page but missing from every vendored reference and from the v0.47.0
+// root help (evidence §0 #2, §2.1); the first release with it is not pinned
+// down. A version gate would have to guess that release, and a wrong guess
+// either fails every call ("unknown flag: --no-input", as cobra rejects any
+// unknown flag) or drops a safeguard; the help of the installed binary says
+// which.
+func (d *Driver) Identify(ctx context.Context) (driver.Identity, error) {
 	if d.opts.Binary == "" {
-		return "", errors.New("Docker's sbx CLI was not found")
+		return driver.Identity{}, errors.New("Docker's sbx CLI was not found")
 	}
 	out, err := d.cli.Output(ctx, "version")
 	if err != nil {
-		return "", err
+		return driver.Identity{}, err
 	}
 	v, err := d.cli.ReadVersion(out)
 	if err != nil {
-		return "", err
+		return driver.Identity{}, err
 	}
 	if v.Less(MinVersion) {
-		return "", fmt.Errorf("Docker's sbx %s is too old: sbx needs %s or newer (update it, e.g. brew upgrade docker/tap/sbx)", v, MinVersion)
+		return driver.Identity{}, fmt.Errorf("Docker's sbx %s is too old: sbx needs %s or newer (update it, e.g. brew upgrade docker/tap/sbx)", v, MinVersion)
 	}
-	return v.String(), nil
+	args := []string{"--help"}
+	out, err = d.cli.Output(ctx, args...)
+	if err != nil {
+		return driver.Identity{}, err
+	}
+	has, err := parseHelp(d.cli.Source(ctx, args...), out)
+	if err != nil {
+		return driver.Identity{}, err
+	}
+	d.noInput = has
+	return driver.Identity{Version: v.String(), Facts: map[string]string{factNoInput: strconv.FormatBool(has)}}, nil
 }
 
-// UseVersion takes the version sbx already knows (its version cache), so
-// version-gated behaviour needs no second probe.
-func (d *Driver) UseVersion(v string) {
-	if pv, err := cliutil.ParseVersion(v); err == nil {
-		d.cli.UseVersion(pv)
+// Use takes an identity probed earlier (sbx's cache), so version-gated
+// behaviour needs no second probe.
+func (d *Driver) Use(id driver.Identity) {
+	if v, err := cliutil.ParseVersion(id.Version); err == nil {
+		d.cli.UseVersion(v)
 	}
-}
-
-// Preflight refuses, before anything runs, what this sbx cannot do for a
-// sandbox: the gemini agent from the release that retired it (the spec
-// keeps gemini, which the docker driver can still run), and a host IP
-// without a host port, which sbx's port syntax cannot say. The version is
-// the one Version probed or UseVersion was given.
-func (d *Driver) Preflight(sp *spec.Spec) error {
-	if v, known := d.cli.Known(); known && sp.Agent == "gemini" && !v.Less(geminiRetired) {
-		return fmt.Errorf("sandbox %q: Docker's sbx %s no longer has the gemini agent (retired in %s); pick another agent, or use the docker driver, which can still run a gemini template", sp.Name, v, geminiRetired)
-	}
-	for i, p := range sp.Ports {
-		if p.HostIP != "" && p.HostPort == 0 && p.HostIP != "127.0.0.1" && p.HostIP != "::1" {
-			return fmt.Errorf("sandbox %q: ports[%d] %s: the sbx backend needs a host port with a host IP (HOST_IP:HOST_PORT:PORT)", sp.Name, i, p)
-		}
-	}
-	return nil
+	d.noInput = id.Facts[factNoInput] == "true"
 }
 
 // BuildHash is "" for an image template; a template built from a
@@ -147,92 +163,51 @@ func (d *Driver) BuildHash(sp *spec.Spec) (string, error) {
 	return buildctx.Hash(sp.Template.Build)
 }
 
-// noInputFlag reports whether this sbx has the global --no-input flag,
-// asking `sbx --help` once. The flag is on the live docs page but missing
-// from every vendored reference and from the v0.47.0 root help (evidence
-// §0 #2, §2.1); the first release with it is not pinned down. A version
-// gate would have to guess that release, and a wrong guess either fails
-// every call ("unknown flag: --no-input", as cobra rejects any unknown
-// flag) or drops a safeguard; the help of the installed binary says which.
-// Only commands that change something get the flag: reads never prompt,
-// and they run before this probe would be worth its call.
-func (d *Driver) noInputFlag(ctx context.Context) (bool, error) {
-	if d.noInput == nil {
-		args := []string{"--help"}
-		out, err := d.cli.Output(ctx, args...)
-		if err != nil {
-			return false, err
-		}
-		has, err := parseHelp(d.cli.Source(ctx, args...), out)
-		if err != nil {
-			return false, err
-		}
-		d.noInput = &has
-	}
-	return *d.noInput, nil
-}
-
-// change runs a command that changes something, with --no-input where sbx
-// has it, so that a prompt sbx adds in a later release fails with the
-// command to run instead of waiting on, or cancelling from, a closed stdin.
-func (d *Driver) change(ctx context.Context, args ...string) ([]byte, error) {
-	noInput, err := d.noInputFlag(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if noInput {
+// call is one sbx command of a plan. A command that changes something gets
+// --no-input where sbx has it, so that a prompt sbx adds in a later release
+// fails with the command to run instead of waiting on, or cancelling from,
+// a closed stdin; reads never prompt.
+func (d *Driver) call(change bool, args ...string) reconcile.Call {
+	if change && d.noInput {
 		args = append([]string{"--no-input"}, args...)
 	}
-	return d.cli.Output(ctx, args...)
+	return d.cli.Call(args...)
 }
 
-// Do carries out one step.
-func (d *Driver) Do(ctx context.Context, s reconcile.Step, sb *spec.Spec, secrets reconcile.Secrets) error {
+// Calls turns a step into sbx commands.
+func (d *Driver) Calls(s reconcile.Step, sb *spec.Spec, live *reconcile.Live) ([]reconcile.Call, error) {
 	switch s.Kind {
 	case reconcile.StepBuild:
-		return d.build(ctx, sb)
+		return d.buildCalls(sb), nil
 	case reconcile.StepStop:
 		// A stopped sandbox is normal (sbx stops idle ones itself), and
 		// stopping it again is harmless.
-		_, err := d.change(ctx, "stop", s.Sandbox)
-		if errors.Is(err, cliutil.ErrNotFound) {
-			return nil
-		}
-		return err
+		return []reconcile.Call{cliutil.IgnoreNotFound(d.call(true, "stop", s.Sandbox))}, nil
 	case reconcile.StepRemove:
-		_, err := d.change(ctx, "rm", "--force", s.Sandbox)
-		if errors.Is(err, cliutil.ErrNotFound) {
-			return nil
-		}
-		return err
+		return []reconcile.Call{cliutil.IgnoreNotFound(d.call(true, "rm", "--force", s.Sandbox))}, nil
 	case reconcile.StepCreate:
-		return d.create(ctx, sb)
+		return d.createCalls(sb)
 	case reconcile.StepSetPorts:
-		return d.setPorts(ctx, s)
+		return d.portCalls(s, live)
 	case reconcile.StepSetNetwork:
-		return d.setNetwork(ctx, s)
-	case reconcile.StepSetSecrets:
-		// Secrets reach the agent per exec (-e NAME, the value in sbx's
-		// environment), never stored in the sandbox.
-		return nil
+		return d.networkCalls(s, live)
 	case reconcile.StepVerify:
-		list, err := d.list(ctx, func(n string) bool { return n == s.Sandbox })
-		if err != nil {
-			return err
-		}
-		var names []string
-		for _, e := range list {
-			names = append(names, e.Name)
-		}
-		return cliutil.Listed(s.Sandbox, names)
+		return []reconcile.Call{d.cli.VerifyCall(s.Sandbox, func(ctx context.Context) ([]string, error) {
+			list, err := d.list(ctx, func(n string) bool { return n == s.Sandbox })
+			var names []string
+			for _, e := range list {
+				names = append(names, e.Name)
+			}
+			return names, err
+		}, "ls", "--json")}, nil
 	}
-	return fmt.Errorf("the sbx driver cannot %s", s.Kind)
+	return nil, fmt.Errorf("the sbx driver cannot %s", s.Kind)
 }
 
-// create runs `sbx create` with every create-time field. Env values go in a
-// 0600 env file, not argv. Network rules are the next step's: one place
-// adds rules, one rule per resource.
-func (d *Driver) create(ctx context.Context, sb *spec.Spec) error {
+// createCalls is `sbx create` with every create-time field. Env values go
+// in a 0600 env file, not argv, written when the call runs. Network rules
+// are the next step's: one place adds rules, one rule per resource.
+func (d *Driver) createCalls(sb *spec.Spec) ([]reconcile.Call, error) {
 	args := []string{"create", "--name", sb.Name}
 	if img := templateImage(sb); img != "" {
 		args = append(args, "--template", img)
@@ -249,21 +224,31 @@ func (d *Driver) create(ctx context.Context, sb *spec.Spec) error {
 	for _, p := range sb.Ports {
 		args = append(args, "--publish", publishSpec(p))
 	}
+	envAt := -1
 	if len(sb.Env) > 0 {
-		f, err := cliutil.EnvFile(sb.Env)
-		if err != nil {
-			return err
-		}
-		defer os.Remove(f)
-		args = append(args, "--env-file", f)
+		envAt = len(args) + 1
+		args = append(args, "--env-file", "ENVFILE")
 	}
 	paths, err := cliutil.WorkspaceArgs(sb, "sbx")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	args = append(append(args, sb.Agent), paths...)
-	_, err = d.change(ctx, args...)
-	return err
+	c := d.call(true, args...)
+	if envAt >= 0 {
+		c.Desc = strings.Replace(c.Desc, "ENVFILE", "<env file, 0600>", 1)
+		c.Run = func(ctx context.Context) error {
+			f, err := cliutil.EnvFile(sb.Env)
+			if err != nil {
+				return err
+			}
+			defer os.Remove(f)
+			a := append([]string(nil), args...)
+			a[envAt] = f
+			return d.call(true, a...).Run(ctx)
+		}
+	}
+	return []reconcile.Call{c}, nil
 }
 
 // templateImage is the image to create from: the template's image, or the
@@ -278,27 +263,32 @@ func templateImage(sb *spec.Spec) string {
 	return ""
 }
 
-// build builds a template with docker and loads it into sbx's image store,
-// which is separate from the host's (docker image save + `sbx template
-// load FILE`, evidence §3.1).
-func (d *Driver) build(ctx context.Context, sb *spec.Spec) error {
-	b := sb.Template.Build
+// buildCalls build a template with docker and load it into sbx's image
+// store, which is separate from the host's (docker image save + `sbx
+// template load FILE`, evidence §3.1).
+func (d *Driver) buildCalls(sb *spec.Spec) []reconcile.Call {
 	img := templateImage(sb)
-	args := append([]string{d.opts.Docker}, buildctx.DockerArgs(b, img)...)
-	if _, err := d.opts.Runner.Output(ctx, args...); err != nil {
-		return err
+	build := append([]string{d.opts.Docker}, buildctx.DockerArgs(sb.Template.Build, img)...)
+	save := []string{d.opts.Docker, "image", "save", img, "-o", "TAR"}
+	load := d.call(true, "template", "load", "TAR")
+	return []reconcile.Call{
+		{Desc: runner.Quote(build), Run: func(ctx context.Context) error {
+			_, err := d.opts.Runner.Output(ctx, build...)
+			return err
+		}},
+		{Desc: runner.Quote(save) + " && " + load.Desc + "  # through a temporary file", Run: func(ctx context.Context) error {
+			dir, err := os.MkdirTemp("", "sbx-template-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(dir)
+			tar := filepath.Join(dir, "template.tar")
+			if _, err := d.opts.Runner.Output(ctx, d.opts.Docker, "image", "save", img, "-o", tar); err != nil {
+				return err
+			}
+			return d.call(true, "template", "load", tar).Run(ctx)
+		}},
 	}
-	dir, err := os.MkdirTemp("", "sbx-template-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	tar := filepath.Join(dir, "template.tar")
-	if _, err := d.opts.Runner.Output(ctx, d.opts.Docker, "image", "save", img, "-o", tar); err != nil {
-		return err
-	}
-	_, err = d.change(ctx, "template", "load", tar)
-	return err
 }
 
 // Exec runs argv in the sandbox (`sbx exec`, which starts a stopped sandbox

@@ -1,0 +1,194 @@
+package docker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/sbxhq/sbx/driver/buildctx"
+	"github.com/sbxhq/sbx/driver/runner"
+	"github.com/sbxhq/sbx/egress"
+	"github.com/sbxhq/sbx/reconcile"
+	"github.com/sbxhq/sbx/spec"
+)
+
+// observed is what Observe read of a sandbox for the calls of its steps:
+// its proxy's container (nil when it is gone).
+type observed struct {
+	egress *inspect
+}
+
+func egressOf(live *reconcile.Live) *inspect {
+	if live != nil {
+		if o, ok := live.Detail.(*observed); ok {
+			return o.egress
+		}
+	}
+	return nil
+}
+
+// Calls turns a step into docker commands and Engine API requests.
+func (d *Driver) Calls(s reconcile.Step, sp *spec.Spec, live *reconcile.Live) ([]reconcile.Call, error) {
+	name := s.Sandbox
+	switch s.Kind {
+	case reconcile.StepBuild:
+		hash, err := buildctx.Hash(sp.Template.Build)
+		if err != nil {
+			return nil, err
+		}
+		args := buildctx.DockerArgs(sp.Template.Build, templateImage(sp, hash))
+		args = append([]string{d.opts.Docker, args[0], "-q"}, args[1:]...)
+		return []reconcile.Call{d.command(args)}, nil
+	case reconcile.StepStop:
+		args := []string{d.opts.Docker, "stop", "--time", "5", containerName(name), egressName(name)}
+		c := d.command(args)
+		run := c.Run
+		c.Run = func(ctx context.Context) error {
+			var re *runner.Error
+			if err := run(ctx); err != nil && !(errors.As(err, &re) && strings.Contains(re.Stderr, "No such")) {
+				return err
+			}
+			return nil
+		}
+		return []reconcile.Call{c}, nil
+	case reconcile.StepRemove:
+		return []reconcile.Call{{Desc: "remove the containers, then the volumes, labelled " + LabelSandbox + "=" + name + " (Engine API)",
+			Run: func(ctx context.Context) error { return d.remove(ctx, name) }}}, nil
+	case reconcile.StepCreate:
+		return d.createCalls(sp, s.Record)
+	case reconcile.StepRepair:
+		return d.repairCalls(sp, s.Parts)
+	case reconcile.StepSetNetwork:
+		return d.policyCalls(sp, live)
+	case reconcile.StepUpdateResources:
+		return []reconcile.Call{d.command(append(append([]string{d.opts.Docker, "update"}, resourceArgs(sp)...), containerName(name)))}, nil
+	case reconcile.StepVerify:
+		return []reconcile.Call{{Desc: fmt.Sprintf("inspect %s and %s: both running (Engine API)", containerName(name), egressName(name)),
+			Run: func(ctx context.Context) error { return d.verify(ctx, name) }}}, nil
+	}
+	return nil, fmt.Errorf("the docker driver cannot %s", s.Kind)
+}
+
+// command is one docker CLI command of a plan.
+func (d *Driver) command(argv []string) reconcile.Call {
+	return reconcile.Call{Desc: runner.Quote(argv), Run: func(ctx context.Context) error {
+		_, err := d.opts.Runner.Output(ctx, argv...)
+		return err
+	}}
+}
+
+// createCalls make the sandbox from nothing: what a create cut short left
+// is removed, the proxy's image made once per sbx binary, the volumes
+// created, the proxy started with the policy in force from its first
+// request while the sandbox container is created, and the sandbox started.
+// It is one call, which removes what it made when it fails, so nothing
+// half-made stays.
+func (d *Driver) createCalls(sp *spec.Spec, rec *reconcile.Record) ([]reconcile.Call, error) {
+	if _, err := protect(sp, false); err != nil {
+		return nil, err
+	}
+	tmpl := templateImage(sp, buildHash(sp, rec))
+	n := sp.Name
+	desc := strings.Join([]string{
+		"remove anything labelled " + LabelSandbox + "=" + n + " (what a create cut short left)",
+		"docker build sbx-egress:<hash of this sbx>, FROM scratch, unless present",
+		"docker volume create " + volumeName(n, "sock") + " (tmpfs, 1 MiB) and " + volumeName(n, "policy"),
+		"docker run --detach --interactive --name " + egressName(n) + " … __egress-proxy --control (the policy of sandbox.yaml)",
+		"docker create --name " + containerName(n) + " --network none … " + tmpl + " __sandbox-init",
+		"docker start " + containerName(n),
+	}, "\n")
+	return []reconcile.Call{{Desc: desc, Run: func(ctx context.Context) error { return d.create(ctx, sp, rec) }}}, nil
+}
+
+// buildHash is the content hash of the sandbox's built template: the
+// record's, which the build step before the create made.
+func buildHash(sp *spec.Spec, rec *reconcile.Record) string {
+	if sp.Template.Build == nil {
+		return ""
+	}
+	if rec != nil && rec.BuildHash != "" {
+		return rec.BuildHash
+	}
+	h, _ := buildctx.Hash(sp.Template.Build)
+	return h
+}
+
+// repairCalls recreate the sandbox's proxy when it is gone, with the
+// policy of sandbox.yaml: its volumes are made again when they went too.
+func (d *Driver) repairCalls(sp *spec.Spec, parts []string) ([]reconcile.Call, error) {
+	for _, p := range parts {
+		if p != "egress container" {
+			return nil, fmt.Errorf("the docker driver cannot recreate %s", p)
+		}
+	}
+	n := sp.Name
+	return []reconcile.Call{{
+		Desc: "docker volume create " + volumeName(n, "sock") + " and " + volumeName(n, "policy") + " unless present\ndocker run --detach --interactive --name " + egressName(n) + " … __egress-proxy --control (the policy of sandbox.yaml)",
+		Run:  func(ctx context.Context) error { return d.recreateEgress(ctx, sp) },
+	}}, nil
+}
+
+// policyCalls put the sandbox's policy in force without a restart. A
+// proxy with a control channel gets it there, and answers once it is in
+// force (and written to its volume for the next start) or says why it
+// refused it. A proxy without one (made by an earlier sbx) gets the file
+// (as docker cp would) and, when it runs, SIGHUP; a stopped proxy gets the
+// file, which it loads when it starts.
+func (d *Driver) policyCalls(sp *spec.Spec, live *reconcile.Live) ([]reconcile.Call, error) {
+	name := egressName(sp.Name)
+	eg := egressOf(live)
+	if eg == nil {
+		return nil, fmt.Errorf("sandbox %q has no egress container (%s) to change", sp.Name, name)
+	}
+	policy := func(ctx context.Context) ([]byte, error) { return json.Marshal(policyOf(sp, d.hostAddrs(ctx))) }
+	if controllable(eg) {
+		return []reconcile.Call{{Desc: "attach to " + name + ": set the policy of sandbox.yaml, in force when the proxy answers (Engine API)",
+			Run: func(ctx context.Context) error {
+				data, err := policy(ctx)
+				if err != nil {
+					return err
+				}
+				rep, err := d.api.control(ctx, name, egress.ControlRequest{Op: "set", Policy: data})
+				if err != nil {
+					return err
+				}
+				if rep.Error != "" {
+					return fmt.Errorf("the egress proxy of %q refused the new policy (the previous one stays in force): %s", sp.Name, rep.Error)
+				}
+				return nil
+			}}}, nil
+	}
+	calls := []reconcile.Call{{Desc: "write " + policyPath + " into " + name + " (Engine API)", Run: func(ctx context.Context) error {
+		data, err := policy(ctx)
+		if err != nil {
+			return err
+		}
+		return d.api.writeFile(ctx, name, filepath.Dir(policyPath), filepath.Base(policyPath), data, 0o644)
+	}}}
+	if eg.State.Running {
+		calls = append(calls, reconcile.Call{Desc: "kill -s HUP " + name + " (Engine API)", Run: func(ctx context.Context) error {
+			return d.api.kill(ctx, name, "HUP")
+		}})
+	}
+	return calls, nil
+}
+
+// verify checks that the sandbox and its proxy are running.
+func (d *Driver) verify(ctx context.Context, name string) error {
+	for _, c := range []string{containerName(name), egressName(name)} {
+		in, err := d.api.inspectContainer(ctx, c)
+		if err != nil {
+			return err
+		}
+		if in == nil {
+			return fmt.Errorf("container %s does not exist", c)
+		}
+		if !in.State.Running {
+			return fmt.Errorf("container %s is not running (%s)", c, in.State.Status)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,51 @@
+package docker
+
+import (
+	"github.com/sbxhq/sbx/reconcile"
+	"github.com/sbxhq/sbx/spec"
+)
+
+// Hardening versions the safeguards the docker driver gives every
+// container it creates (limits, dropped capabilities, no-new-privileges,
+// read-only root and socket for the proxy, log rotation); a sandbox made
+// with an older version is replaced to get them.
+const Hardening = "2"
+
+// The limits of a docker sandbox whose file sets none.
+const (
+	DefaultMemory = 8 << 30
+	DefaultPids   = 4096
+)
+
+// Capabilities is the table of the docker driver (plain Docker Engine with
+// sbx's egress proxy). Env is compared with the record kept in the
+// container's labels.
+func Capabilities() reconcile.Caps {
+	const d = "docker"
+	return reconcile.Caps{Driver: d, Defaults: spec.Resources{Memory: DefaultMemory, Pids: DefaultPids}, Hardening: Hardening, Protects: true, NetworkAtCreate: true, Fields: map[reconcile.Field]reconcile.Cap{
+		reconcile.FieldAgent:           reconcile.ReplaceCap(d, "the agent", true),
+		reconcile.FieldTemplate:        reconcile.ReplaceCap(d, "the template", true),
+		reconcile.FieldTemplateBuild:   reconcile.ReplaceCap(d, "the template", false),
+		reconcile.FieldWorkspace:       reconcile.ReplaceCap(d, "the workspace", true),
+		reconcile.FieldMounts:          reconcile.ReplaceCap(d, "mounts", true),
+		reconcile.FieldEnv:             reconcile.ReplaceCap(d, "env", false),
+		reconcile.FieldSecrets:         reconcile.PerExecCap,
+		reconcile.FieldResources:       reconcile.InPlaceCap("docker update changes resources in place", true),
+		reconcile.FieldResourcesUnset:  {Mode: reconcile.Replace, Readable: true, Reason: "docker update cannot remove a cpu limit"},
+		reconcile.FieldPids:            reconcile.InPlaceCap("docker update changes resources in place", true),
+		reconcile.FieldPorts:           {Mode: reconcile.Unsupported, Reason: "the docker driver cannot publish ports: the sandbox has no network interface but loopback (its only way out is the egress proxy)"},
+		reconcile.FieldNetworkAdd:      reconcile.InPlaceCap("the egress proxy reloads its policy in place", true),
+		reconcile.FieldNetworkRemove:   reconcile.InPlaceCap("the egress proxy reloads its policy in place", true),
+		reconcile.FieldRuntime:         reconcile.ReplaceCap(d, "docker.runtime", true),
+		reconcile.FieldNoNewPrivileges: reconcile.ReplaceCap(d, "docker.noNewPrivileges", true),
+		reconcile.FieldProtect:         reconcile.ReplaceCap(d, "workspace.protect", true),
+		reconcile.FieldHardening:       {Mode: reconcile.Replace, Readable: true, Reason: "the sandbox was created without the docker driver's current safeguards (limits, dropped capabilities, read-only declaration, log rotation)"},
+	}, ByRuntime: map[string]map[reconcile.Field]reconcile.Cap{
+		// runsc (as Debian packages it) has no update command, so
+		// docker update fails for a sandbox under gVisor.
+		"runsc": {
+			reconcile.FieldResources: {Mode: reconcile.Replace, Readable: true, Reason: "docker update cannot change the limits of a sandbox under gVisor (runsc)"},
+			reconcile.FieldPids:      {Mode: reconcile.Replace, Readable: true, Reason: "docker update cannot change the limits of a sandbox under gVisor (runsc)"},
+		},
+	}}
+}

@@ -1,0 +1,32 @@
+package dockersandbox
+
+import (
+	"github.com/sbxhq/sbx/reconcile"
+)
+
+// Capabilities is the table of the docker-sandbox driver (the Docker
+// Desktop plugin), from docker-sandboxes-cli.md §3.2, §3.5 and §4.2: ls
+// --json reports agent and workspaces only, and the proxy configuration's
+// field names are undocumented, so the network is compared with the record.
+func Capabilities() reconcile.Caps {
+	const d = "docker-sandbox"
+	return reconcile.Caps{Driver: d, Constraints: reconcile.Constraints{MountsAtSource: true}, Fields: map[reconcile.Field]reconcile.Cap{
+		reconcile.FieldAgent:           reconcile.ReplaceCap(d, "the agent", true),
+		reconcile.FieldTemplate:        reconcile.ReplaceCap(d, "the template", false),
+		reconcile.FieldTemplateBuild:   {Mode: reconcile.Unsupported, Reason: "the docker-sandbox backend cannot use template.build (the plugin no longer loads local images); push the image and name it in template.image, or use the sbx or docker driver"},
+		reconcile.FieldWorkspace:       reconcile.ReplaceCap(d, "the workspace", true),
+		reconcile.FieldMounts:          reconcile.ReplaceCap(d, "mounts", true),
+		reconcile.FieldEnv:             {Mode: reconcile.PerExec, Reason: "the docker-sandbox backend has no stored env: sbx passes it to each exec"},
+		reconcile.FieldSecrets:         reconcile.PerExecCap,
+		reconcile.FieldResources:       {Mode: reconcile.Unsupported, Reason: "the docker-sandbox backend cannot set resources"},
+		reconcile.FieldResourcesUnset:  {Mode: reconcile.Unsupported, Reason: "the docker-sandbox backend cannot set resources"},
+		reconcile.FieldPids:            {Mode: reconcile.Unsupported, Reason: "the docker-sandbox backend cannot set resources"},
+		reconcile.FieldPorts:           {Mode: reconcile.Unsupported, Reason: "the docker-sandbox backend cannot publish ports"},
+		reconcile.FieldNetworkAdd:      reconcile.InPlaceCap("docker sandbox network proxy adds network rules in place", false),
+		reconcile.FieldNetworkRemove:   {Mode: reconcile.Replace, Reason: "the docker-sandbox backend cannot remove a network rule"},
+		reconcile.FieldRuntime:         reconcile.DockerOnlyCap("docker.runtime"),
+		reconcile.FieldNoNewPrivileges: reconcile.DockerOnlyCap("docker.noNewPrivileges"),
+		reconcile.FieldProtect:         {Mode: reconcile.Ignored, Reason: "the docker-sandbox backend cannot mount the declaration read-only; sbx flags every widening it causes instead"},
+		reconcile.FieldHardening:       {Mode: reconcile.Ignored},
+	}}
+}

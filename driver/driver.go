@@ -1,0 +1,97 @@
+// Package driver says what a backend is to the rest of sbx: the Backend
+// every driver implements (reconcile's Driver plus identification), and,
+// in one place, the optional abilities a driver may have (running commands
+// in a sandbox, a network log, stopping and starting, …). Each driver
+// asserts at compile time which of them it has:
+//
+//	var _ driver.Execer = (*Driver)(nil)
+//
+// The drivers themselves live in the packages below this one; the registry
+// that names them is the session package's.
+package driver
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"github.com/sbxhq/sbx/driver/cliutil"
+	"github.com/sbxhq/sbx/driver/runner"
+	"github.com/sbxhq/sbx/reconcile"
+	"github.com/sbxhq/sbx/spec"
+)
+
+// Env is what a driver is made with: the runner every backend command goes
+// through (its environment is the only one backend commands see), and
+// where sbx itself is.
+type Env struct {
+	Runner *runner.Runner
+	// Self is this sbx's executable (the docker driver runs a static build
+	// of it inside the containers; $SBX_STATIC_BINARY overrides).
+	Self string
+}
+
+// Getenv reads the environment backend commands get.
+func (e Env) Getenv(name string) string { return e.Runner.Getenv(name) }
+
+// Identity is what a backend says about itself when probed: its version,
+// and facts that differ between its releases and are cheaper to remember
+// than to ask again (which flags the CLI has). sbx caches it per
+// executable.
+type Identity struct {
+	Version string            `json:"version"`
+	Facts   map[string]string `json:"facts,omitempty"`
+}
+
+// Backend is a driver as sbx uses it.
+type Backend interface {
+	reconcile.Driver
+	// Identify probes the backend; it fails with a clear error when the
+	// backend is absent, unusable or older than sbx supports.
+	Identify(ctx context.Context) (Identity, error)
+	// Use gives the driver an identity probed earlier (from the cache), so
+	// its version-gated behaviour needs no second probe.
+	Use(id Identity)
+	// Executable is the backend's program; its path, size and time key
+	// the identity cache.
+	Executable() string
+	// BuildHash is the content hash of the sandbox's template build, ""
+	// when it has none; a change rebuilds the template.
+	BuildHash(sp *spec.Spec) (string, error)
+}
+
+// Execer runs commands inside a sandbox.
+type Execer interface {
+	Exec(ctx context.Context, name string, argv []string, o cliutil.ExecOptions) (int, error)
+}
+
+// EnvPerExec is a backend that stores no env: the sandbox's env goes with
+// every exec.
+type EnvPerExec interface{ EnvPerExec() bool }
+
+// NetLogger shows a sandbox's network log.
+type NetLogger interface {
+	NetLog(ctx context.Context, name string, asJSON, follow bool, w io.Writer) error
+}
+
+// DenialCounter counts the requests a sandbox's egress denied in a time
+// window (for the loop's per-iteration records).
+type DenialCounter interface {
+	Denials(ctx context.Context, name string, since, until time.Time) (int, error)
+}
+
+// Helper is a backend that puts sbx's own static binary inside its
+// sandboxes, at the returned path, so the loop can run the agent in a
+// process group it kills whole.
+type Helper interface{ SandboxHelper() string }
+
+// RuntimeChecker says whether gVisor is available (sbx doctor).
+type RuntimeChecker interface {
+	RuntimeCheck(ctx context.Context) (ok bool, detail string)
+}
+
+// Prober checks, with read-only commands, every backend format sbx parses
+// and writes a redacted report (sbx doctor --probe).
+type Prober interface {
+	Probe(ctx context.Context, w io.Writer) error
+}

@@ -1,0 +1,43 @@
+package sbx
+
+import (
+	"fmt"
+
+	"github.com/sbxhq/sbx/driver/cliutil"
+	"github.com/sbxhq/sbx/reconcile"
+)
+
+// Capabilities is the table of the sbx driver (Docker's standalone sbx
+// CLI) at version v (zero when not yet known), from docker-sandboxes-cli.md
+// §3.3 and §4.3 and docker-sbx-evidence.md. Extra mounts appear at their
+// host path, a host IP needs a host port (§3.7), and from 0.53 the gemini
+// agent is gone (§4). Resources are readable only
+// since 0.45 under unconfirmed field names, and the template only through
+// a per-sandbox inspect, so both are compared with the record: a no-op plan
+// costs one listing and one policy read per sandbox.
+func Capabilities(v cliutil.Version) reconcile.Caps {
+	const d = "sbx"
+	c := reconcile.Caps{Driver: d, Constraints: reconcile.Constraints{MountsAtSource: true, HostIPNeedsPort: true}, Fields: map[reconcile.Field]reconcile.Cap{
+		reconcile.FieldAgent:           reconcile.ReplaceCap(d, "the agent", true),
+		reconcile.FieldTemplate:        reconcile.ReplaceCap(d, "the template", false),
+		reconcile.FieldTemplateBuild:   reconcile.ReplaceCap(d, "the template", false),
+		reconcile.FieldWorkspace:       reconcile.ReplaceCap(d, "the workspace", true),
+		reconcile.FieldMounts:          reconcile.ReplaceCap(d, "mounts", true),
+		reconcile.FieldEnv:             reconcile.ReplaceCap(d, "env", false),
+		reconcile.FieldSecrets:         reconcile.PerExecCap,
+		reconcile.FieldResources:       reconcile.ReplaceCap(d, "resources", false),
+		reconcile.FieldResourcesUnset:  reconcile.ReplaceCap(d, "resources", false),
+		reconcile.FieldPids:            {Mode: reconcile.Unsupported, Reason: "the sbx backend cannot limit the number of processes"},
+		reconcile.FieldPorts:           reconcile.InPlaceCap("sbx ports changes ports in place", true),
+		reconcile.FieldNetworkAdd:      reconcile.InPlaceCap("sbx policy changes network rules in place", true),
+		reconcile.FieldNetworkRemove:   reconcile.InPlaceCap("sbx policy changes network rules in place", true),
+		reconcile.FieldRuntime:         reconcile.DockerOnlyCap("docker.runtime"),
+		reconcile.FieldNoNewPrivileges: reconcile.DockerOnlyCap("docker.noNewPrivileges"),
+		reconcile.FieldProtect:         {Mode: reconcile.Ignored, Reason: "the sbx backend cannot mount the declaration read-only; sbx flags every widening it causes instead"},
+		reconcile.FieldHardening:       {Mode: reconcile.Ignored},
+	}}
+	if !v.Less(geminiRetired) {
+		c.Constraints.Agents = map[string]string{"gemini": fmt.Sprintf("Docker's sbx %s no longer has the gemini agent (retired in %s); pick another agent, or use the docker driver, which can still run a gemini template", v, geminiRetired)}
+	}
+	return c
+}

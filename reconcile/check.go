@@ -1,0 +1,69 @@
+package reconcile
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/sbxhq/sbx/spec"
+)
+
+// Constraints are what a backend requires of a sandbox beyond its
+// capability rows, as data: the planner refuses a plan that breaks one,
+// and validate reports it at the file's position when the file names the
+// driver.
+type Constraints struct {
+	// MountsAtSource: extra mounts appear at their host path inside the
+	// sandbox (Docker's sbx and the plugin mount paths, not targets).
+	MountsAtSource bool
+	// HostIPNeedsPort: a port with a host IP other than loopback needs a
+	// host port (sbx's port syntax cannot say "any port on this IP").
+	HostIPNeedsPort bool
+	// Agents the backend cannot run, with why.
+	Agents map[string]string
+}
+
+// Problem is one thing a sandbox asks of a backend that the backend
+// cannot do, at a field path of the file.
+type Problem struct {
+	Path    string
+	Message string
+}
+
+// Check lists what the sandbox asks that the driver cannot do: every
+// field the driver does not support that the file sets, and every
+// constraint it breaks. It is pure.
+func Check(sb *spec.Spec, caps Caps) []Problem {
+	var ps []Problem
+	unsupported := func(f Field, path string, set bool) {
+		if c := caps.Of(f); set && c.Mode == Unsupported {
+			ps = append(ps, Problem{Path: path, Message: c.Reason})
+		}
+	}
+	unsupported(FieldPorts, "ports", len(sb.Ports) > 0)
+	unsupported(FieldResources, "resources", sb.Resources.CPUs > 0 || sb.Resources.Memory > 0)
+	unsupported(FieldPids, "resources.pids", sb.Resources.Pids > 0)
+	unsupported(FieldTemplateBuild, "template.build", sb.Template.Build != nil)
+	unsupported(FieldMounts, "mounts", len(sb.Mounts) > 0)
+	c := caps.Constraints
+	if why, ok := c.Agents[sb.Agent]; ok {
+		ps = append(ps, Problem{Path: "agent", Message: why})
+	}
+	if c.MountsAtSource {
+		for i, m := range sb.Mounts {
+			if m.Target != m.Source {
+				ps = append(ps, Problem{Path: fmt.Sprintf("mounts[%d]", i),
+					Message: fmt.Sprintf("the %s backend mounts extra paths at the same path as on the host; set the target to %s", caps.Driver, m.Source)})
+			}
+		}
+	}
+	if c.HostIPNeedsPort {
+		for i, p := range sb.Ports {
+			if p.HostIP != "" && p.HostPort == 0 && p.HostIP != "127.0.0.1" && p.HostIP != "::1" {
+				ps = append(ps, Problem{Path: fmt.Sprintf("ports[%d]", i),
+					Message: fmt.Sprintf("the %s backend needs a host port with a host IP (HOST_IP:HOST_PORT:PORT)", caps.Driver)})
+			}
+		}
+	}
+	sort.SliceStable(ps, func(i, j int) bool { return ps[i].Path < ps[j].Path })
+	return ps
+}

@@ -1,0 +1,125 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/sbxhq/sbx/driver"
+	"github.com/sbxhq/sbx/driver/runner"
+	"github.com/sbxhq/sbx/reconcile"
+	"github.com/sbxhq/sbx/spec"
+)
+
+// SecretsError lists the secrets of a sandbox an exec cannot get, each
+// with how to fix it.
+type SecretsError struct {
+	Sandbox  string
+	Problems []string
+}
+
+func (e *SecretsError) Error() string {
+	return fmt.Sprintf("sandbox %q: %s", e.Sandbox, strings.Join(e.Problems, "; "))
+}
+
+// Secrets reads a sandbox's secrets on the host, for an exec: from the
+// environment, or from a host command the user approved ('sbx apply' lists
+// every new or changed command as a widening and asks). A command that was
+// not approved never runs. Values are registered with the runner for
+// redaction.
+func (s *Session) Secrets(ctx context.Context, sp *spec.Spec) (reconcile.Secrets, error) {
+	d := s.DesiredOf(sp.Name)
+	out := reconcile.Secrets{}
+	e := &SecretsError{Sandbox: sp.Name}
+	for _, n := range sortedNames(sp.Secrets) {
+		sec := sp.Secrets[n]
+		switch {
+		case sec.Env != "":
+			v, ok := s.env.Runner.LookupEnv(sec.Env)
+			if !ok || v == "" {
+				e.Problems = append(e.Problems, fmt.Sprintf("secret %s: environment variable %s is not set in this shell; export it, or remove the secret from %s if the agent signs in another way", n, sec.Env, sp.Files[0]))
+				continue
+			}
+			out[n] = v
+		case len(sec.Command) > 0:
+			if !reconcile.CommandApproved(d, n) {
+				e.Problems = append(e.Problems, fmt.Sprintf("secret %s: its host command (%s) is not approved on this machine; run 'sbx apply' to review and approve it", n, reconcile.SecretSource(sec)))
+				continue
+			}
+			v, err := hostCommand(ctx, s.env, sec.Command)
+			if err != nil {
+				e.Problems = append(e.Problems, fmt.Sprintf("secret %s: %v", n, err))
+				continue
+			}
+			out[n] = v
+		}
+		s.env.Runner.Redact(out[n])
+	}
+	if len(e.Problems) > 0 {
+		return nil, e
+	}
+	return out, nil
+}
+
+// hostCommand runs an approved secret command on the host (no shell) in
+// sbx's environment and returns its trimmed output; the command is not
+// traced, its output being the secret.
+func hostCommand(ctx context.Context, env driver.Env, argv []string) (string, error) {
+	r := &runner.Runner{Env: env.Runner.Env}
+	out, err := r.Output(ctx, argv...)
+	var re *runner.Error
+	if errors.As(err, &re) {
+		// Its stderr may echo the secret; say only that it failed.
+		return "", fmt.Errorf("%s failed (exit status %d)", runner.Quote(re.Args), re.ExitCode)
+	}
+	if err != nil {
+		return "", err
+	}
+	v := strings.TrimSpace(string(out))
+	if v == "" {
+		return "", fmt.Errorf("%s printed nothing", runner.Quote(argv))
+	}
+	return v, nil
+}
+
+// UnsetSecrets says which secrets this shell cannot give the sandboxes:
+// apply needs none, but sbx shell and sbx loop pass them to each exec.
+func (s *Session) UnsetSecrets() []string {
+	var notes []string
+	for _, sp := range s.Specs {
+		for _, n := range sortedNames(sp.Secrets) {
+			if env := sp.Secrets[n].Env; env != "" {
+				if v, ok := s.env.Runner.LookupEnv(env); !ok || v == "" {
+					notes = append(notes, fmt.Sprintf("secret %s of sandbox %q: %s is not set in this shell; export it before 'sbx shell' or 'sbx loop' (or remove the secret from %s if the agent signs in another way)", n, sp.Name, env, sp.Files[0]))
+				}
+			}
+		}
+	}
+	return notes
+}
+
+// ExecEnv is the environment a command in the sandbox gets through its
+// exec: the secrets, and the sandbox's env on backends that store none.
+func (s *Session) ExecEnv(sp *spec.Spec, secrets reconcile.Secrets) map[string]string {
+	env := map[string]string{}
+	if pe, ok := s.Backend.(driver.EnvPerExec); ok && pe.EnvPerExec() {
+		for k, v := range sp.Env {
+			env[k] = v
+		}
+	}
+	for k, v := range secrets {
+		env[k] = v
+	}
+	return env
+}
+
+func sortedNames[V any](m map[string]V) []string {
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}

@@ -1,0 +1,447 @@
+// Package session is one sbx invocation's work on the sandboxes some files
+// declare: load the files, pick and identify the driver, take the
+// sandboxes' locks, observe them, plan (with the backend calls each step
+// will make), approve, apply and check that it converged, report their
+// status, and read their secrets for an exec. cmd/sbx parses flags and
+// prints; what is decided, is decided here or below, and failures come
+// back as typed errors, never as text to parse.
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/sbxhq/sbx/driver"
+	"github.com/sbxhq/sbx/reconcile"
+	"github.com/sbxhq/sbx/schema"
+	"github.com/sbxhq/sbx/spec"
+)
+
+// DefaultFile is the sandbox file sbx reads when none is named: the
+// nearest one in the current directory or above it, as git and Compose
+// find theirs.
+const DefaultFile = "sandbox.yaml"
+
+// Options say what a session works on and how.
+type Options struct {
+	// Files are the sandbox files and layers (default: the nearest
+	// sandbox.yaml).
+	Files []string
+	// Dir is where the search for the default file starts ("" is the
+	// working directory).
+	Dir string
+	// Driver overrides the files' driver when set.
+	Driver  string
+	NoLocal bool
+	// Offline loads the files without failing on unset required
+	// variables (spec.Options.Offline); nothing is observed.
+	Offline bool
+	// Lock, when set, takes the sandboxes' locks, naming the holder
+	// ("sbx apply"); LockTimeout bounds the wait and OnLockWait hears
+	// whom it waits for.
+	Lock        string
+	LockTimeout time.Duration
+	OnLockWait  func(e *reconcile.LockedError)
+	// Env is what the driver runs with; its runner's environment is the
+	// only one backend commands and host secret commands see.
+	Env driver.Env
+	// StateDir is sbx's state directory (reconcile.DefaultStateDir).
+	StateDir string
+}
+
+// Session is the declared sandboxes, observed on their backend.
+type Session struct {
+	Specs   []*spec.Spec
+	Backend driver.Backend
+	Entry   Driver
+	Version string
+	Store   *reconcile.Store
+	Desired []reconcile.Desired
+	Live    map[string]*reconcile.Live
+	Records map[string]*reconcile.Record
+
+	env   driver.Env
+	locks []*reconcile.Lock
+}
+
+// NoFileError is a directory tree with no sandbox file.
+type NoFileError struct{ Dir string }
+
+func (e *NoFileError) Error() string {
+	return fmt.Sprintf("no %s in %s or any directory above it; run 'sbx init' to create one, or name a file with -f", DefaultFile, e.Dir)
+}
+
+// Find returns the nearest sandbox.yaml in dir or a directory above it.
+func Find(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	for d := abs; ; {
+		p := filepath.Join(d, DefaultFile)
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+			return p, nil
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			return "", &NoFileError{Dir: abs}
+		}
+		d = parent
+	}
+}
+
+// Load reads the sandbox files (the nearest sandbox.yaml when none is
+// named); lookupEnv is the environment they interpolate.
+func Load(opts Options, lookupEnv func(string) (string, bool)) (*spec.Result, error) {
+	files := opts.Files
+	if len(files) == 0 {
+		dir := opts.Dir
+		if dir == "" {
+			dir = "."
+		}
+		f, err := Find(dir)
+		if err != nil {
+			return &spec.Result{}, err
+		}
+		if wd, err := os.Getwd(); err == nil && opts.Dir == "" {
+			if rel, err := filepath.Rel(wd, f); err == nil {
+				f = rel // as the user would name it: sandbox.yaml, ../sandbox.yaml
+			}
+		}
+		files = []string{f}
+	}
+	sch, err := schema.Compile()
+	if err != nil {
+		return &spec.Result{}, err
+	}
+	return spec.Load(files, spec.Options{Schema: sch, LookupEnv: lookupEnv, NoLocal: opts.NoLocal, Offline: opts.Offline})
+}
+
+// CheckError is what the chosen backend cannot do for the sandboxes
+// (reconcile.Check), found before anything runs.
+type CheckError struct{ Problems []string }
+
+func (e *CheckError) Error() string { return strings.Join(e.Problems, "\n") }
+
+// Open loads the files, picks the backend and, with opts.Lock, takes the
+// sandboxes' locks, then observes them and fingerprints what the files
+// want. It reads no secret and runs no host command: no plan needs them.
+func Open(ctx context.Context, opts Options) (*Session, error) {
+	res, err := Load(opts, opts.Env.Runner.LookupEnv)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]string{}
+	drivers := map[string]bool{}
+	for _, sp := range res.Specs {
+		if opts.Driver != "" {
+			sp.Driver = opts.Driver
+		}
+		drivers[sp.Driver] = true
+		if prev, dup := seen[sp.Name]; dup {
+			return nil, fmt.Errorf("sandbox %q is declared by both %s and %s", sp.Name, prev, sp.Files[0])
+		}
+		seen[sp.Name] = sp.Files[0]
+	}
+	if len(drivers) != 1 {
+		var list []string
+		for n := range drivers {
+			list = append(list, n)
+		}
+		sort.Strings(list)
+		return nil, fmt.Errorf("the sandboxes name different drivers (%s); run sbx once per driver", strings.Join(list, ", "))
+	}
+	var name string
+	for n := range drivers {
+		name = n
+	}
+	chosen, err := Choose(ctx, opts.Env, opts.StateDir, name)
+	if err != nil {
+		return nil, err
+	}
+	// What the backend cannot do is refused before anything else runs.
+	var problems []string
+	for _, sp := range res.Specs {
+		for _, p := range reconcile.Check(sp, chosen.Backend.Caps()) {
+			problems = append(problems, fmt.Sprintf("sandbox %q: %s: %s", sp.Name, p.Path, p.Message))
+		}
+	}
+	if len(problems) > 0 {
+		return nil, &CheckError{Problems: problems}
+	}
+	s := &Session{Specs: res.Specs, Backend: chosen.Backend, Entry: chosen.Entry, Version: chosen.Identity.Version, env: opts.Env}
+	if s.Store, err = reconcile.OpenStore(opts.StateDir); err != nil {
+		return nil, err
+	}
+	if opts.Lock != "" {
+		if err := s.lock(ctx, opts); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.Observe(ctx); err != nil {
+		s.Release()
+		return nil, err
+	}
+	if err := s.desire(); err != nil {
+		s.Release()
+		return nil, err
+	}
+	return s, nil
+}
+
+// lock takes every sandbox's lock, in name order so two sessions never
+// wait for each other: once without waiting, then, if another sbx holds
+// it, saying so and waiting up to the timeout.
+func (s *Session) lock(ctx context.Context, opts Options) error {
+	names := s.Names()
+	sort.Strings(names)
+	for _, n := range names {
+		l, err := reconcile.AcquireLock(ctx, opts.StateDir, n, reconcile.LockOptions{Command: opts.Lock})
+		var le *reconcile.LockedError
+		if errors.As(err, &le) {
+			if opts.OnLockWait != nil {
+				opts.OnLockWait(le)
+			}
+			l, err = reconcile.AcquireLock(ctx, opts.StateDir, n, reconcile.LockOptions{Timeout: opts.LockTimeout, Command: opts.Lock})
+		}
+		if err != nil {
+			s.Release()
+			return err
+		}
+		s.locks = append(s.locks, l)
+	}
+	return nil
+}
+
+// Names are the declared sandboxes' names, in the files' order.
+func (s *Session) Names() []string {
+	var names []string
+	for _, sp := range s.Specs {
+		names = append(names, sp.Name)
+	}
+	return names
+}
+
+// Release gives the locks back.
+func (s *Session) Release() {
+	for _, l := range s.locks {
+		l.Release()
+	}
+	s.locks = nil
+}
+
+// Observe reads the live sandboxes and their last-applied records. The
+// store is the record of truth; a record the backend keeps with the
+// sandbox (docker labels) stands in when this machine has none.
+func (s *Session) Observe(ctx context.Context) error {
+	names := s.Names()
+	live, err := s.Backend.Observe(ctx, names)
+	if err != nil {
+		return err
+	}
+	records, err := s.Store.Records(s.Backend.Name(), names)
+	if err != nil {
+		return err
+	}
+	for n, l := range live {
+		if records[n] == nil && l != nil && l.Record != nil {
+			records[n] = l.Record
+		}
+	}
+	s.Live, s.Records = live, records
+	return nil
+}
+
+// desire fingerprints what the files want with this machine's key, and
+// attaches what the user last approved for each sandbox.
+func (s *Session) desire() error {
+	key, err := s.Store.Key()
+	if err != nil {
+		return err
+	}
+	s.Desired = nil
+	for _, sp := range s.Specs {
+		hash, err := s.Backend.BuildHash(sp)
+		if err != nil {
+			return err
+		}
+		d, err := reconcile.NewDesired(sp, key, hash)
+		if err != nil {
+			return err
+		}
+		if d.Approved, err = s.approved(sp.Name); err != nil {
+			return err
+		}
+		s.Desired = append(s.Desired, d)
+	}
+	return nil
+}
+
+// approved is what the user last approved for a sandbox: the last record
+// applied on this machine, else the record kept with the sandbox.
+func (s *Session) approved(name string) (*reconcile.Record, error) {
+	r, err := s.Store.Approved(name)
+	if r != nil || err != nil {
+		return r, err
+	}
+	return s.Records[name], nil
+}
+
+// Plan decides what apply would do, with the backend calls of each step.
+func (s *Session) Plan(adopt bool) (*reconcile.Changes, error) {
+	p := reconcile.Plan(s.Desired, s.Live, s.Records, s.Backend.Caps(), reconcile.Options{Adopt: adopt, DriverVersion: s.Version})
+	return p, s.prepare(p)
+}
+
+// PlanDestroy decides what destroy would do.
+func (s *Session) PlanDestroy(adopt bool) (*reconcile.Changes, error) {
+	p := reconcile.PlanDestroy(s.Names(), s.Live, s.Records, s.Backend.Caps(), reconcile.Options{Adopt: adopt, DriverVersion: s.Version})
+	return p, s.prepare(p)
+}
+
+// prepare asks the driver for a plan's calls and notes a legacy driver;
+// a plan with errors is returned as it is (it cannot be applied).
+func (s *Session) prepare(p *reconcile.Changes) error {
+	if s.Entry.Legacy != "" {
+		for _, c := range p.Sandboxes {
+			if c.Action != reconcile.ActionNoOp {
+				c.Notes = append(c.Notes, "legacy driver: "+s.Entry.Legacy)
+			}
+		}
+	}
+	if p.Err() != nil {
+		return nil
+	}
+	return p.Prepare(s.Backend, s.Live)
+}
+
+// SavedPlan loads a plan saved by 'sbx plan --out' and checks that it is
+// exactly what sbx would plan now: made from the same files and the same
+// live state, and not edited since (the file may sit where the sandbox can
+// write it).
+func (s *Session) SavedPlan(path string) (*reconcile.Changes, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	p, err := reconcile.LoadPlan(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	if err := p.Rebind(s.Desired, s.Live, s.Records); err != nil {
+		return nil, err
+	}
+	fresh, err := s.Plan(p.Adopts())
+	if err != nil {
+		return nil, err
+	}
+	if err := p.Matches(fresh); err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	return p, s.prepare(p)
+}
+
+// Approval is how a plan is approved: by the user on a terminal, by -y,
+// and by --approve-widening for a plan that widens a sandbox; a saved
+// plan was reviewed when it was made.
+type Approval struct {
+	Yes, Widening, Reviewed bool
+}
+
+// ApprovalError says why a plan may not run without the user.
+type ApprovalError struct {
+	// Widens is set when -y was given but the plan widens a sandbox.
+	Widens bool
+}
+
+func (e *ApprovalError) Error() string {
+	if e.Widens {
+		return `the plan widens what the sandbox may do (listed under "This plan widens"); review it and apply on a terminal, or pass --approve-widening with -y`
+	}
+	return "the plan needs approval: run on a terminal to answer, or pass -y (--auto-approve)"
+}
+
+// Approve decides whether a plan may run with what the user gave: nil
+// when it may run, *ApprovalError when the user must be asked (a terminal
+// may ask; elsewhere it is refused). The agent inside may have written the
+// file a widening came from, so -y alone does not apply a widening.
+func Approve(p *reconcile.Changes, a Approval) error {
+	switch {
+	case a.Reviewed:
+		return nil
+	case a.Yes && p.Widens() && !a.Widening:
+		return &ApprovalError{Widens: true}
+	case a.Yes:
+		return nil
+	}
+	return &ApprovalError{}
+}
+
+// NotConvergedError is an apply after which the plan is not empty.
+type NotConvergedError struct{ Err error }
+
+func (e *NotConvergedError) Error() string { return e.Err.Error() }
+func (e *NotConvergedError) Unwrap() error { return e.Err }
+
+// Apply runs a prepared plan, then observes again and checks that nothing
+// is left: a *reconcile.StepError when a step failed or was interrupted,
+// a *NotConvergedError when the backend did not end up as planned. What
+// was applied becomes what the user approved.
+func (s *Session) Apply(ctx context.Context, p *reconcile.Changes, adopt bool, progress func(i, n int, st reconcile.Step)) error {
+	if err := reconcile.Apply(ctx, s.Backend, p, reconcile.ApplyOptions{Records: s.Store, Progress: progress}); err != nil {
+		return err
+	}
+	if err := s.Observe(ctx); err != nil {
+		return fmt.Errorf("after apply: %w", err)
+	}
+	var after *reconcile.Changes
+	if p.Kind == "destroy" {
+		after = reconcile.PlanDestroy(s.Names(), s.Live, s.Records, s.Backend.Caps(), reconcile.Options{Adopt: adopt})
+	} else {
+		if err := s.desire(); err != nil {
+			return err
+		}
+		after = reconcile.Plan(s.Desired, s.Live, s.Records, s.Backend.Caps(), reconcile.Options{Adopt: adopt})
+	}
+	if err := reconcile.Converged(after); err != nil {
+		return &NotConvergedError{Err: err}
+	}
+	return nil
+}
+
+// NotCreatedError is a verb for one sandbox run on one that does not
+// exist.
+type NotCreatedError struct{ Sandbox string }
+
+func (e *NotCreatedError) Error() string {
+	return fmt.Sprintf("sandbox %q does not exist; create it with 'sbx apply'", e.Sandbox)
+}
+
+// One is the session's only sandbox, which must exist.
+func (s *Session) One() (*spec.Spec, error) {
+	if len(s.Specs) != 1 {
+		return nil, fmt.Errorf("the files declare %d sandboxes; name one with -f", len(s.Specs))
+	}
+	sp := s.Specs[0]
+	if l := s.Live[sp.Name]; l == nil || !l.Exists {
+		return nil, &NotCreatedError{Sandbox: sp.Name}
+	}
+	return sp, nil
+}
+
+// DesiredOf is the desired state of one of the session's sandboxes.
+func (s *Session) DesiredOf(name string) reconcile.Desired {
+	for _, d := range s.Desired {
+		if d.Spec.Name == name {
+			return d
+		}
+	}
+	return reconcile.Desired{}
+}

@@ -1,0 +1,55 @@
+package session
+
+import "github.com/sbxhq/sbx/reconcile"
+
+// Status is one declared sandbox as `sbx status` reports it.
+type Status struct {
+	Name   string `json:"name"`
+	Driver string `json:"driver"`
+	File   string `json:"file"`
+	Exists bool   `json:"exists"`
+	// Status is the backend's word for it: running, stopped, exited…
+	Status string `json:"status,omitempty"`
+	// State: in-sync, changes-pending, drifted, absent, unmanaged.
+	State   string           `json:"state"`
+	Pending int              `json:"pending_changes"`
+	Drift   []reconcile.Diff `json:"drift"`
+}
+
+// Status reports each declared sandbox, and the plan's errors.
+func (s *Session) Status() ([]Status, []string) {
+	p := reconcile.Plan(s.Desired, s.Live, s.Records, s.Backend.Caps(), reconcile.Options{DriverVersion: s.Version})
+	byName := map[string]*reconcile.SandboxChange{}
+	for _, c := range p.Sandboxes {
+		byName[c.Sandbox] = c
+	}
+	var rows []Status
+	for _, sp := range s.Specs {
+		r := Status{Name: sp.Name, Driver: s.Backend.Name(), File: sp.Files[0], Drift: []reconcile.Diff{}}
+		if l := s.Live[sp.Name]; l != nil && l.Exists {
+			r.Exists, r.Status = true, l.Status
+		}
+		c := byName[sp.Name]
+		switch {
+		case !r.Exists:
+			r.State = "absent"
+		case c == nil:
+			r.State = "unmanaged"
+		case len(c.Drift) > 0:
+			r.State, r.Drift = "drifted", c.Drift
+		case c.Action != reconcile.ActionNoOp:
+			r.State = "changes-pending"
+		default:
+			r.State = "in-sync"
+		}
+		if c != nil {
+			r.Pending = len(c.Changes)
+		}
+		rows = append(rows, r)
+	}
+	errs := p.Errors
+	if errs == nil {
+		errs = []string{}
+	}
+	return rows, errs
+}
