@@ -51,6 +51,7 @@ func sbxCaps() Caps {
 		FieldNoNewPrivileges: ignored("docker.noNewPrivileges"),
 		FieldProtect:         {Mode: Ignored, Reason: "the sbx backend cannot mount the declaration read-only; sbx flags every widening it causes instead"},
 		FieldHardening:       {Mode: Ignored},
+		FieldStatus:          {Mode: Ignored, Reason: "Docker's sbx stops an idle sandbox itself and starts it again on exec (evidence §3.2): a stopped sandbox is not drift"},
 	}}
 }
 
@@ -78,6 +79,7 @@ func dockerSandboxCaps() Caps {
 		FieldNoNewPrivileges: ignored("docker.noNewPrivileges"),
 		FieldProtect:         {Mode: Ignored, Reason: "the docker-sandbox backend cannot mount the declaration read-only; sbx flags every widening it causes instead"},
 		FieldHardening:       {Mode: Ignored},
+		FieldStatus:          {Mode: Ignored, Reason: "the docker sandbox plugin has no start command; sbx shell and sbx loop run in the sandbox as the plugin does"},
 	}}
 }
 
@@ -116,6 +118,7 @@ func dockerCaps() Caps {
 		FieldNoNewPrivileges: replace(d, "docker.noNewPrivileges", true),
 		FieldProtect:         replace(d, "workspace.protect", true),
 		FieldHardening:       {Mode: Replace, Readable: true, Reason: "the sandbox was created without the docker driver's current safeguards (limits, dropped capabilities, read-only declaration, log rotation)"},
+		FieldStatus:          InPlaceCap("docker start starts the stopped containers", true),
 	}, ByRuntime: map[string]map[Field]Cap{
 		// runsc (as Debian packages it) has no update command, so
 		// docker update fails for a sandbox under gVisor.

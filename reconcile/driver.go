@@ -58,8 +58,12 @@ type Live struct {
 	// Managed is true when the backend itself carries sbx's identity marker
 	// (the docker driver's labels). Backends without labels leave it false;
 	// there the record in the state directory is the marker.
-	Managed   bool           `json:"managed,omitempty"`
-	Status    string         `json:"status,omitempty"`
+	Managed bool   `json:"managed,omitempty"`
+	Status  string `json:"status,omitempty"`
+	// Stopped is true when the backend reports the sandbox exists and is
+	// not running (Status says how: "exited", "stopped"); the planner
+	// starts it where the table says FieldStatus is InPlace.
+	Stopped   bool           `json:"stopped,omitempty"`
 	Agent     string         `json:"agent,omitempty"`
 	Template  string         `json:"template,omitempty"`
 	Workspace spec.Workspace `json:"workspace"`
@@ -121,13 +125,14 @@ const (
 	StepRecord                              // write the last-applied record (Step.Record)
 	StepForget                              // delete the last-applied record
 	StepRepair                              // recreate missing parts (Step.Parts)
+	StepStart                               // start a stopped sandbox
 )
 
 var stepNames = map[StepKind]string{
 	StepBuild: "build", StepStop: "stop", StepRemove: "remove", StepCreate: "create",
 	StepSetEnv: "set-env", StepUpdateResources: "update-resources", StepSetPorts: "set-ports",
 	StepSetNetwork: "set-network", StepSetSecrets: "set-secrets", StepVerify: "verify",
-	StepRecord: "record", StepForget: "forget", StepRepair: "repair",
+	StepRecord: "record", StepForget: "forget", StepRepair: "repair", StepStart: "start",
 }
 
 func (k StepKind) String() string {
@@ -251,6 +256,10 @@ const (
 	FieldHardening
 	FieldTemplateBuild // template.build: context content, network
 	FieldPids          // resources.pids
+	// FieldStatus is whether the sandbox runs: declared running, found
+	// stopped (Live.Stopped). InPlace: apply starts it (StepStart);
+	// Ignored: the backend stops and starts sandboxes itself.
+	FieldStatus
 )
 
 var fieldNames = map[Field]string{
@@ -260,6 +269,7 @@ var fieldNames = map[Field]string{
 	FieldRuntime: "docker.runtime", FieldResourcesUnset: "resources-unset",
 	FieldNoNewPrivileges: "docker.noNewPrivileges", FieldProtect: "workspace.protect",
 	FieldHardening: "hardening", FieldTemplateBuild: "template.build", FieldPids: "resources.pids",
+	FieldStatus: "status",
 }
 
 func (f Field) String() string {

@@ -396,6 +396,10 @@ func planOne(d Desired, live *Live, rec *Record, caps Caps) (*SandboxChange, []s
 		pl.set(FieldNetworkAdd, FieldNetworkRemove, "network.blockCIDRs", plainItems(prefixStrings(sb.Network.BlockCIDRs)), nil, prefixStrings(rc.Network.BlockCIDRs), false, false, true)
 	}
 
+	if l.Stopped {
+		pl.add(Diff{Op: Change, Field: FieldStatus, Path: "status", Before: l.Status, After: "running"})
+	}
+
 	pl.declarationNotes()
 	c := &SandboxChange{Sandbox: sb.Name, Reasons: []string{}, Changes: pl.diffs, Drift: pl.drift, Notes: pl.notes, Steps: []Step{},
 		Widenings: widenings(d, caps)}
@@ -532,6 +536,11 @@ func (pl *planner) updateSteps(step func(StepKind, string) *Step, repaired bool)
 	}
 	if ds, r := of(func(d Diff) bool { return d.Field == FieldSecrets }); len(ds) > 0 && pl.capOf(FieldSecrets).Mode != PerExec {
 		step(StepSetSecrets, r).Secrets = names(ds, "secrets.")
+	}
+	// Last: a stopped sandbox's changes are made while it is stopped (a
+	// stopped proxy loads the policy written for it when it starts).
+	if ds, r := of(func(d Diff) bool { return d.Field == FieldStatus }); len(ds) > 0 {
+		step(StepStart, r)
 	}
 }
 

@@ -124,6 +124,27 @@ func TestPlan(t *testing.T) {
 			live:    asIs,
 		},
 		{
+			name:    "stopped_starts_on_docker",
+			caps:    dockerCaps(),
+			applied: baseSpec(),
+			live:    func(l *Live) *Live { l.Stopped, l.Status = true, "exited"; return l },
+			steps:   []StepKind{StepStart, StepVerify, StepRecord},
+		},
+		{
+			name:    "stopped_and_allow_add_on_docker",
+			caps:    dockerCaps(),
+			applied: baseSpec(),
+			live:    func(l *Live) *Live { l.Stopped, l.Status = true, "exited"; return l },
+			want:    allowAdd,
+			steps:   []StepKind{StepSetNetwork, StepStart, StepVerify, StepRecord},
+		},
+		{
+			name:    "stopped_is_not_drift_on_sbx",
+			caps:    sbxCaps(),
+			applied: baseSpec(),
+			live:    func(l *Live) *Live { l.Stopped, l.Status = true, "stopped"; return l },
+		},
+		{
 			name:    "env_change_replaces_on_sbx",
 			caps:    sbxCaps(),
 			applied: baseSpec(),

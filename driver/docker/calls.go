@@ -54,6 +54,12 @@ func (d *Driver) Calls(s reconcile.Step, sp *spec.Spec, live *reconcile.Live) ([
 			return nil
 		}
 		return []reconcile.Call{c}, nil
+	case reconcile.StepStart:
+		// Either may start first: the sandbox's helper dials the proxy's
+		// socket per connection, and the tmpfs volume they share is
+		// mounted while either runs. docker start of a running container
+		// does nothing.
+		return []reconcile.Call{d.command([]string{d.opts.Docker, "start", egressName(name), containerName(name)})}, nil
 	case reconcile.StepRemove:
 		return []reconcile.Call{{Desc: "remove the containers, then the volumes, labelled " + LabelSandbox + "=" + name + " (Engine API)",
 			Run: func(ctx context.Context) error { return d.remove(ctx, name) }}}, nil

@@ -275,8 +275,17 @@ func (d *Driver) Observe(ctx context.Context, names []string) (map[string]*recon
 		if pol != nil {
 			l.Network = reconcile.LiveNetwork{Policy: pol.Default, Allow: pol.Allow, Deny: pol.Deny, BlockCIDRs: pol.BlockCIDRs}
 		}
-		if eg == nil {
+		switch {
+		case eg == nil:
 			l.Missing = []string{"egress container"}
+			l.Stopped = !in.State.Running
+		case !in.State.Running:
+			l.Stopped = true
+		case !eg.State.Running:
+			// The sandbox without its proxy has no way out at all; it
+			// is as good as stopped, and docker start fixes it.
+			l.Stopped = true
+			l.Status = "running, its egress proxy " + eg.State.Status
 		}
 		l.Detail = &observed{egress: eg}
 		live[name] = l

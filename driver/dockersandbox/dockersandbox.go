@@ -167,7 +167,7 @@ func (d *Driver) Observe(ctx context.Context, names []string) (map[string]*recon
 	}
 	live := map[string]*reconcile.Live{}
 	for _, v := range vms {
-		l := &reconcile.Live{Name: v.Name, Exists: true, Status: v.Status, Agent: v.Agent}
+		l := &reconcile.Live{Name: v.Name, Exists: true, Status: v.Status, Stopped: v.Status == "stopped", Agent: v.Agent}
 		if !v.Reported || len(v.Workspaces) == 0 {
 			// Every sandbox has a workspace: an entry without any (a
 			// stopped VM) did not report them.

@@ -63,7 +63,7 @@ var allFields = []reconcile.Field{
 	reconcile.FieldMounts, reconcile.FieldEnv, reconcile.FieldSecrets, reconcile.FieldResources,
 	reconcile.FieldResourcesUnset, reconcile.FieldPids, reconcile.FieldPorts, reconcile.FieldNetworkAdd,
 	reconcile.FieldNetworkRemove, reconcile.FieldRuntime, reconcile.FieldNoNewPrivileges, reconcile.FieldProtect,
-	reconcile.FieldHardening,
+	reconcile.FieldHardening, reconcile.FieldStatus,
 }
 
 func capabilities(t *testing.T, d driver.Backend) {
@@ -340,6 +340,37 @@ func lifecycle(t *testing.T, h Harness) {
 			cliutil.ExecOptions{Env: map[string]string{"SBX_CONFORM": "secret-for-exec"}, Stdout: &out, Stderr: &out})
 		if err != nil || code != 3 || !strings.Contains(out.String(), "secret-for-exec") {
 			t.Errorf("exec: code %d, err %v, output %q; want 3 and the variable it was given", code, err, out.String())
+		}
+	})
+
+	t.Run("stopped", func(t *testing.T) {
+		if caps.Of(reconcile.FieldStatus).Mode != reconcile.InPlace {
+			t.Skipf("a stopped sandbox is not drift here (%s)", caps.Of(reconcile.FieldStatus).Reason)
+		}
+		calls, err := d.Calls(reconcile.Step{Kind: reconcile.StepStop, Sandbox: w.name}, sp, w.observe()[w.name])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range calls {
+			if err := c.Run(context.Background()); err != nil {
+				t.Fatalf("stop: %v", err)
+			}
+		}
+		if l := w.observe()[w.name]; l == nil || !l.Stopped {
+			t.Fatalf("after stop the sandbox is observed as %+v, want stopped", l)
+		}
+		p, _ := w.plan(sp)
+		c := p.Sandboxes[0]
+		if c.Action != reconcile.ActionUpdate || len(c.Steps) == 0 || c.Steps[0].Kind != reconcile.StepStart {
+			var b bytes.Buffer
+			reconcile.Render(&b, p, false)
+			t.Fatalf("a stopped sandbox is not planned to start in place:\n%s", b.String())
+		}
+		w.apply(p, again(sp))
+		if ex, ok := d.(driver.Execer); ok {
+			if code, err := ex.Exec(context.Background(), w.name, []string{"true"}, cliutil.ExecOptions{}); err != nil || code != 0 {
+				t.Errorf("exec after start: code %d, err %v", code, err)
+			}
 		}
 	})
 

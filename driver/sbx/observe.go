@@ -55,7 +55,7 @@ func (d *Driver) Observe(ctx context.Context, names []string) (map[string]*recon
 	}
 	live := map[string]*reconcile.Live{}
 	for _, e := range entries {
-		l := &reconcile.Live{Name: e.Name, Exists: true, Status: e.Status, Agent: e.Agent}
+		l := &reconcile.Live{Name: e.Name, Exists: true, Status: e.Status, Stopped: e.Status == "stopped", Agent: e.Agent}
 		l.Workspace, l.Mounts = cliutil.Workspaces(e.Workspaces)
 		o := &observed{ports: groupBindings(e.Ports)}
 		for _, g := range o.ports {
