@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"bytes"
+	"os"
 	"strings"
 	"testing"
 
@@ -77,5 +78,64 @@ func TestPlanRemovedEphemeralPort(t *testing.T) {
 	}
 	if diff := cmp.Diff([]spec.Port{{ContainerPort: 3000, Protocol: "tcp"}}, unpublish); diff != "" {
 		t.Errorf("unpublish (-want +got):\n%s", diff)
+	}
+}
+
+func TestGroupCalls(t *testing.T) {
+	rule := func(v string) string { return "sbx policy deny network --sandbox api " + v }
+	tests := []struct {
+		name  string
+		calls []string
+		want  []string
+	}{
+		{"short runs stay", []string{rule("a"), rule("b"), rule("c"), "sbx ls --json"},
+			[]string{rule("a"), rule("b"), rule("c"), "sbx ls --json"}},
+		{"a run of four is one line", []string{"sbx stop api", rule("a"), rule("b"), rule("c"), rule("d"), "sbx ls --json  # lists api"},
+			[]string{"sbx stop api", "sbx policy deny network --sandbox api ARG  # 4 calls, ARG each of:\n    a b c d", "sbx ls --json  # lists api"}},
+		{"annotated and multi-line calls are never grouped", []string{"x  # a", "x  # b", "x  # c", "x  # d", "a\nb", "a\nb", "a\nb", "a\nb"},
+			[]string{"x  # a", "x  # b", "x  # c", "x  # d", "a\nb", "a\nb", "a\nb", "a\nb"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, groupCalls(tc.calls)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestPlanJSONDocs keeps docs/plan-json.md naming every field and step
+// kind a plan may carry.
+func TestPlanJSONDocs(t *testing.T) {
+	data, err := os.ReadFile("../docs/plan-json.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := func(prefix string) string {
+		i := strings.Index(string(data), prefix)
+		if i < 0 {
+			t.Fatalf("docs/plan-json.md has no row %q", prefix)
+		}
+		line, _, _ := strings.Cut(string(data[i:]), "\n")
+		return line
+	}
+	fields, kinds := strings.Fields(row("| `field` | string | capability row:")), strings.Fields(row("| `kind` | string | `build"))
+	has := func(words []string, name string) bool {
+		for _, w := range words {
+			if strings.Trim(w, "`") == name {
+				return true
+			}
+		}
+		return false
+	}
+	for f, name := range fieldNames {
+		if !has(fields, name) {
+			t.Errorf("field %s (%d) is not in docs/plan-json.md's Diff.field row", name, f)
+		}
+	}
+	for k, name := range stepNames {
+		if !has(kinds, name) {
+			t.Errorf("step kind %s (%d) is not in docs/plan-json.md's Step.kind row", name, k)
+		}
 	}
 }

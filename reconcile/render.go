@@ -227,7 +227,7 @@ func (r *renderer) steps(c *SandboxChange) {
 	r.printf("    steps:\n")
 	for i, st := range c.Steps {
 		r.printf("      %d. %s\n", i+1, st)
-		for _, call := range st.Calls {
+		for _, call := range groupCalls(st.Calls) {
 			for _, line := range strings.Split(call, "\n") {
 				r.printf("           %s\n", line)
 			}
@@ -236,6 +236,62 @@ func (r *renderer) steps(c *SandboxChange) {
 			r.printf("           (sbx's own state)\n")
 		}
 	}
+}
+
+// groupMin is the shortest run of calls shown as one line.
+const groupMin = 4
+
+// groupCalls shows a run of one-line calls that differ only in their last
+// word (a rule per range) as one line: the command with ARG for that word
+// and, below it, every value it takes, in order. The plan's JSON keeps
+// every call.
+func groupCalls(calls []string) []string {
+	var out []string
+	for i := 0; i < len(calls); {
+		prefix, ok := lastWordPrefix(calls[i])
+		j := i + 1
+		for ok && j < len(calls) {
+			if p, ok2 := lastWordPrefix(calls[j]); !ok2 || p != prefix {
+				break
+			}
+			j++
+		}
+		if !ok || j-i < groupMin {
+			out = append(out, calls[i])
+			i++
+			continue
+		}
+		var vals []string
+		for _, c := range calls[i:j] {
+			vals = append(vals, c[len(prefix):])
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, "%sARG  # %d calls, ARG each of:", prefix, j-i)
+		line := 0
+		for _, v := range vals {
+			if line == 0 || line+len(v) > 72 {
+				b.WriteString("\n    ")
+				line = 0
+			}
+			b.WriteString(v + " ")
+			line += len(v) + 1
+		}
+		out = append(out, strings.TrimRight(strings.ReplaceAll(b.String(), " \n", "\n"), " "))
+		i = j
+	}
+	return out
+}
+
+// lastWordPrefix is a one-line call up to its last word.
+func lastWordPrefix(call string) (string, bool) {
+	if strings.Contains(call, "\n") || strings.Contains(call, "  # ") {
+		return "", false
+	}
+	i := strings.LastIndexByte(call, ' ')
+	if i < 0 {
+		return "", false
+	}
+	return call[:i+1], true
 }
 
 // diffs writes one line per diff, annotations aligned in one column.
