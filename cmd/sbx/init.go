@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/sbxhq/sbx/loop"
 	"github.com/sbxhq/sbx/schema"
 	"github.com/sbxhq/sbx/session"
 	"github.com/sbxhq/sbx/spec"
@@ -71,6 +72,10 @@ func (a *app) init(agent, file string, force bool) int {
 	} else if !errors.Is(err, fs.ErrExist) {
 		return a.errorf("%v", err)
 	}
+	if secrets := agentSecrets(agent); len(secrets) > 0 {
+		fmt.Fprintf(a.stdout, "hint: the agent signs in inside the sandbox ('sbx shell', then %s); to pass an API key instead, uncomment 'secrets:' in %s and export %s\n",
+			agentProgram(agent), file, strings.Join(secrets, ", "))
+	}
 	fmt.Fprintln(a.stdout, "hint: add sandbox.local.yaml to .gitignore; it holds personal overrides merged over sandbox.yaml")
 	return exitOK
 }
@@ -121,6 +126,15 @@ func agentSecrets(agent string) []string {
 	return nil
 }
 
+// agentProgram is the command that starts an agent in its template, for
+// the sign-in hint.
+func agentProgram(agent string) string {
+	if argv := loop.DefaultCommand(agent); len(argv) > 0 {
+		return argv[0]
+	}
+	return agent
+}
+
 func initFile(agent string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# yaml-language-server: $schema=%s\n", schemaURL)
@@ -150,14 +164,17 @@ env:
   TZ: ${TZ:-UTC}
 `, strings.Join(spec.Agents, ", "), agent, spec.DefaultTemplate(agent))
 	if secrets := agentSecrets(agent); len(secrets) > 0 {
-		b.WriteString(`
-# Secrets are read from your environment when sbx needs them and reach the
-# agent only through the environment of the process it starts; they are never
-# written into the sandbox's configuration, plans, logs or sbx's state.
-secrets:
-`)
+		fmt.Fprintf(&b, `
+# Secrets are read from your environment when sbx runs something in the
+# sandbox (shell, loop) and reach the agent only through the environment of
+# the process it starts; they are never written into the sandbox's
+# configuration, plans, logs or sbx's state. Plan and apply need no values.
+# Sign in inside the sandbox (sbx shell, then %s), or to pass an API key
+# instead, uncomment these lines and export the variable in your shell:
+# secrets:
+`, agentProgram(agent))
 		for _, s := range secrets {
-			fmt.Fprintf(&b, "  %s: {env: %s}\n", s, s)
+			fmt.Fprintf(&b, "#   %s: {env: %s}\n", s, s)
 		}
 	}
 	b.WriteString(`

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sbxhq/sbx/internal/fakecli/fakestate"
@@ -25,7 +27,8 @@ type Command[A any] struct {
 // which the fakes differ.
 type CLI[A any] struct {
 	// Knobs prefixes the environment knobs: PREFIX_STATE (required),
-	// PREFIX_LOG, PREFIX_FAIL, PREFIX_VERSION, PREFIX_NOISE, PREFIX_MUTATE.
+	// PREFIX_LOG, PREFIX_FAIL, PREFIX_HANG, PREFIX_VERSION, PREFIX_NOISE,
+	// PREFIX_MUTATE.
 	Knobs string
 	// VersionKnob names the version knob when it is not PREFIX_VERSION.
 	VersionKnob    string
@@ -110,6 +113,24 @@ func Errorf(format string, args ...any) *Error {
 type Exit struct{ Code int }
 
 func (e *Exit) Error() string { return fmt.Sprintf("exit status %d", e.Code) }
+
+// Hang stands for a command that never ends (a pull, a build): it says so
+// by writing a line to ready (a FIFO the test reads, its handshake) and
+// then blocks until it is killed.
+func Hang(ready string) error {
+	if ready == "" {
+		return errors.New("fake: HANG needs HANG_READY, the file to signal on")
+	}
+	f, err := os.OpenFile(ready, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString("hung\n"); err != nil {
+		return err
+	}
+	f.Close()
+	select {}
+}
 
 // ErrHelp ends a command after it printed its help: exit status 0.
 var ErrHelp = errors.New("help")
@@ -198,6 +219,9 @@ func (cli *CLI[A]) run(c *Call, cmd *Command[A], path, rest []string) (int, erro
 		}
 		if fail {
 			runErr = cli.Injected(a, path, rest)
+		}
+		if hang := c.Knob("HANG"); hang != "" && hang == strings.Join(path, " ") {
+			return 1, Hang(c.Knob("HANG_READY"))
 		}
 	}
 	if runErr == nil {

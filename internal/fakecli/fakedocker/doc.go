@@ -20,6 +20,9 @@
 //	                             under `docker sandbox` ("create", "network proxy");
 //	                             fail every call or only the Nth (from 1; counters in
 //	                             the state file): error on stderr, exit 1, state unchanged
+//	FAKE_DOCKER_HANG             a command path: that command never ends (killed
+//	                             only); it first writes a line to FAKE_DOCKER_HANG_READY
+//	                             (a FIFO: the test's handshake)
 //	FAKE_DOCKER_SANDBOX_VERSION  plugin version (default 0.12.0, the newest working
 //	                             one the reference names; 0.7.x has the v0.7.1 flags;
 //	                             0.13.0+ models Desktop 4.80, where every verb but

@@ -24,6 +24,9 @@
 //	                    ("create", "policy allow", "secret set"); fail every call,
 //	                    or only the Nth (from 1; counters live in the state file),
 //	                    with a realistic error on stderr, exit 1, state unchanged
+//	FAKE_SBX_HANG       a command path: that command never ends (killed only);
+//	                    it first writes a line to FAKE_SBX_HANG_READY (a FIFO:
+//	                    the test's handshake)
 //	FAKE_SBX_VERSION    version the fake claims and whose CLI surface it mimics
 //	                    (default 0.53.0)
 //	FAKE_SBX_AUTO_STOP  "1": a sandbox not started with `run -d` is stopped

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sbxhq/sbx/schema"
+	"github.com/sbxhq/sbx/spec"
+)
+
+// TestInitSecretsUncomment: the secrets init writes commented out are
+// valid once uncommented, for every agent that has them, and declare the
+// agent's key.
+func TestInitSecretsUncomment(t *testing.T) {
+	sch, err := schema.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, agent := range spec.Agents {
+		secrets := agentSecrets(agent)
+		if len(secrets) == 0 {
+			continue
+		}
+		t.Run(agent, func(t *testing.T) {
+			text := initFile(agent)
+			if strings.Contains(text, "\nsecrets:") {
+				t.Fatal("init declares secrets uncommented: plan, apply and shell would need them exported")
+			}
+			text = strings.Replace(text, "\n# secrets:\n", "\nsecrets:\n", 1)
+			for _, s := range secrets {
+				text = strings.Replace(text, "\n#   "+s+": ", "\n  "+s+": ", 1)
+			}
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, "PROMPT.md"), []byte("x"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			res, err := spec.Parse("sandbox.yaml", dir, []byte(text), spec.Options{Schema: sch, Offline: true})
+			if err != nil {
+				t.Fatalf("uncommented: %v\n%s", err, text)
+			}
+			for _, s := range secrets {
+				if _, ok := res.Specs[0].Secrets[s]; !ok {
+					t.Errorf("uncommented file does not declare %s", s)
+				}
+			}
+		})
+	}
+}
