@@ -90,6 +90,12 @@ type RuntimeChecker interface {
 	RuntimeCheck(ctx context.Context) (ok bool, detail string)
 }
 
+// TemplateChecker says whether a template image is already on the
+// backend's machine (sbx doctor), where a missing one must be pulled.
+type TemplateChecker interface {
+	TemplatePresent(ctx context.Context, image string) (bool, error)
+}
+
 // Prober checks, with read-only commands, every backend format sbx parses
 // and writes a redacted report (sbx doctor --probe).
 type Prober interface {

@@ -270,8 +270,12 @@ func TestHostileTargets(t *testing.T) {
 			}
 			e := entries[0]
 			wantDecision := "deny"
-			if tt.status == 200 {
+			switch tt.status {
+			case 200:
 				wantDecision = "allow"
+			case 502:
+				// Not resolving is not a refusal (issue 12).
+				wantDecision = "error"
 			}
 			if e.Decision != wantDecision || e.Status != tt.status || !strings.Contains(e.Reason, tt.reason) {
 				t.Errorf("logged %+v, want decision %s, status %d, reason containing %q", e, wantDecision, tt.status, tt.reason)

@@ -240,7 +240,7 @@ type entry struct {
 	Method   string `json:"method"`
 	Host     string `json:"host"`
 	Port     int    `json:"port"`
-	Decision string `json:"decision"` // allow or deny
+	Decision string `json:"decision"` // allow, deny, or error (the name did not resolve, the upstream did not answer)
 	Reason   string `json:"reason"`
 	Rule     string `json:"rule,omitempty"`
 	Addr     string `json:"addr,omitempty"` // the address dialled
@@ -316,7 +316,9 @@ func (p *Proxy) handle(ctx context.Context, conn net.Conn) {
 			e.Rule = rule
 		}
 		if err != nil {
-			e.Reason, e.Status = err.Error(), http.StatusBadGateway
+			// Not the policy's answer: logged as an error, so a name that
+			// does not resolve is never counted as a refusal.
+			e.Decision, e.Reason, e.Status = "error", err.Error(), http.StatusBadGateway
 		}
 		p.log(e)
 		writeStatus(conn, e.Status, fmt.Sprintf("%s: %s", d.host, e.Reason))

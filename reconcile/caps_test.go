@@ -100,7 +100,7 @@ const (
 // container's labels.
 func dockerCaps() Caps {
 	const d = "docker"
-	return Caps{Driver: d, Defaults: spec.Resources{Memory: dockerDefaultMemory, Pids: dockerDefaultPids}, Hardening: dockerHardening, Protects: true, Fields: map[Field]Cap{
+	return Caps{Driver: d, Defaults: spec.Resources{Memory: dockerDefaultMemory, Pids: dockerDefaultPids}, Hardening: dockerHardening, Protects: true, ReplaceLoses: "the sandbox's network log (sbx netlog): it is its egress proxy's, which is replaced with it", Fields: map[Field]Cap{
 		FieldAgent:           replace(d, "the agent", true),
 		FieldTemplate:        replace(d, "the template", true),
 		FieldTemplateBuild:   replace(d, "the template", false),

@@ -142,6 +142,27 @@ func (k StepKind) String() string {
 	return fmt.Sprintf("StepKind(%d)", int(k))
 }
 
+// Key is the part of sandbox.yaml a failure of this step most likely
+// comes from, for the message that says what to fix; "" when a failure
+// is the backend's rather than the file's.
+func (k StepKind) Key() string {
+	switch k {
+	case StepBuild:
+		return "template.build"
+	case StepCreate:
+		return "template"
+	case StepUpdateResources:
+		return "resources"
+	case StepSetPorts:
+		return "ports"
+	case StepSetNetwork:
+		return "network"
+	case StepSetEnv:
+		return "env"
+	}
+	return ""
+}
+
 // MarshalText writes the kind's name, so saved plans read well.
 func (k StepKind) MarshalText() ([]byte, error) {
 	if _, ok := stepNames[k]; !ok {
@@ -349,6 +370,10 @@ type Caps struct {
 	NetworkAtCreate bool
 	// Constraints are what the backend requires beyond the rows.
 	Constraints Constraints
+	// ReplaceLoses names what a replacement discards beyond what was
+	// installed inside the sandbox ("its network log (sbx netlog)"); a
+	// replace plan says so.
+	ReplaceLoses string
 }
 
 // Of returns the row for f; a field the table omits is unsupported.

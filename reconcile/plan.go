@@ -456,6 +456,9 @@ func planOne(d Desired, live *Live, rec *Record, caps Caps) (*SandboxChange, []s
 		step(StepStop, reason)
 		step(StepRemove, reason)
 		full(reason)
+		if pl.caps.ReplaceLoses != "" {
+			c.Notes = append(c.Notes, "replacing also discards "+pl.caps.ReplaceLoses)
+		}
 	case len(pl.diffs) > 0 || rec == nil || len(l.Missing) > 0:
 		c.Action = ActionUpdate
 		c.Adopt = rec == nil

@@ -220,7 +220,11 @@ func (a *app) execute(ctx context.Context, s *session.Session, p *reconcile.Chan
 		return exitInterrupted
 	case errors.As(err, &se):
 		a.errorf("%v", se)
-		fmt.Fprintln(a.stderr, "sbx: nothing after the failed step was done; fix the cause and run the same command again to finish")
+		cause := "the cause"
+		if k := se.Step.Kind.Key(); k != "" {
+			cause += " (" + k + " in sandbox.yaml, or the backend)"
+		}
+		fmt.Fprintf(a.stderr, "sbx: nothing after the failed step was done; fix %s and run the same command again to finish\n", cause)
 		return exitError
 	case err != nil:
 		return a.fail(err)

@@ -78,6 +78,8 @@ func (a *app) doctor(ctx context.Context) int {
 	fmt.Fprintln(a.stdout, "PATH:")
 	a.doctorPath()
 
+	a.doctorFile(ctx)
+
 	fmt.Fprintln(a.stdout, "State:")
 	dir, err := a.stateDir()
 	if err != nil {
@@ -94,6 +96,55 @@ func (a *app) doctor(ctx context.Context) int {
 		return exitError
 	}
 	return exitOK
+}
+
+// doctorFile checks, for the nearest sandbox.yaml, what its sandboxes
+// need from the backend before an apply: their driver and template image.
+func (a *app) doctorFile(ctx context.Context) {
+	file, err := session.Find(".")
+	if err != nil {
+		return
+	}
+	if wd, err := os.Getwd(); err == nil {
+		if rel, err := filepath.Rel(wd, file); err == nil {
+			file = rel
+		}
+	}
+	fmt.Fprintf(a.stdout, "Sandbox file %s:\n", file)
+	res, err := session.Load(session.Options{Files: []string{file}, Offline: true}, a.lookupEnv)
+	if err != nil {
+		fmt.Fprintf(a.stdout, "  not valid: %s (run 'sbx validate')\n", oneLine(err))
+		return
+	}
+	dir, err := a.stateDir()
+	if err != nil {
+		fmt.Fprintf(a.stdout, "  %v\n", err)
+		return
+	}
+	for _, sp := range res.Specs {
+		c, err := session.Choose(ctx, a.driverEnv(), dir, sp.Driver)
+		if err != nil {
+			fmt.Fprintf(a.stdout, "  sandbox %q: %s\n", sp.Name, oneLine(err))
+			continue
+		}
+		line := fmt.Sprintf("  sandbox %q: driver %s", sp.Name, c.Entry.Name)
+		tc, ok := c.Backend.(driver.TemplateChecker)
+		switch {
+		case sp.Template.Build != nil:
+			line += "; its template is built by apply"
+		case ok && sp.Template.Image != "":
+			present, err := tc.TemplatePresent(ctx, sp.Template.Image)
+			switch {
+			case err != nil:
+				line += fmt.Sprintf("; template %s: %s", sp.Template.Image, oneLine(err))
+			case present:
+				line += fmt.Sprintf("; template %s is on this machine", sp.Template.Image)
+			default:
+				line += fmt.Sprintf("; problem: template %s is not on this machine: apply pulls it, which fails where no registry answers (docker pull or build it first)", sp.Template.Image)
+			}
+		}
+		fmt.Fprintln(a.stdout, line)
+	}
 }
 
 // doctorProbe writes the probe report of every usable CLI backend.

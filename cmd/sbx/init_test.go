@@ -1,11 +1,15 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	sbxdriver "github.com/sbxhq/sbx/driver/sbx"
 	"github.com/sbxhq/sbx/schema"
 	"github.com/sbxhq/sbx/spec"
 )
@@ -46,5 +50,17 @@ func TestInitSecretsUncomment(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestVersionIsOwn: what `sbx version` prints is what the sbx driver
+// recognises as a copy of this sbx found where Docker's sbx should be.
+func TestVersionIsOwn(t *testing.T) {
+	var out bytes.Buffer
+	if code := Main(context.Background(), []string{"version"}, strings.NewReader(""), &out, io.Discard, os.Environ()); code != 0 {
+		t.Fatalf("sbx version: exit %d", code)
+	}
+	if !sbxdriver.OwnVersion.Match(out.Bytes()) {
+		t.Errorf("sbx version printed %q, which the sbx driver does not take for this sbx", out.String())
 	}
 }

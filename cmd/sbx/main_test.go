@@ -90,6 +90,7 @@ func scriptParams(files []string, version string) testscript.Params {
 			e.Setenv("HOME", filepath.Join(e.WorkDir, "home"))
 			e.Setenv("SBX_STATE_DIR", filepath.Join(e.WorkDir, ".sbx-state"))
 			e.Setenv("SBX_DOCKER_SBX", filepath.Join(bin, "docker-sbx"))
+			e.Setenv("OWN_SBX", filepath.Join(bin, "sbx")) // this sbx, by path
 			e.Setenv("FAKE_SBX_STATE", filepath.Join(e.WorkDir, ".fake", "sbx.json"))
 			e.Setenv("FAKE_SBX_LOG", filepath.Join(e.WorkDir, "sbx.log"))
 			e.Setenv("FAKE_SBX_VERSION", version)

@@ -22,31 +22,32 @@ const (
 // container's labels.
 func Capabilities() reconcile.Caps {
 	const d = "docker"
-	return reconcile.Caps{Driver: d, Defaults: spec.Resources{Memory: DefaultMemory, Pids: DefaultPids}, Hardening: Hardening, Protects: true, NetworkAtCreate: true, Fields: map[reconcile.Field]reconcile.Cap{
-		reconcile.FieldAgent:           reconcile.ReplaceCap(d, "the agent", true),
-		reconcile.FieldTemplate:        reconcile.ReplaceCap(d, "the template", true),
-		reconcile.FieldTemplateBuild:   reconcile.ReplaceCap(d, "the template", false),
-		reconcile.FieldWorkspace:       reconcile.ReplaceCap(d, "the workspace", true),
-		reconcile.FieldMounts:          reconcile.ReplaceCap(d, "mounts", true),
-		reconcile.FieldEnv:             reconcile.ReplaceCap(d, "env", false),
-		reconcile.FieldSecrets:         reconcile.PerExecCap,
-		reconcile.FieldResources:       reconcile.InPlaceCap("docker update changes resources in place", true),
-		reconcile.FieldResourcesUnset:  {Mode: reconcile.Replace, Readable: true, Reason: "docker update cannot remove a cpu limit"},
-		reconcile.FieldPids:            reconcile.InPlaceCap("docker update changes resources in place", true),
-		reconcile.FieldPorts:           {Mode: reconcile.Unsupported, Reason: "the docker driver cannot publish ports: the sandbox has no network interface but loopback (its only way out is the egress proxy)"},
-		reconcile.FieldNetworkAdd:      reconcile.InPlaceCap("the egress proxy reloads its policy in place", true),
-		reconcile.FieldNetworkRemove:   reconcile.InPlaceCap("the egress proxy reloads its policy in place", true),
-		reconcile.FieldRuntime:         reconcile.ReplaceCap(d, "docker.runtime", true),
-		reconcile.FieldNoNewPrivileges: reconcile.ReplaceCap(d, "docker.noNewPrivileges", true),
-		reconcile.FieldProtect:         reconcile.ReplaceCap(d, "workspace.protect", true),
-		reconcile.FieldHardening:       {Mode: reconcile.Replace, Readable: true, Reason: "the sandbox was created without the docker driver's current safeguards (limits, dropped capabilities, read-only declaration, log rotation)"},
-		reconcile.FieldStatus:          reconcile.InPlaceCap("docker start starts the stopped containers", true),
-	}, ByRuntime: map[string]map[reconcile.Field]reconcile.Cap{
-		// runsc (as Debian packages it) has no update command, so
-		// docker update fails for a sandbox under gVisor.
-		"runsc": {
-			reconcile.FieldResources: {Mode: reconcile.Replace, Readable: true, Reason: "docker update cannot change the limits of a sandbox under gVisor (runsc)"},
-			reconcile.FieldPids:      {Mode: reconcile.Replace, Readable: true, Reason: "docker update cannot change the limits of a sandbox under gVisor (runsc)"},
-		},
-	}}
+	return reconcile.Caps{Driver: d, Defaults: spec.Resources{Memory: DefaultMemory, Pids: DefaultPids}, Hardening: Hardening, Protects: true, NetworkAtCreate: true,
+		ReplaceLoses: "the sandbox's network log (sbx netlog): it is its egress proxy's, which is replaced with it", Fields: map[reconcile.Field]reconcile.Cap{
+			reconcile.FieldAgent:           reconcile.ReplaceCap(d, "the agent", true),
+			reconcile.FieldTemplate:        reconcile.ReplaceCap(d, "the template", true),
+			reconcile.FieldTemplateBuild:   reconcile.ReplaceCap(d, "the template", false),
+			reconcile.FieldWorkspace:       reconcile.ReplaceCap(d, "the workspace", true),
+			reconcile.FieldMounts:          reconcile.ReplaceCap(d, "mounts", true),
+			reconcile.FieldEnv:             reconcile.ReplaceCap(d, "env", false),
+			reconcile.FieldSecrets:         reconcile.PerExecCap,
+			reconcile.FieldResources:       reconcile.InPlaceCap("docker update changes resources in place", true),
+			reconcile.FieldResourcesUnset:  {Mode: reconcile.Replace, Readable: true, Reason: "docker update cannot remove a cpu limit"},
+			reconcile.FieldPids:            reconcile.InPlaceCap("docker update changes resources in place", true),
+			reconcile.FieldPorts:           {Mode: reconcile.Unsupported, Reason: "the docker driver cannot publish ports: the sandbox has no network interface but loopback (its only way out is the egress proxy)"},
+			reconcile.FieldNetworkAdd:      reconcile.InPlaceCap("the egress proxy reloads its policy in place", true),
+			reconcile.FieldNetworkRemove:   reconcile.InPlaceCap("the egress proxy reloads its policy in place", true),
+			reconcile.FieldRuntime:         reconcile.ReplaceCap(d, "docker.runtime", true),
+			reconcile.FieldNoNewPrivileges: reconcile.ReplaceCap(d, "docker.noNewPrivileges", true),
+			reconcile.FieldProtect:         reconcile.ReplaceCap(d, "workspace.protect", true),
+			reconcile.FieldHardening:       {Mode: reconcile.Replace, Readable: true, Reason: "the sandbox was created without the docker driver's current safeguards (limits, dropped capabilities, read-only declaration, log rotation)"},
+			reconcile.FieldStatus:          reconcile.InPlaceCap("docker start starts the stopped containers", true),
+		}, ByRuntime: map[string]map[reconcile.Field]reconcile.Cap{
+			// runsc (as Debian packages it) has no update command, so
+			// docker update fails for a sandbox under gVisor.
+			"runsc": {
+				reconcile.FieldResources: {Mode: reconcile.Replace, Readable: true, Reason: "docker update cannot change the limits of a sandbox under gVisor (runsc)"},
+				reconcile.FieldPids:      {Mode: reconcile.Replace, Readable: true, Reason: "docker update cannot change the limits of a sandbox under gVisor (runsc)"},
+			},
+		}}
 }

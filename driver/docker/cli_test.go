@@ -80,3 +80,27 @@ func TestCLIWorkflow(t *testing.T) {
 		t.Errorf("destroy left behind: %s", left)
 	}
 }
+
+// TestDoctorTemplate: sbx doctor says whether the template image of the
+// nearest sandbox.yaml is on this machine (a create would pull it).
+func TestDoctorTemplate(t *testing.T) {
+	e := newLoopEnv(t, "e2e-doctor")
+	write := func(image string) {
+		t.Helper()
+		doc := "version: 1\nname: " + e.name + "\nagent: shell\ndriver: docker\ntemplate: " + image + "\n"
+		if err := os.WriteFile(filepath.Join(e.ws, "sandbox.yaml"), []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(testImage)
+	out, code := e.sbx("doctor")
+	if want := `sandbox "` + e.name + `": driver docker; template ` + testImage + ` is on this machine`; code != 0 || !strings.Contains(out, want) {
+		t.Errorf("doctor (exit %d) does not say %q:\n%s", code, want, out)
+	}
+	missing := "sbx-test-missing-" + runID + ":none"
+	write(missing)
+	out, _ = e.sbx("doctor")
+	if want := "problem: template " + missing + " is not on this machine"; !strings.Contains(out, want) {
+		t.Errorf("doctor does not say %q:\n%s", want, out)
+	}
+}

@@ -3,7 +3,6 @@ package docker
 import (
 	"context"
 	"os/exec"
-	"strings"
 	"testing"
 
 	"github.com/sbxhq/sbx/driver"
@@ -30,17 +29,10 @@ func TestConformance(t *testing.T) {
 			exec.Command("docker", "rm", "-f", containerName(name), egressName(name)).Run()
 		},
 		Leftovers: func(t *testing.T, name string) []string {
-			var left []string
-			for _, kind := range [][]string{{"ps", "-a"}, {"volume", "ls"}, {"network", "ls"}} {
-				out, err := exec.Command("docker", append(kind, "-q", "--filter", "label="+LabelSandbox+"="+name)...).Output()
-				if err != nil {
-					t.Fatalf("docker %s: %v", strings.Join(kind, " "), err)
-				}
-				for _, id := range strings.Fields(string(out)) {
-					left = append(left, kind[0]+" "+id)
-				}
+			if left := labelled(name); left != "" {
+				return []string{left}
 			}
-			return left
+			return nil
 		},
 	})
 }

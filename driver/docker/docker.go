@@ -408,7 +408,7 @@ func (d *Driver) egressImage(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	tag := "sbx-egress:" + hex.EncodeToString(h.Sum(nil))[:12]
+	tag := egressRepo + ":" + hex.EncodeToString(h.Sum(nil))[:12]
 	if d.egressTag == tag {
 		return tag, nil
 	}
@@ -434,6 +434,9 @@ func (d *Driver) egressImage(ctx context.Context) (string, error) {
 		return "", err
 	}
 	d.egressTag = tag
+	// The proxy images of earlier sbx binaries go; failing to remove them
+	// is no reason to fail the create.
+	d.pruneImages(ctx, egressRepo, tag, pruneAfter)
 	return tag, nil
 }
 

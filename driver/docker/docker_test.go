@@ -326,14 +326,14 @@ func isolation(t *testing.T, runtime string) {
 				t.Errorf("%s: %q", host, out)
 			}
 		}
-		var log bytes.Buffer
-		if err := b.d.NetLog(context.Background(), b.name, true, false, &log); err != nil {
-			t.Fatal(err)
-		}
-		for _, want := range []string{`"host":"denied.invalid","port":80,"decision":"deny","reason":"denied by policy","rule":"denied.invalid"`,
-			`"host":"unlisted.invalid","port":80,"decision":"deny","reason":"not in the allow list (policy: deny)","rule":"default"`} {
-			if !strings.Contains(log.String(), want) {
-				t.Errorf("netlog lacks %s:\n%s", want, log.String())
+		wants := []string{`"host":"denied.invalid","port":80,"decision":"deny","reason":"denied by policy","rule":"denied.invalid"`,
+			`"host":"unlisted.invalid","port":80,"decision":"deny","reason":"not in the allow list (policy: deny)","rule":"default"`}
+		// The daemon writes the proxy's output to its log a moment after
+		// the proxy answered: read until both lines are there.
+		log := netlogUntil(t, b.d, b.name, wants)
+		for _, want := range wants {
+			if !strings.Contains(log, want) {
+				t.Errorf("netlog lacks %s:\n%s", want, log)
 			}
 		}
 		n, err := b.d.Denials(context.Background(), b.name, time.Now().Add(-time.Minute), time.Now())
@@ -470,6 +470,27 @@ func TestInPlaceAndReplace(t *testing.T) {
 
 // labelled lists the containers, volumes and networks labelled as a
 // sandbox's, "" when there are none.
+// netlogUntil reads the sandbox's network log until it has every one of
+// wants or ten seconds pass, and returns the last reading.
+func netlogUntil(t *testing.T, d *Driver, name string, wants []string) string {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var log bytes.Buffer
+		if err := d.NetLog(context.Background(), name, true, false, &log); err != nil {
+			t.Fatal(err)
+		}
+		all := true
+		for _, w := range wants {
+			all = all && strings.Contains(log.String(), w)
+		}
+		if all || time.Now().After(deadline) {
+			return log.String()
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func labelled(name string) string {
 	var left []string
 	for _, kind := range [][]string{{"ps", "-a"}, {"volume", "ls"}, {"network", "ls"}} {

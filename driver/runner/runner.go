@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -57,17 +58,87 @@ type Error struct {
 	Err      error
 }
 
+// Error is short: the command (whole when it is short, else the program
+// and its verb), how it ended, and the first line of what it said. A long
+// command line (a docker create carries kilobytes of labels) and the rest
+// of the output are in SBX_TRACE's transcript.
 func (e *Error) Error() string {
-	msg := Quote(e.Args)
+	msg := e.Command()
+	if len(e.Args) > 0 {
+		if q := Quote(append([]string{filepath.Base(e.Args[0])}, e.Args[1:]...)); len(q) <= maxCommand {
+			msg = q
+		} else {
+			msg += " …"
+		}
+	}
 	if e.ExitCode >= 0 {
 		msg += fmt.Sprintf(": exit status %d", e.ExitCode)
 	} else if e.Err != nil {
 		msg += ": " + e.Err.Error()
 	}
-	if s := strings.TrimSpace(e.Stderr); s != "" {
+	if s := FirstLine(e.Stderr); s != "" {
 		msg += ": " + s
 	}
 	return msg
+}
+
+// Command names the command for a message: the program's base name and
+// the words of its verb ("docker create", "sbx policy allow network"),
+// leaving out leading flags, arguments after the first flag, and anything
+// past four words.
+func (e *Error) Command() string {
+	if len(e.Args) == 0 {
+		return "(no command)"
+	}
+	words := []string{filepath.Base(e.Args[0])}
+	rest := e.Args[1:]
+	for len(rest) > 0 && strings.HasPrefix(rest[0], "-") {
+		rest = rest[1:]
+	}
+	for _, a := range rest {
+		if len(words) == 5 || !isWord(a) {
+			break
+		}
+		words = append(words, a)
+	}
+	return strings.Join(words, " ")
+}
+
+func isWord(s string) bool {
+	if s == "" || s[0] < 'a' || s[0] > 'z' {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// maxCommand is the longest command line an error repeats whole.
+const maxCommand = 160
+
+// maxLine bounds the output a message repeats.
+const maxLine = 300
+
+// FirstLine is the first non-blank line of a command's output, without
+// the "Error: " its CLI puts before it, cut to a few hundred characters.
+func FirstLine(out string) string {
+	for _, line := range strings.Split(out, "\n") {
+		line = strings.TrimSpace(line)
+		for _, p := range []string{"Error: ", "error: ", "ERROR: "} {
+			line = strings.TrimPrefix(line, p)
+		}
+		if line == "" {
+			continue
+		}
+		if r := []rune(line); len(r) > maxLine {
+			line = string(r[:maxLine]) + "…"
+		}
+		return line
+	}
+	return ""
 }
 
 func (e *Error) Unwrap() error { return e.Err }

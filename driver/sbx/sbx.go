@@ -37,6 +37,12 @@ import (
 // added is probed (see noInput, forceVersion).
 var MinVersion = cliutil.Version{0, 42, 0}
 
+// OwnVersion matches what `sbx version` of this project prints ("sbx
+// v1.2.0 (go1.26.0 linux/amd64)", cmd/sbx/version.go; a test there keeps
+// them together): the program found as Docker's sbx is another copy of
+// this one.
+var OwnVersion = regexp.MustCompile(`^sbx \S+ \(go[0-9][^ )]* [a-z0-9]+/[a-z0-9]+\)\n?$`)
+
 // forceVersion is the first release whose `policy rm network` asks for
 // confirmation and so takes -f/--force: "confirmations everywhere" came in
 // 0.45.0, a v0.38.0 capture removed rules by ID without a prompt, and the
@@ -124,6 +130,9 @@ func (d *Driver) Identify(ctx context.Context) (driver.Identity, error) {
 	out, err := d.cli.Output(ctx, "version")
 	if err != nil {
 		return driver.Identity{}, err
+	}
+	if OwnVersion.Match(out) {
+		return driver.Identity{}, fmt.Errorf("%s is a copy of this sbx (github.com/sbxhq/sbx), not Docker's sbx CLI: put Docker's before it on PATH or set SBX_DOCKER_SBX to Docker's", d.opts.Binary)
 	}
 	v, err := d.cli.ReadVersion(out)
 	if err != nil {
