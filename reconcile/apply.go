@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/sbxhq/sbx/spec"
 )
@@ -25,6 +26,22 @@ type ApplyOptions struct {
 	Records Recorder
 	// Progress, when set, is called before each step (i counts from 1).
 	Progress func(i, n int, s Step)
+	// Done, when set, is called after each step that succeeded, with the
+	// time it took.
+	Done func(i, n int, s Step, took time.Duration)
+	// Output, when set, receives what a long backend command prints as it
+	// runs (a template build, an image pull), for the user to watch; the
+	// calls find it with CallOutput.
+	Output io.Writer
+}
+
+type outputKey struct{}
+
+// CallOutput is where a call streams what a long backend command prints
+// (ApplyOptions.Output); nil when nobody watches.
+func CallOutput(ctx context.Context) io.Writer {
+	w, _ := ctx.Value(outputKey{}).(io.Writer)
+	return w
 }
 
 // Prepare asks the driver for the backend calls of every step of the plan,
@@ -110,6 +127,9 @@ func Apply(ctx context.Context, d Driver, p *Changes, opts ApplyOptions) error {
 			steps = append(steps, &c.Steps[i])
 		}
 	}
+	if opts.Output != nil {
+		ctx = context.WithValue(ctx, outputKey{}, opts.Output)
+	}
 	for i, s := range steps {
 		fail := func(err error) error {
 			if ctx.Err() != nil {
@@ -123,8 +143,12 @@ func Apply(ctx context.Context, d Driver, p *Changes, opts ApplyOptions) error {
 		if opts.Progress != nil {
 			opts.Progress(i+1, len(steps), *s)
 		}
+		start := time.Now()
 		if err := runStep(ctx, p, opts, s); err != nil {
 			return fail(err)
+		}
+		if opts.Done != nil {
+			opts.Done(i+1, len(steps), *s, time.Since(start))
 		}
 	}
 	return nil

@@ -394,8 +394,9 @@ func (e *NotConvergedError) Unwrap() error { return e.Err }
 // is left: a *reconcile.StepError when a step failed or was interrupted,
 // a *NotConvergedError when the backend did not end up as planned. What
 // was applied becomes what the user approved.
-func (s *Session) Apply(ctx context.Context, p *reconcile.Changes, adopt bool, progress func(i, n int, st reconcile.Step)) error {
-	if err := reconcile.Apply(ctx, s.Backend, p, reconcile.ApplyOptions{Records: s.Store, Progress: progress}); err != nil {
+func (s *Session) Apply(ctx context.Context, p *reconcile.Changes, adopt bool, opts reconcile.ApplyOptions) error {
+	opts.Records = s.Store
+	if err := reconcile.Apply(ctx, s.Backend, p, opts); err != nil {
 		return err
 	}
 	if err := s.Observe(ctx); err != nil {

@@ -210,9 +210,9 @@ func (a *app) approve(p *reconcile.Changes, ap *approval, what string) (int, boo
 
 // execute runs a prepared plan and reports how it ended.
 func (a *app) execute(ctx context.Context, s *session.Session, p *reconcile.Changes, adopt bool) int {
-	err := s.Apply(ctx, p, adopt, func(i, n int, st reconcile.Step) {
-		fmt.Fprintf(a.stdout, "[%d/%d] %s\n", i, n, st)
-	})
+	pr := &stepPrinter{w: a.stdout, tty: isTerminal(a.stdout)}
+	err := s.Apply(ctx, p, adopt, pr.options())
+	pr.finish()
 	var se *reconcile.StepError
 	switch {
 	case errors.As(err, &se) && se.Interrupted:

@@ -186,3 +186,18 @@ func (c *CLI) VerifyCall(name string, list func(ctx context.Context) ([]string, 
 		return Listed(name, names)
 	}}
 }
+
+// StreamedCall is a plan's call of a long command (a build, a pull): what
+// it prints goes to the apply's output as it runs (reconcile.CallOutput)
+// as well as to the trace and, when it fails, the error.
+func StreamedCall(r *runner.Runner, argv []string) reconcile.Call {
+	return reconcile.Call{Desc: runner.Quote(argv), Run: func(ctx context.Context) error {
+		return RunStreamed(ctx, r, argv)
+	}}
+}
+
+// RunStreamed runs argv with its output going to the apply's output.
+func RunStreamed(ctx context.Context, r *runner.Runner, argv []string) error {
+	w := reconcile.CallOutput(ctx)
+	return r.Run(ctx, runner.Cmd{Args: argv, Stdout: w, Stderr: w})
+}

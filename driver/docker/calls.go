@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/sbxhq/sbx/driver/buildctx"
+	"github.com/sbxhq/sbx/driver/cliutil"
 	"github.com/sbxhq/sbx/driver/runner"
 	"github.com/sbxhq/sbx/egress"
 	"github.com/sbxhq/sbx/reconcile"
@@ -39,9 +40,8 @@ func (d *Driver) Calls(s reconcile.Step, sp *spec.Spec, live *reconcile.Live) ([
 		if err != nil {
 			return nil, err
 		}
-		args := buildctx.DockerArgs(sp.Template.Build, templateImage(sp, hash))
-		args = append([]string{d.opts.Docker, args[0], "-q"}, args[1:]...)
-		return []reconcile.Call{d.command(args)}, nil
+		args := append([]string{d.opts.Docker}, buildctx.DockerArgs(sp.Template.Build, templateImage(sp, hash))...)
+		return []reconcile.Call{cliutil.StreamedCall(d.opts.Runner, args)}, nil
 	case reconcile.StepStop:
 		args := []string{d.opts.Docker, "stop", "--time", "5", containerName(name), egressName(name)}
 		c := d.command(args)
@@ -98,14 +98,19 @@ func (d *Driver) createCalls(sp *spec.Spec, rec *reconcile.Record) ([]reconcile.
 	}
 	tmpl := templateImage(sp, buildHash(sp, rec))
 	n := sp.Name
-	desc := strings.Join([]string{
-		"remove anything labelled " + LabelSandbox + "=" + n + " (what a create cut short left)",
+	var lines []string
+	if sp.Template.Build == nil {
+		lines = append(lines, "docker pull "+tmpl+", unless present (its progress shown)")
+	}
+	lines = append(lines,
+		"remove anything labelled "+LabelSandbox+"="+n+" (what a create cut short left)",
 		"docker build sbx-egress:<hash of this sbx>, FROM scratch, unless present",
-		"docker volume create " + volumeName(n, "sock") + " (tmpfs, 1 MiB) and " + volumeName(n, "policy"),
-		"docker run --detach --interactive --name " + egressName(n) + " … __egress-proxy --control (the policy of sandbox.yaml)",
-		"docker create --name " + containerName(n) + " --network none … " + tmpl + " __sandbox-init",
-		"docker start " + containerName(n),
-	}, "\n")
+		"docker volume create "+volumeName(n, "sock")+" (tmpfs, 1 MiB) and "+volumeName(n, "policy"),
+		"docker run --detach --interactive --name "+egressName(n)+" … __egress-proxy --control (the policy of sandbox.yaml)",
+		"docker create --name "+containerName(n)+" --network none … "+tmpl+" __sandbox-init",
+		"docker start "+containerName(n),
+	)
+	desc := strings.Join(lines, "\n")
 	return []reconcile.Call{{Desc: desc, Run: func(ctx context.Context) error { return d.create(ctx, sp, rec) }}}, nil
 }
 

@@ -104,3 +104,42 @@ func TestDoctorTemplate(t *testing.T) {
 		t.Errorf("doctor does not say %q:\n%s", want, out)
 	}
 }
+
+// TestApplyShowsLongSteps: a template build's output is shown under its
+// step as it runs, and the plan of a template that is not on this machine
+// shows its pull (a registry address on loopback; nothing is pulled).
+func TestApplyShowsLongSteps(t *testing.T) {
+	e := newLoopEnv(t, "e2e-progress")
+	marker := "sbx-build-marker-" + runID
+	ctx := filepath.Join(e.ws, ".sandbox")
+	if err := os.MkdirAll(ctx, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	df := "FROM " + testImage + "\nRUN echo " + marker + "\n"
+	if err := os.WriteFile(filepath.Join(ctx, "Dockerfile"), []byte(df), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	doc := "version: 1\nname: " + e.name + "\nagent: shell\ndriver: docker\ntemplate:\n  build: {context: .sandbox}\n"
+	if err := os.WriteFile(filepath.Join(e.ws, "sandbox.yaml"), []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeBuiltTemplates(e.name) })
+	out, code := e.sbx("apply", "-y")
+	if code != 0 {
+		t.Fatalf("apply: exit %d\n%s", code, out)
+	}
+	if !strings.Contains(out, "] build template of sandbox") || !strings.Contains(out, "\n      "+marker+"\n") {
+		t.Errorf("the build's output is not shown under its step:\n%s", out)
+	}
+	e.sbx("destroy", "-y")
+
+	missing := "127.0.0.1:1/sbx-test-missing-" + runID + ":none"
+	doc = "version: 1\nname: " + e.name + "\nagent: shell\ndriver: docker\ntemplate: " + missing + "\n"
+	if err := os.WriteFile(filepath.Join(e.ws, "sandbox.yaml"), []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := e.sbx("plan"); !strings.Contains(out, "docker pull "+missing+", unless present") {
+		t.Errorf("the plan does not show the pull:\n%s", out)
+	}
+	// TestTemplateMissing covers the failed pull itself.
+}

@@ -457,6 +457,22 @@ func copyFile(src, dst string) error {
 	return out.Close()
 }
 
+// pull fetches the template when the daemon does not have it, with its
+// progress in the apply's output (docker create would pull it silently).
+func (d *Driver) pull(ctx context.Context, image string) error {
+	ok, err := d.api.imageExists(ctx, image)
+	if err != nil || ok {
+		return err
+	}
+	if err := cliutil.RunStreamed(ctx, d.opts.Runner, []string{d.opts.Docker, "pull", image}); err != nil {
+		if ctx.Err() != nil {
+			return err
+		}
+		return fmt.Errorf("template image %s is not on this machine and cannot be pulled (build it, or docker pull it where a registry is reachable): %v", image, err)
+	}
+	return nil
+}
+
 // create makes the volumes, the egress container (policy written before
 // it starts) and the sandbox container.
 func (d *Driver) create(ctx context.Context, sp *spec.Spec, rec *reconcile.Record) error {
@@ -474,6 +490,11 @@ func (d *Driver) create(ctx context.Context, sp *spec.Spec, rec *reconcile.Recor
 		}
 	}
 	tmpl := templateImage(sp, hash)
+	if sp.Template.Build == nil {
+		if err := d.pull(ctx, tmpl); err != nil {
+			return err
+		}
+	}
 	// The plan found no sandbox container: anything labelled as this
 	// sandbox's is what a create cut short left behind (a proxy without
 	// its sandbox, say), and would stand in the way.

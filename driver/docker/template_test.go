@@ -51,11 +51,17 @@ func TestTemplateBuild(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		b.d.remove(context.Background(), b.name) // the images are in use until then
-		out, _ := exec.Command("docker", "images", "-q", "sbx-template-"+b.name).Output()
-		for _, img := range strings.Fields(string(out)) {
-			exec.Command("docker", "rmi", "-f", img).Run()
-		}
+		removeBuiltTemplates(b.name)
 	})
+}
+
+// removeBuiltTemplates removes the images sbx built for a sandbox's
+// template.build.
+func removeBuiltTemplates(name string) {
+	out, _ := exec.Command("docker", "images", "-q", "sbx-template-"+name).Output()
+	for _, img := range strings.Fields(string(out)) {
+		exec.Command("docker", "rmi", "-f", img).Run()
+	}
 }
 
 func stepKinds(p *reconcile.Changes) string {

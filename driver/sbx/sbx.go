@@ -281,10 +281,7 @@ func (d *Driver) buildCalls(sb *spec.Spec) []reconcile.Call {
 	save := []string{d.opts.Docker, "image", "save", img, "-o", "TAR"}
 	load := d.call(true, "template", "load", "TAR")
 	return []reconcile.Call{
-		{Desc: runner.Quote(build), Run: func(ctx context.Context) error {
-			_, err := d.opts.Runner.Output(ctx, build...)
-			return err
-		}},
+		cliutil.StreamedCall(d.opts.Runner, build),
 		{Desc: runner.Quote(save) + " && " + load.Desc + "  # through a temporary file", Run: func(ctx context.Context) error {
 			dir, err := os.MkdirTemp("", "sbx-template-")
 			if err != nil {
