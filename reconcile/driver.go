@@ -63,7 +63,10 @@ type Live struct {
 	// Stopped is true when the backend reports the sandbox exists and is
 	// not running (Status says how: "exited", "stopped"); the planner
 	// starts it where the table says FieldStatus is InPlace.
-	Stopped   bool           `json:"stopped,omitempty"`
+	Stopped bool `json:"stopped,omitempty"`
+	// User is who the sandbox's processes run as, where the backend keeps
+	// it ("" the image's own).
+	User      string         `json:"user,omitempty"`
 	Agent     string         `json:"agent,omitempty"`
 	Template  string         `json:"template,omitempty"`
 	Workspace spec.Workspace `json:"workspace"`
@@ -281,6 +284,7 @@ const (
 	// stopped (Live.Stopped). InPlace: apply starts it (StepStart);
 	// Ignored: the backend stops and starts sandboxes itself.
 	FieldStatus
+	FieldUser // user
 )
 
 var fieldNames = map[Field]string{
@@ -290,7 +294,7 @@ var fieldNames = map[Field]string{
 	FieldRuntime: "docker.runtime", FieldResourcesUnset: "resources-unset",
 	FieldNoNewPrivileges: "docker.noNewPrivileges", FieldProtect: "workspace.protect",
 	FieldHardening: "hardening", FieldTemplateBuild: "template.build", FieldPids: "resources.pids",
-	FieldStatus: "status",
+	FieldStatus: "status", FieldUser: "user",
 }
 
 func (f Field) String() string {

@@ -337,6 +337,7 @@ func planOne(d Desired, live *Live, rec *Record, caps Caps) (*SandboxChange, []s
 
 	pl.scalar(FieldAgent, "agent", sb.Agent, l.Agent, rc.Agent)
 	pl.scalar(FieldTemplate, "template.image", sb.Template.Image, l.Template, rc.Template.Image)
+	pl.scalar(FieldUser, "user", sb.User, l.User, rc.User)
 	buildChanged := false
 	if live != nil && rec != nil && d.BuildHash != rec.BuildHash {
 		buildChanged = true

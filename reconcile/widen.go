@@ -342,6 +342,19 @@ func (w *widener) hardening() {
 	if w.applies(FieldNoNewPrivileges) && w.base.Docker.NoNewPrivileges && !w.d.Docker.NoNewPrivileges {
 		w.at("docker.noNewPrivileges", "setuid programs may raise privileges inside the sandbox (docker.noNewPrivileges false)")
 	}
+	if w.applies(FieldUser) && w.d.User != w.base.User && w.base.User != "" && !rootUser(w.base.User) && (w.d.User == "" || rootUser(w.d.User)) {
+		what := "runs as root instead of " + w.base.User
+		if w.d.User == "" {
+			what = "runs as the template's own user instead of " + w.base.User + " (root for most images)"
+		}
+		w.at("user", what)
+	}
+}
+
+// rootUser reports whether a user: value names root (uid 0 or the name).
+func rootUser(u string) bool {
+	name, _, _ := strings.Cut(u, ":")
+	return name == "0" || name == "root"
 }
 
 // CommandApproved reports whether the user approved the host command of

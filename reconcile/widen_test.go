@@ -38,6 +38,26 @@ func TestWidenings(t *testing.T) {
 			widens: nil,
 		},
 		{
+			name:     "root instead of the approved user, from the local file",
+			caps:     dockerCaps(),
+			approved: func(sb *spec.Spec) { sb.User = "1000:1000" },
+			want:     []func(*spec.Spec){func(sb *spec.Spec) { sb.User = "0:0" }, from("user", local)},
+			widens:   []Widening{{Path: "user", What: "runs as root instead of 1000:1000", Origin: local.String(), FromSandbox: true}},
+		},
+		{
+			name:     "the template's user instead of the approved one",
+			caps:     sbxCaps(),
+			approved: func(sb *spec.Spec) { sb.User = "node" },
+			want:     []func(*spec.Spec){func(sb *spec.Spec) { sb.User = "" }},
+			widens:   []Widening{{Path: "user", What: "runs as the template's own user instead of node (root for most images)"}},
+		},
+		{
+			name:     "a user instead of root narrows",
+			caps:     dockerCaps(),
+			approved: func(sb *spec.Spec) { sb.User = "root" },
+			want:     []func(*spec.Spec){func(sb *spec.Spec) { sb.User = "1000" }},
+		},
+		{
 			name: "a host mount from the local file",
 			caps: sbxCaps(),
 			want: []func(*spec.Spec){

@@ -30,10 +30,19 @@ func (s *Schema) rows(b *strings.Builder, path string, obj map[string]any, seen 
 	}
 	sort.Strings(names)
 	if order, ok := obj["x-order"].([]any); ok {
-		names = names[:0]
+		// x-order first; a property it leaves out still gets its row.
+		var ordered []string
+		listed := map[string]bool{}
 		for _, o := range order {
-			names = append(names, fmt.Sprint(o))
+			ordered = append(ordered, fmt.Sprint(o))
+			listed[fmt.Sprint(o)] = true
 		}
+		for _, n := range names {
+			if !listed[n] {
+				ordered = append(ordered, n)
+			}
+		}
+		names = ordered
 	}
 	required := map[string]bool{}
 	if rs, ok := obj["required"].([]any); ok {

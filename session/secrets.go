@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/sbxhq/sbx/driver"
+	"github.com/sbxhq/sbx/driver/cliutil"
 	"github.com/sbxhq/sbx/driver/runner"
 	"github.com/sbxhq/sbx/reconcile"
 	"github.com/sbxhq/sbx/spec"
@@ -113,6 +114,19 @@ func (s *Session) ExecEnv(sp *spec.Spec, secrets reconcile.Secrets) map[string]s
 		env[k] = v
 	}
 	return env
+}
+
+// Exec runs argv in a sandbox of the session as sandbox.yaml says: as its
+// user, with the env a backend without stored env needs added to o.Env.
+func (s *Session) Exec(ctx context.Context, sp *spec.Spec, argv []string, o cliutil.ExecOptions) (int, error) {
+	ex, ok := s.Backend.(driver.Execer)
+	if !ok {
+		return 0, fmt.Errorf("the %s driver cannot run commands in a sandbox", s.Backend.Name())
+	}
+	if o.User == "" {
+		o.User = sp.User
+	}
+	return ex.Exec(ctx, sp.Name, argv, o)
 }
 
 func sortedNames[V any](m map[string]V) []string {

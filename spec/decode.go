@@ -38,6 +38,7 @@ func (st *state) decode(root *yaml.Node) *Spec {
 	} else if s.Agent != "" {
 		s.Name, s.NameDerived = DeriveName(s.Agent, s.Workspace.Path), true
 	}
+	st.user(root, s)
 	st.mounts(root, s)
 	s.Env = st.stringMap(root, "env", s)
 	st.secrets(root, s)
@@ -55,6 +56,35 @@ func (st *state) decode(root *yaml.Node) *Spec {
 		st.errorf(k, "resources.pids", "%d is too few under gVisor (docker.runtime runsc), whose own threads count against the limit: use at least %d", s.Resources.Pids, MinPidsGVisor)
 	}
 	return s
+}
+
+// user reads user:, resolving host to the uid:gid running sbx.
+func (st *state) user(root *yaml.Node, s *Spec) {
+	u, ok := st.str(root, "user", s)
+	if !ok || u != "host" {
+		s.User = u
+		return
+	}
+	hostUser := st.opts.HostUser
+	if hostUser == nil {
+		hostUser = HostUser
+	}
+	id, err := hostUser()
+	if err != nil {
+		_, v := lookupKey(root, "user")
+		st.errorf(v, "user", "host: %v; name the user or uid:gid instead", err)
+		return
+	}
+	s.User = id
+}
+
+// HostUser is the uid:gid of this process, for user: host.
+func HostUser() (string, error) {
+	uid, gid := os.Getuid(), os.Getgid()
+	if uid < 0 || gid < 0 {
+		return "", fmt.Errorf("this system has no uid and gid")
+	}
+	return fmt.Sprintf("%d:%d", uid, gid), nil
 }
 
 // scalar returns a scalar child of m and records its sensitivity.

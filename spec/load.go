@@ -28,6 +28,9 @@ type Options struct {
 	Offline bool
 	// NoLocal skips the sandbox.local.yaml overlay.
 	NoLocal bool
+	// HostUser is the uid:gid of the user running sbx, for user: host
+	// (default: this process's; an error where the OS has none).
+	HostUser func() (string, error)
 }
 
 // Result is what Load found.

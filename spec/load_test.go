@@ -156,3 +156,27 @@ func TestPromptRoot(t *testing.T) {
 		})
 	}
 }
+
+// TestUserHost: user: host is the uid:gid running sbx, resolved on load;
+// where the system has none, a diagnostic at the field says what to do.
+func TestUserHost(t *testing.T) {
+	dir := t.TempDir()
+	doc := []byte("version: 1\nagent: shell\nuser: host\nnetwork: {agentHosts: false}\n")
+	res, err := spec.Parse("sandbox.yaml", dir, doc, spec.Options{Schema: compile(t), Offline: true,
+		HostUser: func() (string, error) { return "1000:1001", nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Specs[0].User; got != "1000:1001" {
+		t.Errorf("user = %q, want the host's 1000:1001", got)
+	}
+	_, err = spec.Parse("sandbox.yaml", dir, doc, spec.Options{Schema: compile(t), Offline: true,
+		HostUser: func() (string, error) { return "", errors.New("this system has no uid and gid") }})
+	if err == nil || err.Error() != "sandbox.yaml:3:7: user: host: this system has no uid and gid; name the user or uid:gid instead" {
+		t.Errorf("error = %v", err)
+	}
+	_, err = spec.Parse("sandbox.yaml", dir, []byte("version: 1\nagent: shell\nuser: \"root; rm\"\nnetwork: {agentHosts: false}\n"), spec.Options{Schema: compile(t), Offline: true})
+	if err == nil || err.Error() != `sandbox.yaml:3:7: user: invalid value "root; rm": must be host, NAME, UID, NAME:GROUP or UID:GID` {
+		t.Errorf("error = %v", err)
+	}
+}

@@ -29,20 +29,23 @@ type Spec struct {
 	// Dir is the absolute directory of the base file.
 	Dir string `json:"dir"`
 
-	Name        string            `json:"name"`
-	NameDerived bool              `json:"nameDerived,omitempty"`
-	Agent       string            `json:"agent"`
-	Driver      string            `json:"driver"`
-	Template    Template          `json:"template"`
-	Workspace   Workspace         `json:"workspace"`
-	Mounts      []Mount           `json:"mounts,omitempty"`
-	Env         map[string]string `json:"env,omitempty"`
-	Secrets     map[string]Secret `json:"secrets,omitempty"`
-	Resources   Resources         `json:"resources"`
-	Ports       []Port            `json:"ports,omitempty"`
-	Network     Network           `json:"network"`
-	Docker      Docker            `json:"docker"`
-	Loop        *Loop             `json:"loop,omitempty"`
+	Name        string    `json:"name"`
+	NameDerived bool      `json:"nameDerived,omitempty"`
+	Agent       string    `json:"agent"`
+	Driver      string    `json:"driver"`
+	Template    Template  `json:"template"`
+	Workspace   Workspace `json:"workspace"`
+	// User is who the sandbox's processes run as ("" the template's own
+	// USER); "host" in the file is resolved to the uid:gid running sbx.
+	User      string            `json:"user,omitempty"`
+	Mounts    []Mount           `json:"mounts,omitempty"`
+	Env       map[string]string `json:"env,omitempty"`
+	Secrets   map[string]Secret `json:"secrets,omitempty"`
+	Resources Resources         `json:"resources"`
+	Ports     []Port            `json:"ports,omitempty"`
+	Network   Network           `json:"network"`
+	Docker    Docker            `json:"docker"`
+	Loop      *Loop             `json:"loop,omitempty"`
 	// Protect makes the sandbox's own declaration (every layer,
 	// sandbox.local.yaml, the prompt, the build context) and .git/config
 	// and .git/hooks read-only inside the sandbox, where the driver can

@@ -195,7 +195,7 @@ func (a *app) loopRun(ctx context.Context, t *target, maxIter int, ap *approval,
 	if err != nil {
 		return a.errorf("%v", err)
 	}
-	ex, ok := s.Backend.(driver.Execer)
+	_, ok := s.Backend.(driver.Execer)
 	if !ok {
 		return a.errorf("the %s driver cannot run commands in a sandbox", s.Backend.Name())
 	}
@@ -211,7 +211,7 @@ func (a *app) loopRun(ctx context.Context, t *target, maxIter int, ap *approval,
 		Sandbox: sp.Name, Agent: sp.Agent, Workspace: sp.Workspace.Path, Loop: l,
 		Env: s.ExecEnv(sp, secrets), Redact: redact,
 		Exec: execFunc(func(ctx context.Context, argv []string, o cliutil.ExecOptions) (int, error) {
-			return ex.Exec(ctx, sp.Name, argv, o)
+			return s.Exec(ctx, sp, argv, o)
 		}),
 		Control: loop.NewControl(dir, sp.Name),
 		Stdout:  a.stdout, Stderr: a.stderr,

@@ -50,8 +50,7 @@ func (a *app) shell(ctx context.Context, t *target, argv []string) int {
 	if err != nil {
 		return a.fail(err)
 	}
-	ex, ok := s.Backend.(driver.Execer)
-	if !ok {
+	if _, ok := s.Backend.(driver.Execer); !ok {
 		return a.errorf("the %s driver cannot run commands in a sandbox", s.Backend.Name())
 	}
 	secrets, err := s.Secrets(ctx, sp)
@@ -61,7 +60,7 @@ func (a *app) shell(ctx context.Context, t *target, argv []string) int {
 	if len(argv) == 0 {
 		argv = defaultShell
 	}
-	code, err := ex.Exec(ctx, sp.Name, argv, cliutil.ExecOptions{
+	code, err := s.Exec(ctx, sp, argv, cliutil.ExecOptions{
 		Interactive: true,
 		TTY:         isTerminal(a.stdin) && isTerminal(a.stdout),
 		Env:         s.ExecEnv(sp, secrets),

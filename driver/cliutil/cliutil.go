@@ -65,6 +65,8 @@ var ErrNotFound = errors.New("sandbox not found")
 type ExecOptions struct {
 	Interactive, TTY bool
 	Workdir          string
+	// User runs the command as this user (-u), "" as the sandbox's own.
+	User string
 	// Env is passed as -e NAME with the value only in the environment of
 	// the CLI process, never in argv: secrets, and on backends without
 	// stored env, the sandbox's env.
@@ -85,6 +87,9 @@ func ExecArgs(o ExecOptions) (flags, env []string) {
 	}
 	if o.Workdir != "" {
 		flags = append(flags, "-w", o.Workdir)
+	}
+	if o.User != "" {
+		flags = append(flags, "-u", o.User)
 	}
 	for _, k := range SortedKeys(o.Env) {
 		flags = append(flags, "-e", k)

@@ -184,6 +184,7 @@ type inspect struct {
 	Name   string
 	Config struct {
 		Image     string
+		User      string
 		Labels    map[string]string
 		OpenStdin bool
 		StdinOnce bool
@@ -219,7 +220,7 @@ func (d *Driver) Observe(ctx context.Context, names []string) (map[string]*recon
 		if in == nil {
 			continue
 		}
-		l := &reconcile.Live{Name: name, Exists: true, Status: in.State.Status, Template: in.Config.Image}
+		l := &reconcile.Live{Name: name, Exists: true, Status: in.State.Status, Template: in.Config.Image, User: in.Config.User}
 		if in.Config.Labels[LabelManaged] != "true" || in.Config.Labels[LabelSandbox] != name {
 			live[name] = l // a same-named container sbx did not create
 			continue
@@ -569,6 +570,9 @@ func (d *Driver) createObjects(ctx context.Context, sp *spec.Spec, rec *reconcil
 		sb = append(sb, "--runtime", sp.Docker.Runtime)
 	}
 	sb = append(sb, resourceArgs(sp)...)
+	if sp.User != "" {
+		sb = append(sb, "--user", sp.User)
+	}
 	if len(sp.Env) > 0 {
 		f, err := cliutil.EnvFile(sp.Env)
 		if err != nil {

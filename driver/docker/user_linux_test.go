@@ -1,0 +1,66 @@
+package docker
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestUser: user: runs the sandbox's processes, shell and loop as that
+// uid:gid, so what the agent writes into the workspace is that user's on
+// the host (not root's), and the egress proxy still serves it. Changing
+// it replaces the sandbox.
+func TestUser(t *testing.T) {
+	e := newLoopEnv(t, "e2e-user")
+	if err := os.Chmod(e.ws, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	write := func(user string) {
+		t.Helper()
+		doc := fmt.Sprintf(`version: 1
+name: %s
+agent: shell
+driver: docker
+template: %s
+user: "%s"
+network: {agentHosts: false, allow: [%s], blockCIDRs: [127.0.0.0/8]}
+loop:
+  prompt: PROMPT.md
+  maxIterations: 1
+  completion: {promise: DONE}
+  command: [sh, -c, 'id -u > loop-uid; echo "<promise>DONE</promise>"']
+`, e.name, testImage, user, env.webIP)
+		if err := os.WriteFile(filepath.Join(e.ws, "sandbox.yaml"), []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("4321:4321")
+	if out, code := e.sbx("apply", "-y", "--approve-widening"); code != 0 {
+		t.Fatalf("apply: exit %d\n%s", code, out)
+	}
+	out, code := e.sbx("shell", "--", "sh", "-c", "id -u; id -g; echo hi > by-agent; wget -q -O- http://"+env.webIP+":8080/")
+	if code != 0 || !strings.HasPrefix(out, "4321\n4321\n") || !strings.Contains(out, "hello-from-web") {
+		t.Fatalf("shell as the user (exit %d):\n%s", code, out)
+	}
+	fi, err := os.Stat(filepath.Join(e.ws, "by-agent"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || st.Uid != 4321 || st.Gid != 4321 {
+		t.Errorf("the agent's file is owned by %+v on the host, want 4321:4321", fi.Sys())
+	}
+	if out, code := e.sbx("loop", "-y"); code != 0 {
+		t.Fatalf("loop as the user: exit %d\n%s", code, out)
+	}
+	if uid, _ := os.ReadFile(filepath.Join(e.ws, "loop-uid")); strings.TrimSpace(string(uid)) != "4321" {
+		t.Errorf("the loop's agent ran as uid %q", uid)
+	}
+
+	write("4322:4322")
+	if out, _ := e.sbx("plan"); !strings.Contains(out, `~ user: "4321:4321" → "4322:4322"`) || !strings.Contains(out, "forces replacement") {
+		t.Errorf("plan of a user change:\n%s", out)
+	}
+}
