@@ -118,7 +118,7 @@ func (s *Schema) collect(ve *jsonschema.ValidationError, doc any, out *[]Error) 
 		allowed := s.propertiesAt(ve.SchemaURL)
 		for _, p := range k.Properties {
 			msg := fmt.Sprintf("unknown key %q", p)
-			if m := Suggest(p, allowed); m != "" {
+			if m := SuggestKey(p, allowed); m != "" {
 				msg += fmt.Sprintf(" (did you mean %q?)", m)
 			}
 			*out = append(*out, Error{Location: appendLoc(ve.InstanceLocation, p), Anchor: AtKey, Message: msg})

@@ -1,5 +1,47 @@
 package schema
 
+import "strings"
+
+// composeKeys maps the words of Docker Compose (and docker run) to where
+// sandbox.yaml says the same thing, so a file written from habit gets a
+// pointer instead of a bare "unknown key". A target applies where its first
+// element is a key allowed at that level of the file.
+var composeKeys = map[string][]string{
+	"environment":    {"env"},
+	"env_file":       {"env"},
+	"volumes":        {"mounts"},
+	"image":          {"template"},
+	"build":          {"template"},
+	"container_name": {"name"},
+	"working_dir":    {"workspace"},
+	"expose":         {"ports"},
+	"networks":       {"network"},
+	"network_mode":   {"network"},
+	"runtime":        {"docker.runtime"},
+	"security_opt":   {"docker.noNewPrivileges"},
+	"command":        {"loop.command"},
+	"entrypoint":     {"loop.command"},
+	"cpus":           {"resources.cpus"},
+	"cpu":            {"cpus", "resources.cpus"},
+	"mem_limit":      {"memory", "resources.memory"},
+	"memory":         {"resources.memory"},
+	"pids_limit":     {"pids", "resources.pids"},
+}
+
+// SuggestKey returns what to suggest for an unknown key where allowed are
+// the keys of its object: Compose's word for it, else a likely typo.
+func SuggestKey(key string, allowed []string) string {
+	for _, t := range composeKeys[strings.ToLower(key)] {
+		first, _, _ := strings.Cut(t, ".")
+		for _, a := range allowed {
+			if a == first {
+				return t
+			}
+		}
+	}
+	return Suggest(key, allowed)
+}
+
 // Suggest returns the candidate closest to s when it is close enough to be a
 // likely typo, or "".
 func Suggest(s string, candidates []string) string {

@@ -2,6 +2,7 @@ package spec
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -478,6 +479,56 @@ func (st *state) network(root *yaml.Node, s *Spec) {
 			s.Network.BlockCIDRs = append(s.Network.BlockCIDRs, p)
 		}
 	}
+	st.allowBlocked(n, s.Network.BlockCIDRs)
+}
+
+// allowBlocked reports an allow entry the proxy could never reach because
+// a blockCIDRs range covers it (an IP literal, or localhost): the allow
+// list reads as permission, but the block list wins, so the entry only
+// misleads the reader and the agent's failing requests would puzzle.
+func (st *state) allowBlocked(n *yaml.Node, blocked []netip.Prefix) {
+	_, list := lookupKey(n, "allow")
+	if list == nil || list.Kind != yaml.SequenceNode {
+		return
+	}
+	_, own := lookupKey(n, "blockCIDRs")
+	for i, e := range list.Content {
+		if e.Kind != yaml.ScalarNode || st.unresolved[e] {
+			continue
+		}
+		h, err := ParseHost(e.Value)
+		if err != nil {
+			continue
+		}
+		ips := []netip.Addr{h.IP}
+		if h.Name == "localhost" || strings.HasSuffix(h.Name, ".localhost") {
+			ips = []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("::1")}
+		}
+		b, ok := coveredBy(ips, blocked)
+		if !ok {
+			continue
+		}
+		how := "list network.blockCIDRs without it to reach " + e.Value
+		if own == nil {
+			how = "it is one of the default blockCIDRs; " + how
+		}
+		st.errorf(e, fmt.Sprintf("network.allow[%d]", i), "%s is inside blocked range %s, so the proxy never dials it (%s)", e.Value, b, how)
+	}
+}
+
+// coveredBy returns the first blocked range holding one of ips.
+func coveredBy(ips []netip.Addr, blocked []netip.Prefix) (netip.Prefix, bool) {
+	for _, ip := range ips {
+		if !ip.IsValid() {
+			continue
+		}
+		for _, b := range blocked {
+			if b.Contains(ip) || b.Contains(ip.Unmap()) {
+				return b, true
+			}
+		}
+	}
+	return netip.Prefix{}, false
 }
 
 // hosts parses a host pattern list into canonical, de-duplicated strings.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -112,7 +113,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	}
 	v := findVerb(name)
 	if v == nil {
-		if path, err := session.DockerSbx(a.driverEnv()); err == nil && !strings.HasPrefix(name, "-") {
+		if path, err := session.DockerSbx(a.driverEnv()); err == nil && !strings.HasPrefix(name, "-") && !a.nearMiss(name) {
 			return a.passThrough(ctx, path, args)
 		}
 		return a.unknown(name)
@@ -129,13 +130,39 @@ func findVerb(name string) *verb {
 	return nil
 }
 
-func (a *app) unknown(name string) int {
+// dockerVerbs are the commands of Docker's sbx seen in its help and in use
+// (../shared/reference/docker-sbx-evidence.md, docker-sandboxes-cli.md):
+// one of these is Docker's even when it is a near miss of one of ours.
+var dockerVerbs = []string{
+	"cp", "create", "daemon", "diagnose", "env", "exec", "inspect", "kit",
+	"list", "load", "login", "logout", "ls", "mount", "move", "netlog",
+	"policy", "ports", "prune", "reset", "rm", "run", "save", "secret",
+	"settings", "start", "stop", "template", "tui", "umount", "version",
+}
+
+// nearMiss reports whether name is a misspelling of one of sbx's own verbs
+// (sbx aply) rather than a verb of Docker's sbx: those stop here with a
+// suggestion instead of reaching Docker's CLI, where "aply" would be an
+// error about a command the user never meant.
+func (a *app) nearMiss(name string) bool {
+	if slices.Contains(dockerVerbs, name) {
+		return false
+	}
+	return schema.Suggest(name, verbNames()) != ""
+}
+
+func verbNames() []string {
 	var names []string
 	for _, v := range verbs() {
 		if !v.hidden {
 			names = append(names, v.name)
 		}
 	}
+	return names
+}
+
+func (a *app) unknown(name string) int {
+	names := verbNames()
 	msg := fmt.Sprintf("sbx: unknown command %q", name)
 	if s := schema.Suggest(name, names); s != "" {
 		msg += fmt.Sprintf(" (did you mean %q?)", s)
@@ -170,8 +197,64 @@ func (v *verb) printHelp(w io.Writer) {
 		fmt.Fprintf(w, "\n%s\n", strings.TrimSpace(v.help))
 	}
 	if fs := v.flags(); fs.HasFlags() {
-		fmt.Fprintf(w, "\nFlags:\n%s", fs.FlagUsages())
+		fmt.Fprintf(w, "\nFlags:\n%s", flagUsages(fs))
 	}
+}
+
+// longFlags accepts Terraform's single-dash spelling of long flags
+// (-auto-approve, -detailed-exitcode, -out=FILE): an argument before "--"
+// whose name after one dash is a long flag of the verb gets the second
+// dash pflag wants. Shorthand clusters (-y) are not long flag names and
+// pass unchanged.
+func longFlags(fs *pflag.FlagSet, args []string) []string {
+	out := make([]string, 0, len(args))
+	for i, arg := range args {
+		if arg == "--" {
+			return append(out, args[i:]...)
+		}
+		name, _, _ := strings.Cut(strings.TrimPrefix(arg, "-"), "=")
+		if strings.HasPrefix(arg, "-") && !strings.HasPrefix(arg, "--") && len(name) > 1 && fs.Lookup(name) != nil {
+			arg = "-" + arg
+		}
+		out = append(out, arg)
+	}
+	return out
+}
+
+// flagUsages lists a verb's flags as Docker's CLIs do: a boolean flag is
+// written bare (pflag 1.1 adds "[=true|false]" to every one), a flag with a
+// value names it, and a non-zero default is shown.
+func flagUsages(fs *pflag.FlagSet) string {
+	type row struct{ left, usage string }
+	var rows []row
+	width := 0
+	fs.VisitAll(func(f *pflag.Flag) {
+		if f.Hidden {
+			return
+		}
+		left := "      --" + f.Name
+		if f.Shorthand != "" {
+			left = "  -" + f.Shorthand + ", --" + f.Name
+		}
+		varname, usage := pflag.UnquoteUsage(f)
+		if f.Value.Type() != "bool" && varname != "" {
+			left += " " + varname
+		}
+		if d := f.DefValue; d != "" && d != "false" && d != "0" && d != "[]" && d != "0s" {
+			if f.Value.Type() == "string" {
+				usage += fmt.Sprintf(" (default %q)", d)
+			} else {
+				usage += " (default " + d + ")"
+			}
+		}
+		rows = append(rows, row{left, usage})
+		width = max(width, len(left))
+	})
+	var b strings.Builder
+	for _, r := range rows {
+		fmt.Fprintf(&b, "%-*s   %s\n", width, r.left, r.usage)
+	}
+	return b.String()
 }
 
 func (v *verb) flags() *pflag.FlagSet {
@@ -187,7 +270,7 @@ func (v *verb) flags() *pflag.FlagSet {
 func (a *app) parse(v *verb, fs *pflag.FlagSet, args []string) (code int, ok bool) {
 	fs.SetOutput(io.Discard)
 	help := fs.BoolP("help", "h", false, "show this help")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(longFlags(fs, args)); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			v.printHelp(a.stdout)
 			return exitOK, false

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -29,5 +30,33 @@ func TestReadmePresets(t *testing.T) {
 		if got := strings.TrimSpace(cells[2]); got != want {
 			t.Errorf("README preset %s:\n got %s\nwant %s", name, got, want)
 		}
+	}
+}
+
+// TestReadmeInstall: the README's first command builds the binary every
+// driver accepts (static: the docker driver refuses a dynamic one) and
+// names the Go version go.mod needs.
+func TestReadmeInstall(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod, err := os.ReadFile("../../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	goVersion := regexp.MustCompile(`(?m)^go (\d+\.\d+)`).FindSubmatch(mod)
+	if goVersion == nil {
+		t.Fatal("go.mod has no go directive")
+	}
+	intro := regexp.MustCompile(`(?s)Install and run it on a real example \((.*?)\):\n\n    ([^\n]*)\n`).FindSubmatch(readme)
+	if intro == nil {
+		t.Fatal("README has no install line")
+	}
+	if want := "Go " + string(goVersion[1]) + "+"; !strings.Contains(string(intro[1]), want) {
+		t.Errorf("README's install line says %q; go.mod needs %s", intro[1], want)
+	}
+	if cmd := string(intro[2]); !strings.HasPrefix(cmd, "CGO_ENABLED=0 go install ") {
+		t.Errorf("README's install command %q does not build the static binary the docker driver needs", cmd)
 	}
 }

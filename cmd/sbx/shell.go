@@ -96,7 +96,13 @@ func netlogVerb() *verb {
 				if !ok {
 					return a.errorf("the %s driver has no network log", s.Backend.Name())
 				}
-				if err := nl.NetLog(ctx, sp.Name, *asJSON, *follow, a.stdout); err != nil && !errors.Is(err, context.Canceled) {
+				err = nl.NetLog(ctx, sp.Name, *asJSON, *follow, a.stdout)
+				if *follow && ctx.Err() != nil {
+					// Ctrl-C or SIGTERM is how --follow ends: whatever
+					// read was in flight failing then is no error.
+					return exitOK
+				}
+				if err != nil && !errors.Is(err, context.Canceled) {
 					return a.errorf("%v", err)
 				}
 				return exitOK

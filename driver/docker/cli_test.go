@@ -1,9 +1,14 @@
 package docker
 
 import (
+	"bufio"
+	"bytes"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -49,6 +54,7 @@ func TestCLIWorkflow(t *testing.T) {
 	if out := run(0, "netlog", "--json"); !strings.Contains(out, `"decision":"deny"`) {
 		t.Errorf("netlog --json:\n%s", out)
 	}
+	followEndsQuietly(t, e.cmd("netlog", "--follow"), "deny  GET "+web)
 
 	id := containerIDOf(t, containerName(e.name))
 	local(env.webIP)
@@ -142,4 +148,36 @@ func TestApplyShowsLongSteps(t *testing.T) {
 		t.Errorf("the plan does not show the pull:\n%s", out)
 	}
 	// TestTemplateMissing covers the failed pull itself.
+}
+
+// followEndsQuietly starts cmd (a "netlog --follow"), waits for a line
+// containing want, sends SIGTERM as a service manager or "timeout" would,
+// and wants it to end quietly: exit 0, nothing on stderr.
+func followEndsQuietly(t *testing.T, cmd *exec.Cmd, want string) {
+	t.Helper()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(out)
+	seen := false
+	for !seen && sc.Scan() {
+		seen = strings.Contains(sc.Text(), want)
+	}
+	if !seen {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("netlog --follow ended before printing %q: %v\n%s", want, sc.Err(), stderr.String())
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	go io.Copy(io.Discard, out)
+	err = cmd.Wait()
+	if err != nil || stderr.Len() > 0 {
+		t.Errorf("netlog --follow on SIGTERM: %v, stderr %q; want exit 0 and no message", err, stderr.String())
+	}
 }
