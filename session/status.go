@@ -2,6 +2,17 @@ package session
 
 import "github.com/sbxhq/sbx/reconcile"
 
+// StatusFormat is the format_version of `sbx status --json`
+// (docs/status-json.md).
+const StatusFormat = "1"
+
+// StatusReport is the document `sbx status --json` prints.
+type StatusReport struct {
+	FormatVersion string   `json:"format_version"`
+	Sandboxes     []Status `json:"sandboxes"`
+	Errors        []string `json:"errors"`
+}
+
 // Status is one declared sandbox as `sbx status` reports it.
 type Status struct {
 	Name   string `json:"name"`
@@ -14,6 +25,15 @@ type Status struct {
 	State   string           `json:"state"`
 	Pending int              `json:"pending_changes"`
 	Drift   []reconcile.Diff `json:"drift"`
+}
+
+// Report is Status as the versioned document of `sbx status --json`.
+func (s *Session) Report() StatusReport {
+	rows, errs := s.Status()
+	if rows == nil {
+		rows = []Status{}
+	}
+	return StatusReport{FormatVersion: StatusFormat, Sandboxes: rows, Errors: errs}
 }
 
 // Status reports each declared sandbox, and the plan's errors.

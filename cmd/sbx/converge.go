@@ -328,10 +328,10 @@ func statusVerb() *verb {
 }
 
 func (a *app) status(s *session.Session, asJSON bool) int {
-	rows, errs := s.Status()
 	if asJSON {
-		return a.writeJSON(map[string]any{"sandboxes": rows, "errors": errs})
+		return a.writeJSON(s.Report())
 	}
+	rows, errs := s.Status()
 	for _, r := range rows {
 		live := "not created"
 		if r.Exists {

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"os"
+	"reflect"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/sbxhq/sbx/session"
+)
+
+// TestJSONDocs keeps each documented JSON format and its Go types in step:
+// every field the type marshals has a row in the doc, and every row names
+// a field of one of the types, so neither can change alone.
+func TestJSONDocs(t *testing.T) {
+	tests := []struct {
+		doc   string
+		types []any
+	}{
+		{"status-json.md", []any{session.StatusReport{}, session.Status{}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.doc, func(t *testing.T) {
+			data, err := os.ReadFile("../../docs/" + tt.doc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var fields []string
+			for _, v := range tt.types {
+				fields = append(fields, jsonFields(reflect.TypeOf(v))...)
+			}
+			sort.Strings(fields)
+			if diff := cmp.Diff(fields, documentedFields(string(data))); diff != "" {
+				t.Errorf("docs/%s rows vs the Go types' JSON fields (-types +doc):\n%s", tt.doc, diff)
+			}
+		})
+	}
+}
+
+// jsonFields lists the JSON names a struct type marshals.
+func jsonFields(t reflect.Type) []string {
+	var out []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch name {
+		case "-":
+			continue
+		case "":
+			name = f.Name
+		}
+		out = append(out, name)
+	}
+	return out
+}
+
+var docRow = regexp.MustCompile("(?m)^\\| (`[^|]+) \\|")
+
+// documentedFields lists the field names in the first cell of a doc's
+// table rows ("| `a`, `b` | type | meaning |"), sorted, without the
+// header.
+func documentedFields(doc string) []string {
+	var out []string
+	for _, m := range docRow.FindAllStringSubmatch(doc, -1) {
+		for _, name := range strings.Split(m[1], ",") {
+			name = strings.Trim(strings.TrimSpace(name), "`")
+			if name != "field" {
+				out = append(out, name)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
