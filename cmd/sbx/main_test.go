@@ -51,9 +51,9 @@ func TestScripts(t *testing.T) {
 			others = append(others, f)
 		}
 	}
-	t.Run("default", func(t *testing.T) { testscript.Run(t, scriptParams(others, "")) })
+	t.Run("default", func(t *testing.T) { testscript.Run(t, scriptParams(t, others, "")) })
 	for _, v := range sbxVersions {
-		t.Run("sbx-"+v, func(t *testing.T) { testscript.Run(t, scriptParams(sbxFiles, v)) })
+		t.Run("sbx-"+v, func(t *testing.T) { testscript.Run(t, scriptParams(t, sbxFiles, v)) })
 	}
 }
 
@@ -61,7 +61,11 @@ func TestScripts(t *testing.T) {
 // default). SBX_NOINPUT tells argvCmd whether that sbx has --no-input.
 // The condition [sbx:X.Y.Z] holds when that sbx is X.Y.Z or newer, for
 // the few commands that differ by version.
-func scriptParams(files []string, version string) testscript.Params {
+//
+// The scripts' work directories live in t's temporary directory, removed
+// with it: testscript's own (go-test-script* in $TMPDIR) is left behind
+// whenever -run selects only some of the scripts.
+func scriptParams(t *testing.T, files []string, version string) testscript.Params {
 	v, err := fakecli.ParseVersion(version)
 	if version == "" {
 		v, err = fakecli.ParseVersion(fakesbx.DefaultVersion)
@@ -74,7 +78,8 @@ func scriptParams(files []string, version string) testscript.Params {
 		noInput = "1"
 	}
 	return testscript.Params{
-		Files: files,
+		Files:       files,
+		WorkdirRoot: t.TempDir(),
 		Condition: func(cond string) (bool, error) {
 			min, ok := strings.CutPrefix(cond, "sbx:")
 			if !ok {
