@@ -98,12 +98,16 @@ func (d *Driver) createCalls(sp *spec.Spec, rec *reconcile.Record) ([]reconcile.
 	}
 	tmpl := templateImage(sp, buildHash(sp, rec))
 	n := sp.Name
+	pull := ""
+	if sp.Template.Checkpoint != "" {
+		pull = " --pull never"
+	}
 	desc := strings.Join([]string{
 		"remove anything labelled " + LabelSandbox + "=" + n + " (what a create cut short left)",
 		"docker build sbx-egress:<hash of this sbx>, FROM scratch, unless present",
 		"docker volume create " + volumeName(n, "sock") + " (tmpfs, 1 MiB) and " + volumeName(n, "policy"),
 		"docker run --detach --interactive --name " + egressName(n) + " … __egress-proxy --control (the policy of sandbox.yaml)",
-		"docker create --name " + containerName(n) + " --network none … " + tmpl + " __sandbox-init",
+		"docker create --name " + containerName(n) + " --network none" + pull + " … " + tmpl + " __sandbox-init",
 		"docker start " + containerName(n),
 	}, "\n")
 	return []reconcile.Call{{Desc: desc, Run: func(ctx context.Context) error { return d.create(ctx, sp, rec) }}}, nil
