@@ -144,7 +144,7 @@ func TestPlan(t *testing.T) {
 			applied: baseSpec(),
 			live:    asIs,
 			want:    fromCheckpoint,
-			steps:   []StepKind{StepStop, StepRemove, StepCreate, StepVerify, StepRecord},
+			steps:   replaceSteps,
 		},
 		{
 			name:    "restore_from_checkpoint_on_sbx",
@@ -165,7 +165,7 @@ func TestPlan(t *testing.T) {
 			name:  "create_from_checkpoint",
 			caps:  dockerCaps(),
 			want:  fromCheckpoint,
-			steps: []StepKind{StepCreate, StepVerify, StepRecord},
+			steps: []StepKind{StepCreate, StepSetNetwork, StepVerify, StepRecord},
 		},
 		{
 			name:    "checkpoint_changed_outside_sbx_on_docker",
@@ -173,7 +173,7 @@ func TestPlan(t *testing.T) {
 			applied: changed(fromCheckpoint),
 			live:    func(l *Live) *Live { l.Checkpoint = "other"; return l },
 			want:    fromCheckpoint,
-			steps:   []StepKind{StepStop, StepRemove, StepCreate, StepVerify, StepRecord},
+			steps:   replaceSteps,
 		},
 		{
 			name:    "stopped_is_not_drift_on_sbx",
