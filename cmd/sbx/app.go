@@ -73,6 +73,7 @@ func verbs() []*verb {
 		lsVerb(),
 		stopVerb(),
 		startVerb(),
+		checkpointVerb(),
 		loopVerb(),
 		shellVerb(),
 		netlogVerb(),
