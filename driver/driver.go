@@ -15,6 +15,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/sbxhq/sbx/checkpoint"
 	"github.com/sbxhq/sbx/driver/cliutil"
 	"github.com/sbxhq/sbx/driver/runner"
 	"github.com/sbxhq/sbx/reconcile"
@@ -100,4 +101,36 @@ type TemplateChecker interface {
 // and writes a redacted report (sbx doctor --probe).
 type Prober interface {
 	Probe(ctx context.Context, w io.Writer) error
+}
+
+// Lister lists the sandboxes the backend itself marks as sbx's (the docker
+// driver's labels), for sbx ls. On backends without labels the records in
+// the state directory are the only marker.
+type Lister interface {
+	Managed(ctx context.Context) ([]string, error)
+}
+
+// Checkpointer keeps checkpoints of sandboxes on the backend (package
+// checkpoint): a sandbox's filesystem, without its workspace or its
+// secrets, saved as the image checkpoint.Ref(name), from which a sandbox
+// whose template.checkpoint names it is created. sbx's record of each
+// checkpoint is its catalog, not the backend's images.
+type Checkpointer interface {
+	// CheckpointCalls are the backend calls that save the sandbox, as
+	// Observe saw it (live), as checkpoint cp, leaving it running if it
+	// ran (or saying, in a call's Desc, that it stays stopped). output,
+	// when set, is a private path where the backend also writes the
+	// checkpoint's image archive as it saves it.
+	CheckpointCalls(cp checkpoint.Checkpoint, live *reconcile.Live, output string) ([]reconcile.Call, error)
+	// Checkpoints lists the checkpoints the backend holds, by name.
+	Checkpoints(ctx context.Context) (map[string]checkpoint.Image, error)
+	// RemoveCheckpoint removes a checkpoint's image; one already gone is
+	// not an error.
+	RemoveCheckpoint(ctx context.Context, name string) error
+	// ExportCheckpoint writes a checkpoint's image archive (docker save's
+	// layout) to w.
+	ExportCheckpoint(ctx context.Context, name string, w io.Writer) error
+	// ImportCheckpoint loads an archive checkpoint.Sanitize wrote, at a
+	// private path, as checkpoint name.
+	ImportCheckpoint(ctx context.Context, name, archive string) error
 }

@@ -88,6 +88,10 @@ type Config struct {
 	Control *Control
 	Stdout  io.Writer
 	Stderr  io.Writer
+	// Checkpoint, when set, saves the sandbox as a checkpoint
+	// (loop.checkpoint): when is the iteration it comes before ("3") or
+	// "done" when the run completed.
+	Checkpoint func(ctx context.Context, runID, when string) error
 }
 
 // Record is one iteration in records.jsonl. Files counts the paths the
@@ -214,6 +218,9 @@ func (r *loopRun) run(ctx context.Context) *Result {
 		case runCtx.Err() != nil:
 			return ended(StateBudget, fmt.Sprintf("maxDuration %s spent", l.MaxDuration), i-1)
 		}
+		if l.Checkpoint.When == spec.CheckpointEveryIteration {
+			r.checkpoint(ctx, fmt.Sprint(i))
+		}
 		rec, err := r.iteration(ctx, runCtx, i, command)
 		switch {
 		case err != nil && ctx.Err() != nil:
@@ -249,12 +256,26 @@ func (r *loopRun) run(ctx context.Context) *Result {
 		}
 		switch {
 		case done:
+			if w := l.Checkpoint.When; w == spec.CheckpointOnComplete || w == spec.CheckpointEveryIteration {
+				r.checkpoint(ctx, "done")
+			}
 			return ended(StateCompleted, fmt.Sprintf("complete after %d iteration(s)", i), i)
 		case trip != "":
 			return ended(StateBreaker, trip, i)
 		case i >= l.MaxIterations:
 			return ended(StateMaxIterations, fmt.Sprintf("reached maxIterations (%d) without completing", l.MaxIterations), i)
 		}
+	}
+}
+
+// checkpoint saves the sandbox (Config.Checkpoint); a failure is said and
+// the run goes on: a checkpoint is a convenience, not a bound.
+func (r *loopRun) checkpoint(ctx context.Context, when string) {
+	if r.cfg.Checkpoint == nil || ctx.Err() != nil {
+		return
+	}
+	if err := r.cfg.Checkpoint(ctx, r.status.RunID, when); err != nil {
+		fmt.Fprintf(r.cfg.Stderr, "sbx loop: checkpoint (%s) failed, the run goes on: %v\n", when, err)
 	}
 }
 

@@ -20,6 +20,9 @@ type Constraints struct {
 	HostIPNeedsPort bool
 	// Agents the backend cannot run, with why.
 	Agents map[string]string
+	// NoCheckpoints, when set, says why the backend cannot save or
+	// restore checkpoints (template.checkpoint).
+	NoCheckpoints string
 }
 
 // Problem is one thing a sandbox asks of a backend that the backend
@@ -45,6 +48,9 @@ func Check(sb *spec.Spec, caps Caps) []Problem {
 	unsupported(FieldTemplateBuild, "template.build", sb.Template.Build != nil)
 	unsupported(FieldMounts, "mounts", len(sb.Mounts) > 0)
 	c := caps.Constraints
+	if c.NoCheckpoints != "" && sb.Template.Checkpoint != "" {
+		ps = append(ps, Problem{Path: "template.checkpoint", Message: c.NoCheckpoints})
+	}
 	if why, ok := c.Agents[sb.Agent]; ok {
 		ps = append(ps, Problem{Path: "agent", Message: why})
 	}

@@ -66,15 +66,19 @@ type Live struct {
 	Stopped bool `json:"stopped,omitempty"`
 	// User is who the sandbox's processes run as, where the backend keeps
 	// it ("" the image's own).
-	User      string         `json:"user,omitempty"`
-	Agent     string         `json:"agent,omitempty"`
-	Template  string         `json:"template,omitempty"`
-	Workspace spec.Workspace `json:"workspace"`
-	Mounts    []spec.Mount   `json:"mounts,omitempty"`
-	Ports     []spec.Port    `json:"ports,omitempty"`
-	Network   LiveNetwork    `json:"network"`
-	Resources spec.Resources `json:"resources"`
-	Runtime   string         `json:"runtime,omitempty"`
+	User     string `json:"user,omitempty"`
+	Agent    string `json:"agent,omitempty"`
+	Template string `json:"template,omitempty"`
+	// Checkpoint is the checkpoint the sandbox was made from, where the
+	// backend keeps that with the sandbox (the docker driver's label);
+	// Template is then "".
+	Checkpoint string         `json:"checkpoint,omitempty"`
+	Workspace  spec.Workspace `json:"workspace"`
+	Mounts     []spec.Mount   `json:"mounts,omitempty"`
+	Ports      []spec.Port    `json:"ports,omitempty"`
+	Network    LiveNetwork    `json:"network"`
+	Resources  spec.Resources `json:"resources"`
+	Runtime    string         `json:"runtime,omitempty"`
 	// NoNewPrivileges, Protect and Hardening are the docker driver's
 	// safeguards as the sandbox was created: no-new-privileges, the
 	// declaration mounted read-only, and the version of its defaults

@@ -124,7 +124,10 @@ type SandboxChange struct {
 	// Widenings are what the change gives the sandbox beyond what was
 	// last approved; apply -y refuses them without --approve-widening.
 	Widenings []Widening `json:"widenings,omitempty"`
-	Steps     []Step     `json:"steps"`
+	// FromCheckpoint names the checkpoint a create or replace makes the
+	// sandbox from (template.checkpoint).
+	FromCheckpoint string `json:"from_checkpoint,omitempty"`
+	Steps          []Step `json:"steps"`
 }
 
 // WidensEgress reports whether the change lets the sandbox reach more.
@@ -338,6 +341,7 @@ func planOne(d Desired, live *Live, rec *Record, caps Caps) (*SandboxChange, []s
 	pl.scalar(FieldAgent, "agent", sb.Agent, l.Agent, rc.Agent)
 	pl.scalar(FieldTemplate, "template.image", sb.Template.Image, l.Template, rc.Template.Image)
 	pl.scalar(FieldUser, "user", sb.User, l.User, rc.User)
+	pl.scalar(FieldTemplate, "template.checkpoint", sb.Template.Checkpoint, l.Checkpoint, rc.Template.Checkpoint)
 	buildChanged := false
 	if live != nil && rec != nil && d.BuildHash != rec.BuildHash {
 		buildChanged = true
@@ -435,6 +439,9 @@ func planOne(d Desired, live *Live, rec *Record, caps Caps) (*SandboxChange, []s
 				c.Reasons = append(c.Reasons, r)
 			}
 		}
+	}
+	if live == nil || len(forcing) > 0 {
+		c.FromCheckpoint = sb.Template.Checkpoint
 	}
 	switch {
 	case live == nil:

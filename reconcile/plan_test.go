@@ -54,7 +54,7 @@ func desiredOf(t *testing.T, sb *spec.Spec) Desired {
 func liveOf(sb *spec.Spec, caps Caps) *Live {
 	l := &Live{
 		Name: sb.Name, Exists: true, Status: "running", Agent: sb.Agent,
-		Template: sb.Template.Image, Workspace: sb.Workspace,
+		Template: sb.Template.Image, Checkpoint: sb.Template.Checkpoint, Workspace: sb.Workspace,
 		Mounts: append([]spec.Mount(nil), sb.Mounts...), Ports: append([]spec.Port(nil), sb.Ports...),
 		Resources: effectiveResources(sb.Resources, caps.Defaults), Runtime: sb.Docker.Runtime,
 		NoNewPrivileges: sb.Docker.NoNewPrivileges, Protect: sb.Protect, Hardening: caps.Hardening,
@@ -137,6 +137,43 @@ func TestPlan(t *testing.T) {
 			live:    func(l *Live) *Live { l.Stopped, l.Status = true, "exited"; return l },
 			want:    allowAdd,
 			steps:   []StepKind{StepSetNetwork, StepStart, StepVerify, StepRecord},
+		},
+		{
+			name:    "restore_from_checkpoint_on_docker",
+			caps:    dockerCaps(),
+			applied: baseSpec(),
+			live:    asIs,
+			want:    fromCheckpoint,
+			steps:   replaceSteps,
+		},
+		{
+			name:    "restore_from_checkpoint_on_sbx",
+			caps:    sbxCaps(),
+			applied: baseSpec(),
+			live:    asIs,
+			want:    fromCheckpoint,
+			steps:   replaceSteps,
+		},
+		{
+			name:    "restored_checkpoint_is_no_change_on_docker",
+			caps:    dockerCaps(),
+			applied: changed(fromCheckpoint),
+			live:    asIs,
+			want:    fromCheckpoint,
+		},
+		{
+			name:  "create_from_checkpoint",
+			caps:  dockerCaps(),
+			want:  fromCheckpoint,
+			steps: []StepKind{StepCreate, StepSetNetwork, StepVerify, StepRecord},
+		},
+		{
+			name:    "checkpoint_changed_outside_sbx_on_docker",
+			caps:    dockerCaps(),
+			applied: changed(fromCheckpoint),
+			live:    func(l *Live) *Live { l.Checkpoint = "other"; return l },
+			want:    fromCheckpoint,
+			steps:   replaceSteps,
 		},
 		{
 			name:    "stopped_is_not_drift_on_sbx",
@@ -438,6 +475,8 @@ func TestPlan(t *testing.T) {
 		})
 	}
 }
+
+func fromCheckpoint(sb *spec.Spec) { sb.Template = spec.Template{Checkpoint: "before-refactor"} }
 
 func withBuild(sb *spec.Spec) {
 	sb.Template = spec.Template{Image: "myorg/agent:1", Build: &spec.Build{Context: "/src/api/.sandbox", Dockerfile: "Dockerfile"}}

@@ -423,6 +423,25 @@ func (s *Store) read(path string) (*Record, error) {
 	return &r, nil
 }
 
+// Names lists the sandboxes of a driver that have a record, sorted.
+func (s *Store) Names(driver string) ([]string, error) {
+	entries, err := os.ReadDir(filepath.Join(s.Dir, "records", driver))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, e := range entries {
+		if n, ok := strings.CutSuffix(e.Name(), ".json"); ok && e.Type().IsRegular() && !strings.HasPrefix(n, ".") {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
 // Records returns the records of the named sandboxes that have one.
 func (s *Store) Records(driver string, names []string) (map[string]*Record, error) {
 	out := map[string]*Record{}

@@ -176,6 +176,9 @@ func (r *renderer) sandbox(c *SandboxChange) {
 	switch c.Action {
 	case ActionCreate:
 		header, sym = "will be created", "  +"
+		if c.FromCheckpoint != "" {
+			header = fmt.Sprintf("will be created from checkpoint %q", c.FromCheckpoint)
+		}
 	case ActionUpdate:
 		header, sym = "will be updated in-place", "  ~"
 		if c.Adopt {
@@ -186,6 +189,9 @@ func (r *renderer) sandbox(c *SandboxChange) {
 		}
 	case ActionReplace:
 		header, sym = "must be replaced", "-/+"
+		if c.FromCheckpoint != "" {
+			header = fmt.Sprintf("must be replaced from checkpoint %q", c.FromCheckpoint)
+		}
 	case ActionDestroy:
 		header, sym = "will be destroyed", "  -"
 		if c.Deleted {

@@ -256,6 +256,14 @@ func (w *widener) hostVars() {
 
 func (w *widener) template() {
 	d, b := w.d.Template, w.base.Template
+	if d.Checkpoint != "" {
+		// A checkpoint is a whole filesystem, perhaps another sandbox's or
+		// one imported from a file: another template.
+		if d.Checkpoint != b.Checkpoint {
+			w.at("template.checkpoint", "template from checkpoint "+d.Checkpoint)
+		}
+		return
+	}
 	if d.Build == nil {
 		if d.Image != b.Image || b.Build != nil {
 			img := d.Image

@@ -66,8 +66,9 @@ type Session struct {
 	Live    map[string]*reconcile.Live
 	Records map[string]*reconcile.Record
 
-	env   driver.Env
-	locks []*reconcile.Lock
+	env      driver.Env
+	stateDir string
+	locks    []*reconcile.Lock
 }
 
 // NoFileError is a directory tree with no sandbox file.
@@ -175,7 +176,7 @@ func Open(ctx context.Context, opts Options) (*Session, error) {
 	if len(problems) > 0 {
 		return nil, &CheckError{Problems: problems}
 	}
-	s := &Session{Specs: res.Specs, Backend: chosen.Backend, Entry: chosen.Entry, Version: chosen.Identity.Version, env: opts.Env}
+	s := &Session{Specs: res.Specs, Backend: chosen.Backend, Entry: chosen.Entry, Version: chosen.Identity.Version, env: opts.Env, stateDir: opts.StateDir}
 	if s.Store, err = reconcile.OpenStore(opts.StateDir); err != nil {
 		return nil, err
 	}
@@ -296,6 +297,7 @@ func (s *Session) approved(name string) (*reconcile.Record, error) {
 // Plan decides what apply would do, with the backend calls of each step.
 func (s *Session) Plan(adopt bool) (*reconcile.Changes, error) {
 	p := reconcile.Plan(s.Desired, s.Live, s.Records, s.Backend.Caps(), reconcile.Options{Adopt: adopt, DriverVersion: s.Version})
+	s.checkRestores(p)
 	return p, s.prepare(p)
 }
 

@@ -245,6 +245,18 @@ func (st *state) template(root *yaml.Node, s *Spec) {
 		s.Template.Image = t.Value
 	case t.Kind == yaml.MappingNode:
 		s.Template.Image, _ = st.str(t, "image", s, "template")
+		if v, path, ok := st.scalar(t, "checkpoint", s, "template"); ok {
+			s.Template.Checkpoint = v.Value
+			if k, _ := lookupKey(t, "image"); k != nil {
+				st.errorf(k, "template.image", "cannot be combined with template.checkpoint: a checkpoint is the whole filesystem the sandbox starts from")
+			}
+			if k, _ := lookupKey(t, "build"); k != nil {
+				st.errorf(k, "template.build", "cannot be combined with template.checkpoint: a checkpoint is the whole filesystem the sandbox starts from")
+			}
+			if !st.unresolved[v] && !CheckpointNameRE.MatchString(v.Value) {
+				st.errorf(v, path, "invalid checkpoint name %q: 1 to 128 letters, digits, underscores, periods and hyphens, starting with a letter or digit", v.Value)
+			}
+		}
 		_, b := lookupKey(t, "build")
 		if b == nil || b.Kind != yaml.MappingNode {
 			return
@@ -583,6 +595,18 @@ func (st *state) loop(root *yaml.Node, s *Spec) {
 	}
 	loop.Command, _ = st.strings(l, "command")
 	loop.Ephemeral = st.boolean(l, "ephemeral", false)
+	loop.Checkpoint = LoopCheckpoint{When: CheckpointNever, Keep: DefaultCheckpointKeep}
+	if _, c := lookupKey(l, "checkpoint"); c != nil {
+		switch c.Kind {
+		case yaml.ScalarNode:
+			loop.Checkpoint.When = c.Value
+		case yaml.MappingNode:
+			if w, ok := st.str(c, "when", s, "loop.checkpoint"); ok {
+				loop.Checkpoint.When = w
+			}
+			loop.Checkpoint.Keep = st.integer(c, "keep", DefaultCheckpointKeep)
+		}
+	}
 	if s.Agent == "shell" && len(loop.Command) == 0 {
 		st.errorf(lk, "loop.command", "required when agent is shell: sbx has no default command for a plain shell")
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/netip"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -157,10 +158,14 @@ func (s *Spec) Writable(path string) bool {
 	return false
 }
 
-// Template is the image the sandbox starts from, or how to build it.
+// Template is the image the sandbox starts from, how to build it, or the
+// checkpoint to restore.
 type Template struct {
 	Image string `json:"image,omitempty"`
 	Build *Build `json:"build,omitempty"`
+	// Checkpoint names a checkpoint (sbx checkpoint) the sandbox is made
+	// from; Image and Build are empty then.
+	Checkpoint string `json:"checkpoint,omitempty"`
 }
 
 // Build describes a template image built from a Dockerfile.
@@ -237,11 +242,36 @@ type Loop struct {
 	Breaker          Breaker       `json:"breaker"`
 	Command          []string      `json:"command,omitempty"`
 	Ephemeral        bool          `json:"ephemeral,omitempty"`
+	// Checkpoint says when a run checkpoints the sandbox.
+	Checkpoint LoopCheckpoint `json:"checkpoint"`
 	// PromptRoot is the directory the prompt is read within, so that a
 	// symlink put in its place cannot lead outside it: the workspace when
 	// it holds the prompt, else the sandbox file's directory.
 	PromptRoot string `json:"-"`
 }
+
+// LoopCheckpoint says when a run checkpoints its sandbox (When: one of
+// the CheckpointNever… constants) and how many of the sandbox's loop
+// checkpoints are kept.
+type LoopCheckpoint struct {
+	When string `json:"when"`
+	Keep int    `json:"keep"`
+}
+
+// When a loop checkpoints its sandbox (loop.checkpoint).
+const (
+	CheckpointNever          = "never"
+	CheckpointOnComplete     = "onComplete"
+	CheckpointEveryIteration = "everyIteration"
+)
+
+// DefaultCheckpointKeep is how many loop checkpoints of a sandbox are kept
+// when loop.checkpoint does not say.
+const DefaultCheckpointKeep = 3
+
+// CheckpointNameRE is the rule for checkpoint names: an image tag's, which
+// is what every backend stores a checkpoint under, 1–128 characters.
+var CheckpointNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
 
 // Completion says when the loop is done: the promise printed and/or every
 // verify command passing.

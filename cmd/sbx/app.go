@@ -43,6 +43,10 @@ type verb struct {
 	usage   string // after "sbx NAME"
 	help    string // paragraphs after the usage line
 	hidden  bool
+	// dockerForm, when set, recognises Docker's own use of the verb's
+	// name (`sbx stop NAME`, `sbx ls -q`), which runs Docker's sbx when
+	// it is installed: sbx keeps every Docker verb working.
+	dockerForm func(args []string) bool
 	// setup registers the verb's flags on a fresh flag set and returns the
 	// function that runs it with the remaining arguments.
 	setup func(fs *pflag.FlagSet) runFunc
@@ -67,6 +71,10 @@ func verbs() []*verb {
 		applyVerb(),
 		destroyVerb(),
 		statusVerb(),
+		lsVerb(),
+		stopVerb(),
+		startVerb(),
+		checkpointVerb(),
 		loopVerb(),
 		shellVerb(),
 		netlogVerb(),
@@ -117,6 +125,11 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 			return a.passThrough(ctx, path, args)
 		}
 		return a.unknown(name)
+	}
+	if v.dockerForm != nil && v.dockerForm(args[1:]) {
+		if path, err := session.DockerSbx(a.driverEnv()); err == nil {
+			return a.passThrough(ctx, path, args)
+		}
 	}
 	return v.run(ctx, a, args[1:])
 }

@@ -22,6 +22,8 @@ func TestJSONDocs(t *testing.T) {
 		types []any
 	}{
 		{"status-json.md", []any{session.StatusReport{}, session.Status{}}},
+		{"ls-json.md", []any{session.Listing{}, session.Listed{}}},
+		{"checkpoint-json.md", []any{checkpointsDoc{}, session.SavedCheckpoint{}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.doc, func(t *testing.T) {
@@ -41,7 +43,8 @@ func TestJSONDocs(t *testing.T) {
 	}
 }
 
-// jsonFields lists the JSON names a struct type marshals.
+// jsonFields lists the JSON names a struct type marshals (unexported and
+// embedded-pointer subtleties aside, which these types do not use).
 func jsonFields(t reflect.Type) []string {
 	var out []string
 	for i := range t.NumField() {
@@ -50,6 +53,10 @@ func jsonFields(t reflect.Type) []string {
 			continue
 		}
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct {
+			out = append(out, jsonFields(f.Type)...) // promoted, as encoding/json does
+			continue
+		}
 		switch name {
 		case "-":
 			continue

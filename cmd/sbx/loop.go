@@ -219,6 +219,18 @@ func (a *app) loopRun(ctx context.Context, t *target, maxIter int, ap *approval,
 	if h, ok := s.Backend.(driver.Helper); ok {
 		cfg.Group = loop.HelperGrouper{Binary: h.SandboxHelper()}
 	}
+	if l.Checkpoint.When != spec.CheckpointNever {
+		cfg.Checkpoint = func(ctx context.Context, runID, when string) error {
+			cp, pruned, err := s.LoopCheckpoint(ctx, sp, runID, when, l.Checkpoint.Keep)
+			if cp != nil {
+				fmt.Fprintf(a.stderr, "sbx loop: saved checkpoint %q\n", cp.Name)
+			}
+			if len(pruned) > 0 {
+				fmt.Fprintf(a.stderr, "sbx loop: removed older loop checkpoints %s (keep: %d)\n", strings.Join(pruned, ", "), l.Checkpoint.Keep)
+			}
+			return err
+		}
+	}
 	if dc, ok := s.Backend.(driver.DenialCounter); ok {
 		cfg.Denials = denialFunc(func(ctx context.Context, since, until time.Time) (int, error) {
 			return dc.Denials(ctx, sp.Name, since, until)

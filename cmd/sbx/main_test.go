@@ -110,8 +110,9 @@ func scriptParams(t *testing.T, files []string, version string) testscript.Param
 }
 
 // argvCmd prints a fake CLI's argv log (one JSON array per line) as one
-// shell-quoted command per line, with $WORK and temporary env-file names
-// and the loop's per-iteration pid files replaced so scripts can cmp the
+// shell-quoted command per line, with $WORK and temporary env-file names,
+// the loop's per-iteration pid files and the private archives of
+// checkpoints ($ARCHIVE) replaced so scripts can cmp the
 // exact, ordered commands sbx issued:
 //
 //	argv sbx.log
@@ -128,6 +129,7 @@ func argvCmd(ts *testscript.TestScript, neg bool, args []string) {
 	work := ts.Getenv("WORK")
 	expectNoInput := ts.Getenv("SBX_NOINPUT") == "1"
 	tmpEnv := regexp.MustCompile(`^.*/sbx-env-[0-9]+$`)
+	archive := regexp.MustCompile(`^.*/sbx-(checkpoint|import)-[0-9]+/checkpoint\.tar$`)
 	pidfile := regexp.MustCompile(`^/tmp/sbx-loop-[0-9TZ]+-[0-9a-f]+-([0-9]+)\.pid$`)
 	for _, line := range strings.Split(strings.TrimSpace(data), "\n") {
 		if line == "" {
@@ -152,6 +154,7 @@ func argvCmd(ts *testscript.TestScript, neg bool, args []string) {
 		for i, a := range argv {
 			a = strings.ReplaceAll(a, work, "$WORK")
 			a = pidfile.ReplaceAllString(a, "$$PIDFILE$1")
+			a = archive.ReplaceAllString(a, "$$ARCHIVE")
 			argv[i] = tmpEnv.ReplaceAllString(a, "$$ENVFILE")
 		}
 		ts.Stdout().Write([]byte(strings.Join(argv, " ") + "\n"))
@@ -165,14 +168,14 @@ func changes(argv []string) bool {
 		return false
 	}
 	switch argv[0] {
-	case "create", "stop", "rm":
+	case "create", "stop", "rm", "run":
 		return true
 	case "ports":
 		return slices.Contains(argv, "--publish") || slices.Contains(argv, "--unpublish")
 	case "policy":
 		return len(argv) > 1 && (argv[1] == "allow" || argv[1] == "deny" || argv[1] == "rm")
 	case "template":
-		return len(argv) > 1 && argv[1] == "load"
+		return len(argv) > 1 && (argv[1] == "load" || argv[1] == "save" || argv[1] == "rm")
 	}
 	return false
 }

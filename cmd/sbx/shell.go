@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/spf13/pflag"
 
@@ -47,6 +48,9 @@ func (a *app) one(ctx context.Context, t *target) (*session.Session, *spec.Spec,
 
 func (a *app) shell(ctx context.Context, t *target, argv []string) int {
 	s, sp, err := a.one(ctx, t)
+	if err == nil {
+		err = s.Runnable(sp)
+	}
 	if err != nil {
 		return a.fail(err)
 	}
@@ -95,6 +99,14 @@ func netlogVerb() *verb {
 				nl, ok := s.Backend.(driver.NetLogger)
 				if !ok {
 					return a.errorf("the %s driver has no network log", s.Backend.Name())
+				}
+				var stopped *session.StoppedError
+				if err := s.Runnable(sp); errors.As(err, &stopped) {
+					if *follow {
+						return a.errorf("%v", err)
+					}
+					// The log up to the stop is still there to read.
+					fmt.Fprintf(a.stderr, "sbx: %v; its log up to then follows\n", err)
 				}
 				err = nl.NetLog(ctx, sp.Name, *asJSON, *follow, a.stdout)
 				if *follow && ctx.Err() != nil {

@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/url"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/sbxhq/sbx/driver/buildctx"
 	"github.com/sbxhq/sbx/driver/cliutil"
@@ -43,23 +46,20 @@ func (d *Driver) Calls(s reconcile.Step, sp *spec.Spec, live *reconcile.Live) ([
 		args := append([]string{d.opts.Docker}, buildctx.DockerArgs(sp.Template.Build, templateImage(sp, hash))...)
 		return []reconcile.Call{cliutil.StreamedCall(d.opts.Runner, args)}, nil
 	case reconcile.StepStop:
-		args := []string{d.opts.Docker, "stop", "--time", "5", containerName(name), egressName(name)}
-		c := d.command(args)
-		run := c.Run
-		c.Run = func(ctx context.Context) error {
-			var re *runner.Error
-			if err := run(ctx); err != nil && !(errors.As(err, &re) && strings.Contains(re.Stderr, "No such")) {
-				return err
-			}
-			return nil
-		}
-		return []reconcile.Call{c}, nil
+		sb, eg := containerName(name), egressName(name)
+		return []reconcile.Call{{
+			Desc: fmt.Sprintf("stop %s and %s together, SIGKILL after 5 s (Engine API POST /containers/NAME/stop?t=5, as docker stop --time 5)", sb, eg),
+			Run:  func(ctx context.Context) error { return d.containers(ctx, "stop", url.Values{"t": {"5"}}, sb, eg) },
+		}}, nil
 	case reconcile.StepStart:
 		// Either may start first: the sandbox's helper dials the proxy's
 		// socket per connection, and the tmpfs volume they share is
-		// mounted while either runs. docker start of a running container
-		// does nothing.
-		return []reconcile.Call{d.command([]string{d.opts.Docker, "start", egressName(name), containerName(name)})}, nil
+		// mounted while either runs.
+		sb, eg := containerName(name), egressName(name)
+		return []reconcile.Call{{
+			Desc: fmt.Sprintf("start %s and %s together (Engine API POST /containers/NAME/start, as docker start)", eg, sb),
+			Run:  func(ctx context.Context) error { return d.containers(ctx, "start", nil, eg, sb) },
+		}}, nil
 	case reconcile.StepRemove:
 		return []reconcile.Call{{Desc: "remove the containers, then the volumes, labelled " + LabelSandbox + "=" + name + " (Engine API)",
 			Run: func(ctx context.Context) error { return d.remove(ctx, name) }}}, nil
@@ -86,6 +86,34 @@ func (d *Driver) command(argv []string) reconcile.Call {
 	}}
 }
 
+// containers stops or starts containers concurrently, as `docker stop A B`
+// and `docker start A B` do, one Engine API request each (the daemon's
+// ContainerStop and ContainerStart: 204 done, 304 already so, 404 no
+// such container). Going to the API rather than the docker CLI saves a
+// CLI start per call, most of what sbx would add to the raw command.
+// Stopping a container that is gone is done; starting one is an error.
+func (d *Driver) containers(ctx context.Context, action string, q url.Values, names ...string) error {
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, n := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := d.api.do(ctx, http.MethodPost, "/containers/"+url.PathEscape(n)+"/"+action, q, nil, "")
+			var ae *apiError
+			switch {
+			case errors.As(err, &ae) && ae.Status == http.StatusNotModified:
+				err = nil
+			case action == "stop" && notFound(err):
+				err = nil
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
 // createCalls make the sandbox from nothing: what a create cut short left
 // is removed, the proxy's image made once per sbx binary, the volumes
 // created, the proxy started with the policy in force from its first
@@ -99,7 +127,11 @@ func (d *Driver) createCalls(sp *spec.Spec, rec *reconcile.Record) ([]reconcile.
 	tmpl := templateImage(sp, buildHash(sp, rec))
 	n := sp.Name
 	var lines []string
-	if sp.Template.Build == nil {
+	pull := ""
+	switch {
+	case sp.Template.Checkpoint != "":
+		pull = " --pull never"
+	case sp.Template.Build == nil:
 		lines = append(lines, "docker pull "+tmpl+", unless present (its progress shown)")
 	}
 	lines = append(lines,
@@ -107,7 +139,7 @@ func (d *Driver) createCalls(sp *spec.Spec, rec *reconcile.Record) ([]reconcile.
 		"docker build sbx-egress:<hash of this sbx>, FROM scratch, unless present",
 		"docker volume create "+volumeName(n, "sock")+" (tmpfs, 1 MiB) and "+volumeName(n, "policy"),
 		"docker run --detach --interactive --name "+egressName(n)+" … __egress-proxy --control (the policy of sandbox.yaml)",
-		"docker create --name "+containerName(n)+" --network none … "+tmpl+" __sandbox-init",
+		"docker create --name "+containerName(n)+" --network none"+pull+" … "+tmpl+" __sandbox-init",
 		"docker start "+containerName(n),
 	)
 	desc := strings.Join(lines, "\n")

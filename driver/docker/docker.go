@@ -28,6 +28,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sbxhq/sbx/checkpoint"
 	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/driver/buildctx"
 	"github.com/sbxhq/sbx/driver/cliutil"
@@ -168,6 +169,9 @@ func volumeName(name, role string) string {
 // templateImage is the image a sandbox runs: the template's image, or the
 // tag sbx gives a built template (named by its content hash).
 func templateImage(sp *spec.Spec, hash string) string {
+	if sp.Template.Checkpoint != "" {
+		return checkpoint.Ref(sp.Template.Checkpoint)
+	}
 	if sp.Template.Image != "" {
 		return sp.Template.Image
 	}
@@ -185,6 +189,7 @@ type inspect struct {
 	Config struct {
 		Image     string
 		User      string
+		Env       []string
 		Labels    map[string]string
 		OpenStdin bool
 		StdinOnce bool
@@ -230,6 +235,10 @@ func (d *Driver) Observe(ctx context.Context, names []string) (map[string]*recon
 			// A template sbx built and tagged by content: the file names no
 			// image; the build hash in the record tracks it.
 			l.Template = ""
+		}
+		if cp := in.Config.Labels[LabelCheckpoint]; cp != "" {
+			// Made from a checkpoint: the file names it, not an image.
+			l.Checkpoint, l.Template = cp, ""
 		}
 		l.Agent = in.Config.Labels["dev.sbx.agent"]
 		if rec := in.Config.Labels[LabelRecord]; rec != "" {
@@ -491,7 +500,8 @@ func (d *Driver) create(ctx context.Context, sp *spec.Spec, rec *reconcile.Recor
 		}
 	}
 	tmpl := templateImage(sp, hash)
-	if sp.Template.Build == nil {
+	// A checkpoint is a local image sbx made: never pulled.
+	if sp.Template.Build == nil && sp.Template.Checkpoint == "" {
 		if err := d.pull(ctx, tmpl); err != nil {
 			return err
 		}
@@ -537,14 +547,21 @@ func (d *Driver) createObjects(ctx context.Context, sp *spec.Spec, rec *reconcil
 	sb = append(sb, "--label", "dev.sbx.agent="+sp.Agent, "--label", labelWS+"="+sp.Workspace.Path,
 		"--label", labelHardening+"="+Hardening,
 		"--label", labelProtect+"="+strconv.FormatBool(sp.Protect),
-		"--label", labelProtected+"="+string(protected))
+		"--label", labelProtected+"="+string(protected),
+		// Always set, so that a checkpoint image's own label never shows
+		// through.
+		"--label", LabelCheckpoint+"="+sp.Template.Checkpoint)
+	// The record label is always set, so that an image's own never shows
+	// through (checkpoint images have it emptied, imported ones removed).
+	recLabel := ""
 	if rec != nil {
 		data, err := json.Marshal(rec)
 		if err != nil {
 			return err
 		}
-		sb = append(sb, "--label", LabelRecord+"="+string(data))
+		recLabel = string(data)
 	}
+	sb = append(sb, "--label", LabelRecord+"="+recLabel)
 	sb = append(sb, "--network", "none", "--hostname", sp.Name, "--restart", "unless-stopped",
 		"--entrypoint", helperPath,
 		"-v", d.opts.Binary+":"+helperPath+":ro",
@@ -581,6 +598,11 @@ func (d *Driver) createObjects(ctx context.Context, sp *spec.Spec, rec *reconcil
 		defer os.Remove(f)
 		sb = append(sb, "--env-file", f)
 	}
+	if sp.Template.Checkpoint != "" {
+		// A checkpoint is this daemon's image or nothing: never a
+		// registry's image that happens to have its name.
+		sb = append(sb, "--pull", "never")
+	}
 	sb = append(sb, tmpl, "__sandbox-init", "--socket", socketPath)
 	// The proxy starts while the sandbox container is created: neither
 	// needs the other until the sandbox starts. (Nothing returns before
@@ -599,6 +621,9 @@ func (d *Driver) createObjects(ctx context.Context, sp *spec.Spec, rec *reconcil
 	if err != nil {
 		var re *runner.Error
 		if errors.As(err, &re) && (strings.Contains(re.Stderr, "Unable to find image") || strings.Contains(re.Stderr, "pull access denied") || strings.Contains(re.Stderr, "No such image")) {
+			if sp.Template.Checkpoint != "" {
+				return fmt.Errorf("checkpoint %q is not on this machine ('sbx checkpoint ls' lists them; 'sbx checkpoint import' loads one): %v", sp.Template.Checkpoint, err)
+			}
 			return fmt.Errorf("template image %s is not on this machine and cannot be pulled (build it, or docker pull it where a registry is reachable): %v", tmpl, err)
 		}
 		return err

@@ -215,6 +215,23 @@ func (e *engine) imageExists(ctx context.Context, ref string) (bool, error) {
 	return err == nil, err
 }
 
+// inspectImage returns an image's details; nil when the daemon has no
+// such image.
+func (e *engine) inspectImage(ctx context.Context, ref string) (*imageInfo, error) {
+	data, err := e.do(ctx, http.MethodGet, "/images/"+ref+"/json", nil, nil, "")
+	if notFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var img imageInfo
+	if err := json.Unmarshal(data, &img); err != nil {
+		return nil, fmt.Errorf("inspecting image %s: %v", ref, err)
+	}
+	return &img, nil
+}
+
 // readFile copies one file out of a container, running or not; nil when
 // the container or the file does not exist.
 func (e *engine) readFile(ctx context.Context, container, path string) ([]byte, error) {

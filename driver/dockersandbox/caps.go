@@ -4,13 +4,20 @@ import (
 	"github.com/sbxhq/sbx/reconcile"
 )
 
+// noCheckpoints says why the plugin keeps no checkpoints: `docker sandbox
+// save SANDBOX TAG` loads the image into the host's Docker (§1.2), and the
+// plugin no longer creates a sandbox from a local image
+// (--load-local-template is gone since Desktop 4.61, §5.2), so a saved
+// image could not be restored.
+const noCheckpoints = "the docker-sandbox backend cannot restore checkpoints: docker sandbox save puts the image in the host's Docker, and the plugin no longer creates sandboxes from local images (docker-sandboxes-cli.md §1.2, §5.2); use the sbx or docker driver"
+
 // Capabilities is the table of the docker-sandbox driver (the Docker
 // Desktop plugin), from docker-sandboxes-cli.md §3.2, §3.5 and §4.2: ls
 // --json reports agent and workspaces only, and the proxy configuration's
 // field names are undocumented, so the network is compared with the record.
 func Capabilities() reconcile.Caps {
 	const d = "docker-sandbox"
-	return reconcile.Caps{Driver: d, Constraints: reconcile.Constraints{MountsAtSource: true}, Fields: map[reconcile.Field]reconcile.Cap{
+	return reconcile.Caps{Driver: d, Constraints: reconcile.Constraints{MountsAtSource: true, NoCheckpoints: noCheckpoints}, Fields: map[reconcile.Field]reconcile.Cap{
 		reconcile.FieldAgent:           reconcile.ReplaceCap(d, "the agent", true),
 		reconcile.FieldTemplate:        reconcile.ReplaceCap(d, "the template", false),
 		reconcile.FieldTemplateBuild:   {Mode: reconcile.Unsupported, Reason: "the docker-sandbox backend cannot use template.build (the plugin no longer loads local images); push the image and name it in template.image, or use the sbx or docker driver"},
@@ -28,7 +35,10 @@ func Capabilities() reconcile.Caps {
 		reconcile.FieldNoNewPrivileges: reconcile.DockerOnlyCap("docker.noNewPrivileges"),
 		reconcile.FieldProtect:         {Mode: reconcile.Ignored, Reason: "the docker-sandbox backend cannot mount the declaration read-only; sbx flags every widening it causes instead"},
 		reconcile.FieldHardening:       {Mode: reconcile.Ignored},
-		reconcile.FieldStatus:          {Mode: reconcile.Ignored, Reason: "the docker sandbox plugin has no start command; sbx shell and sbx loop run in the sandbox as the plugin does"},
-		reconcile.FieldUser:            {Mode: reconcile.PerExec, Reason: "sbx passes the user to each exec (docker sandbox exec -u)"},
+		// The plugin has stop but no start (§1.2, noStart): a stopped
+		// sandbox is left as it is, and exec runs in it as the plugin
+		// does.
+		reconcile.FieldStatus: {Mode: reconcile.Ignored, Reason: "the docker sandbox plugin has no start command (docker-sandboxes-cli.md §1.2: create, exec, ls, network, reset, rm, run, save, stop, version): a stopped sandbox is not drift; sbx shell and sbx loop run in it as the plugin's exec does"},
+		reconcile.FieldUser:   {Mode: reconcile.PerExec, Reason: "sbx passes the user to each exec (docker sandbox exec -u)"},
 	}}
 }

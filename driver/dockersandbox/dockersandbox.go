@@ -179,11 +179,21 @@ func (d *Driver) Observe(ctx context.Context, names []string) (map[string]*recon
 	return live, nil
 }
 
+// noStart says why the plugin cannot start a sandbox: its command tree is
+// create, exec, ls, network, reset, rm, run, save, stop and version
+// (docker-sandboxes-cli.md §1.2, data/cli/sandbox @bd033fc0), with no
+// start; `run SANDBOX` attaches the agent, and its -d is hidden "for
+// testing". Its exec runs in a stopped sandbox as the plugin does (the
+// fake starts it first; UNCONFIRMED for the plugin).
+const noStart = "the docker sandbox plugin has no start command (its commands are create, exec, ls, network, reset, rm, run, save, stop and version: docker-sandboxes-cli.md §1.2); 'sbx shell' and 'sbx loop' run in the sandbox as its exec does, and 'docker sandbox run NAME' starts it with the agent attached"
+
 // Calls turns a step into the plugin's commands (§1.2).
 func (d *Driver) Calls(s reconcile.Step, sb *spec.Spec, live *reconcile.Live) ([]reconcile.Call, error) {
 	switch s.Kind {
 	case reconcile.StepStop:
 		return []reconcile.Call{cliutil.IgnoreNotFound(d.cli.Call("stop", s.Sandbox))}, nil
+	case reconcile.StepStart:
+		return nil, errors.New(noStart)
 	case reconcile.StepRemove:
 		return []reconcile.Call{cliutil.IgnoreNotFound(d.cli.Call("rm", s.Sandbox))}, nil
 	case reconcile.StepCreate:

@@ -20,6 +20,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sbxhq/sbx/checkpoint"
 	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/driver/cliutil"
 	"github.com/sbxhq/sbx/driver/runner"
@@ -371,6 +372,53 @@ func lifecycle(t *testing.T, h Harness) {
 			if code, err := ex.Exec(context.Background(), w.name, []string{"true"}, cliutil.ExecOptions{}); err != nil || code != 0 {
 				t.Errorf("exec after start: code %d, err %v", code, err)
 			}
+		}
+	})
+
+	t.Run("checkpoint", func(t *testing.T) {
+		cpr, ok := d.(driver.Checkpointer)
+		if !ok {
+			t.Skipf("the driver keeps no checkpoints (%s)", caps.Constraints.NoCheckpoints)
+		}
+		ctx := context.Background()
+		cp := checkpoint.Checkpoint{Name: h.Name(t, "conform-cp"), Driver: d.Name(), Sandbox: w.name,
+			Kind: checkpoint.KindManual, Origin: checkpoint.OriginCreated}
+		cp.Image = checkpoint.Ref(cp.Name)
+		t.Cleanup(func() { cpr.RemoveCheckpoint(context.Background(), cp.Name) })
+		calls, err := cpr.CheckpointCalls(cp, w.observe()[w.name], "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range calls {
+			if err := c.Run(ctx); err != nil {
+				t.Fatalf("checkpoint: %s: %v", c.Desc, err)
+			}
+		}
+		if h.Commands != nil {
+			h.Commands()
+		}
+		if l := w.observe()[w.name]; l == nil || !l.Exists {
+			t.Fatal("the sandbox is gone after a checkpoint")
+		}
+		cps, err := cpr.Checkpoints(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := cps[cp.Name]; !ok {
+			t.Fatalf("Checkpoints does not list %s after saving it: %v", cp.Name, cps)
+		}
+		if err := cpr.RemoveCheckpoint(ctx, cp.Name); err != nil {
+			t.Fatal(err)
+		}
+		cps, err = cpr.Checkpoints(ctx)
+		if _, still := cps[cp.Name]; err != nil || still {
+			t.Errorf("after RemoveCheckpoint, Checkpoints: %v, %v", cps, err)
+		}
+		if err := cpr.RemoveCheckpoint(ctx, cp.Name); err != nil {
+			t.Errorf("removing a checkpoint already gone: %v", err)
+		}
+		if h.Commands != nil {
+			h.Commands()
 		}
 	})
 

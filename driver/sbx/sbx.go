@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sbxhq/sbx/checkpoint"
 	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/driver/buildctx"
 	"github.com/sbxhq/sbx/driver/cliutil"
@@ -192,6 +193,8 @@ func (d *Driver) Calls(s reconcile.Step, sb *spec.Spec, live *reconcile.Live) ([
 		// A stopped sandbox is normal (sbx stops idle ones itself), and
 		// stopping it again is harmless.
 		return []reconcile.Call{cliutil.IgnoreNotFound(d.call(true, "stop", s.Sandbox))}, nil
+	case reconcile.StepStart:
+		return d.startCalls(s.Sandbox)
 	case reconcile.StepRemove:
 		return []reconcile.Call{cliutil.IgnoreNotFound(d.call(true, "rm", "--force", s.Sandbox))}, nil
 	case reconcile.StepCreate:
@@ -220,7 +223,10 @@ func (d *Driver) createCalls(sb *spec.Spec) ([]reconcile.Call, error) {
 	args := []string{"create", "--name", sb.Name}
 	if img := templateImage(sb); img != "" {
 		args = append(args, "--template", img)
-		if sb.Template.Build != nil {
+		if sb.Template.Build != nil || sb.Template.Checkpoint != "" {
+			// Built and loaded, or saved: in sbx's own image store,
+			// never a registry's (`create --pull never -t TAG`,
+			// evidence §3.1).
 			args = append(args, "--pull", "never")
 		}
 	}
@@ -263,6 +269,9 @@ func (d *Driver) createCalls(sb *spec.Spec) ([]reconcile.Call, error) {
 // templateImage is the image to create from: the template's image, or the
 // tag sbx gives a built one.
 func templateImage(sb *spec.Spec) string {
+	if sb.Template.Checkpoint != "" {
+		return checkpoint.Ref(sb.Template.Checkpoint)
+	}
 	if sb.Template.Image != "" {
 		return sb.Template.Image
 	}

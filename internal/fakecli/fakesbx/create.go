@@ -307,8 +307,8 @@ func (a *app) create(args []string) error {
 // sandbox when it does not exist and attaches (the fake runs no agent).
 // -d/--detached prints the ID and keeps the sandbox running after sessions
 // end ("detached excluded" from auto-stop, 0.23.0; for an existing sandbox
-// since 0.47.0, evidence §3.2); otherwise it settles as auto-stop leaves
-// it.
+// only since 0.47.0, evidence §3.2); otherwise it settles as auto-stop
+// leaves it.
 func (a *app) run(args []string) error {
 	fs := fakecli.Flags("run")
 	o := a.createFlags(fs)
@@ -341,6 +341,7 @@ func (a *app) run(args []string) error {
 		if o.name != "" {
 			sb = st.Find(o.name)
 		}
+		existed := sb != nil
 		if sb == nil {
 			if agent == "" {
 				if o.name != "" {
@@ -367,7 +368,12 @@ func (a *app) run(args []string) error {
 		switch {
 		case *rm:
 			st.Remove(sb.Name)
-		case *detach:
+		case *detach && (!existed || a.Version.AtLeast(vCaptured)):
+			// A sandbox this run creates detached keeps running (0.23.0,
+			// "detached excluded" from auto-stop); an existing one only
+			// from 0.47.0 ("run -d on an existing sandbox keeps it
+			// running", evidence §3.2). Before, it starts and stops
+			// itself again when idle, as after any session.
 			sb.Detached = true
 		default:
 			a.settle(sb)

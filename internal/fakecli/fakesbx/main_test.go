@@ -254,6 +254,20 @@ func TestAutoStop(t *testing.T) {
 	if got := status(""); got != "aa=stopped bb=running cc=stopped" {
 		t.Errorf("after exec, run -d and stop: %s", got)
 	}
+	// run -d --name of an existing sandbox keeps it running from 0.47.0
+	// (evidence §3.2); before, it stops itself again when idle (where idle
+	// sandboxes stop, 0.43.0 on).
+	w.Steps(t, []step{
+		{Args: "stop aa", Stdout: "Sandbox 'aa' stopped; state preserved. Restart with: sbx run --name aa\n"},
+		{Args: "run -d --name aa", Env: at("0.45.0"), Stdout: "0540ff68-afd1-435b-a6d4-f15510a13fd7\n"},
+	})
+	if got := status(""); got != "aa=stopped bb=running cc=stopped" {
+		t.Errorf("after run -d of an existing sandbox at 0.45.0: %s", got)
+	}
+	w.Steps(t, []step{{Args: "run -d --name aa", Env: at("0.47.0"), Stdout: "0540ff68-afd1-435b-a6d4-f15510a13fd7\n"}})
+	if got := status(""); got != "aa=running bb=running cc=stopped" {
+		t.Errorf("after run -d of an existing sandbox at 0.47.0: %s", got)
+	}
 }
 
 // TestTemplates: save needs a stopped sandbox; the image is listed and can
