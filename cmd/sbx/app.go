@@ -82,6 +82,7 @@ func verbs() []*verb {
 		initVerb(),
 		schemaVerb(),
 		doctorVerb(),
+		completionVerb(),
 		versionVerb(),
 	}
 }

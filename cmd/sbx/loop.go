@@ -290,5 +290,6 @@ func hiddenVerbs() map[string]func(ctx context.Context, a *app, args []string) i
 		"__sandbox-init": func(ctx context.Context, a *app, args []string) int {
 			return egress.InitMain(ctx, args, a.stderr)
 		},
+		"__complete": completeMain,
 	}
 }
