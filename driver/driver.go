@@ -70,9 +70,34 @@ type Execer interface {
 // every exec.
 type EnvPerExec interface{ EnvPerExec() bool }
 
-// NetLogger shows a sandbox's network log.
+// NetLogger reads a sandbox's network log.
 type NetLogger interface {
-	NetLog(ctx context.Context, name string, asJSON, follow bool, w io.Writer) error
+	// NetLog calls emit with each entry, oldest first as the backend
+	// orders them; with follow it goes on with new ones until ctx ends
+	// (a backend that cannot follow says so instead).
+	NetLog(ctx context.Context, name string, follow bool, emit func(NetEntry) error) error
+}
+
+// NetEntry is one entry of a sandbox's network log in sbx's terms, the
+// same on every backend: `sbx netlog --json` prints these
+// (docs/netlog-json.md). Host, Method, Reason and Rule can hold what the
+// agent asked for: untrusted text.
+type NetEntry struct {
+	// Time is the backend's timestamp, as it writes it (RFC 3339 on the
+	// docker driver); for an aggregate entry, when it was last seen.
+	Time   string `json:"time"`
+	Method string `json:"method,omitempty"`
+	Host   string `json:"host"`
+	Port   int    `json:"port,omitempty"`
+	// Decision is allow, deny or error (the request could not be served:
+	// a name that does not resolve, a refused dial).
+	Decision string `json:"decision"`
+	Reason   string `json:"reason,omitempty"`
+	Rule     string `json:"rule,omitempty"`
+	// Count and Since are set where the backend aggregates requests to a
+	// host (Docker's sbx): how many since when.
+	Count int    `json:"count,omitempty"`
+	Since string `json:"since,omitempty"`
 }
 
 // DenialCounter counts the requests a sandbox's egress denied in a time

@@ -24,6 +24,7 @@ func TestJSONDocs(t *testing.T) {
 		{"status-json.md", []any{session.StatusReport{}, session.Status{}}},
 		{"ls-json.md", []any{session.Listing{}, session.Listed{}}},
 		{"checkpoint-json.md", []any{checkpointsDoc{}, session.SavedCheckpoint{}}},
+		{"netlog-json.md", []any{netlogLine{}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.doc, func(t *testing.T) {
@@ -68,19 +69,28 @@ func jsonFields(t reflect.Type) []string {
 	return out
 }
 
-var docRow = regexp.MustCompile("(?m)^\\| (`[^|]+) \\|")
+var docRow = regexp.MustCompile("^\\| (`[^|]+) \\|")
 
-// documentedFields lists the field names in the first cell of a doc's
-// table rows ("| `a`, `b` | type | meaning |"), sorted, without the
-// header.
+// documentedFields lists the field names in the first cell of the rows of
+// a doc's field tables (those headed "| field |"): "| `a`, `b` | type |
+// meaning |", sorted.
 func documentedFields(doc string) []string {
 	var out []string
-	for _, m := range docRow.FindAllStringSubmatch(doc, -1) {
+	inTable := false
+	for _, line := range strings.Split(doc, "\n") {
+		switch {
+		case strings.HasPrefix(line, "| field |"):
+			inTable = true
+			continue
+		case !strings.HasPrefix(line, "|"):
+			inTable = false
+		}
+		m := docRow.FindStringSubmatch(line)
+		if !inTable || m == nil {
+			continue
+		}
 		for _, name := range strings.Split(m[1], ",") {
-			name = strings.Trim(strings.TrimSpace(name), "`")
-			if name != "field" {
-				out = append(out, name)
-			}
+			out = append(out, strings.Trim(strings.TrimSpace(name), "`"))
 		}
 	}
 	sort.Strings(out)

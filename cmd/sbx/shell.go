@@ -2,13 +2,19 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
 
 	"github.com/spf13/pflag"
 
 	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/driver/cliutil"
+	"github.com/sbxhq/sbx/internal/untrusted"
 	"github.com/sbxhq/sbx/session"
 	"github.com/sbxhq/sbx/spec"
 )
@@ -86,7 +92,7 @@ func netlogVerb() *verb {
 		setup: func(fs *pflag.FlagSet) runFunc {
 			t := &target{}
 			t.register(fs)
-			asJSON := fs.Bool("json", false, "one JSON object per line")
+			asJSON := fs.Bool("json", false, "one JSON object per entry, per line (docs/netlog-json.md)")
 			follow := fs.Bool("follow", false, "keep printing new entries (docker driver)")
 			return func(ctx context.Context, a *app, args []string) int {
 				if len(args) > 0 {
@@ -108,7 +114,7 @@ func netlogVerb() *verb {
 					// The log up to the stop is still there to read.
 					fmt.Fprintf(a.stderr, "sbx: %v; its log up to then follows\n", err)
 				}
-				err = nl.NetLog(ctx, sp.Name, *asJSON, *follow, a.stdout)
+				err = nl.NetLog(ctx, sp.Name, *follow, netlogPrinter(a.stdout, *asJSON))
 				if *follow && ctx.Err() != nil {
 					// Ctrl-C or SIGTERM is how --follow ends: whatever
 					// read was in flight failing then is no error.
@@ -120,5 +126,58 @@ func netlogVerb() *verb {
 				return exitOK
 			}
 		},
+	}
+}
+
+// NetlogFormat is the format_version of each line of `sbx netlog --json`
+// (docs/netlog-json.md).
+const NetlogFormat = "1"
+
+// netlogLine is one line of `sbx netlog --json`.
+type netlogLine struct {
+	FormatVersion string `json:"format_version"`
+	driver.NetEntry
+}
+
+// netlogPrinter writes entries as JSON lines or as one readable line each,
+// what the agent chose (host, method, reason, rule) escaped so that no
+// control sequence of its making reaches the terminal.
+func netlogPrinter(w io.Writer, asJSON bool) func(driver.NetEntry) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		return func(e driver.NetEntry) error { return enc.Encode(netlogLine{FormatVersion: NetlogFormat, NetEntry: e}) }
+	}
+	return func(e driver.NetEntry) error {
+		target := untrusted.Text(e.Host)
+		if e.Port != 0 {
+			target = net.JoinHostPort(target, strconv.Itoa(e.Port))
+		}
+		line := fmt.Sprintf("%s %-5s", untrusted.Text(e.Time), untrusted.Text(e.Decision))
+		if e.Method != "" {
+			line += " " + untrusted.Text(e.Method)
+		}
+		line += " " + target
+		var why []string
+		if e.Reason != "" {
+			why = append(why, untrusted.Text(e.Reason))
+		}
+		if e.Rule != "" {
+			why = append(why, "rule "+untrusted.Text(e.Rule))
+		}
+		if e.Count > 0 {
+			n := fmt.Sprintf("%d requests", e.Count)
+			if e.Count == 1 {
+				n = "1 request"
+			}
+			if e.Since != "" {
+				n += " since " + untrusted.Text(e.Since)
+			}
+			why = append(why, n)
+		}
+		if len(why) > 0 {
+			line += " (" + strings.Join(why, "; ") + ")"
+		}
+		_, err := fmt.Fprintln(w, line)
+		return err
 	}
 }

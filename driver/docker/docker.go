@@ -787,10 +787,9 @@ func (d *Driver) readLog(ctx context.Context, name string, since time.Time) ([]s
 	return lines, nil
 }
 
-// NetLog prints the proxy's decisions: JSON lines with asJSON, else one
-// readable line each; with follow it keeps printing new ones until ctx
-// ends.
-func (d *Driver) NetLog(ctx context.Context, name string, asJSON, follow bool, w io.Writer) error {
+// NetLog reads the proxy's decisions; with follow it keeps reading new
+// ones until ctx ends.
+func (d *Driver) NetLog(ctx context.Context, name string, follow bool, emit func(driver.NetEntry) error) error {
 	seen := 0
 	for {
 		lines, err := d.readLog(ctx, name, time.Time{})
@@ -798,13 +797,17 @@ func (d *Driver) NetLog(ctx context.Context, name string, asJSON, follow bool, w
 			return err
 		}
 		for _, l := range lines[min(seen, len(lines)):] {
-			if asJSON {
-				fmt.Fprintln(w, l)
+			// The container log also carries the proxy's stderr, whose
+			// messages can quote what the agent sent: only a line that is
+			// a decision object is one.
+			var e logEntry
+			if json.Unmarshal([]byte(l), &e) != nil || e.Decision == "" {
 				continue
 			}
-			var e logEntry
-			if json.Unmarshal([]byte(l), &e) == nil {
-				fmt.Fprintf(w, "%s %-5s %s %s:%d (%s; rule %s)\n", e.Time.Format(time.RFC3339), e.Decision, e.Method, e.Host, e.Port, e.Reason, e.Rule)
+			n := driver.NetEntry{Time: e.Time.Format(time.RFC3339Nano), Decision: e.Decision, Method: e.Method,
+				Host: e.Host, Port: e.Port, Reason: e.Reason, Rule: e.Rule}
+			if err := emit(n); err != nil {
+				return err
 			}
 		}
 		seen = len(lines)

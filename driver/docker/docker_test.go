@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/driver/cliutil"
 	"github.com/sbxhq/sbx/driver/runner"
 	"github.com/sbxhq/sbx/reconcile"
@@ -479,7 +480,8 @@ func netlogUntil(t *testing.T, d *Driver, name string, wants []string) string {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var log bytes.Buffer
-		if err := d.NetLog(context.Background(), name, true, false, &log); err != nil {
+		enc := json.NewEncoder(&log)
+		if err := d.NetLog(context.Background(), name, false, func(e driver.NetEntry) error { return enc.Encode(e) }); err != nil {
 			t.Fatal(err)
 		}
 		all := true

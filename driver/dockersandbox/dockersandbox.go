@@ -17,6 +17,8 @@ import (
 	"net/url"
 	"regexp"
 	"sort"
+	"strconv"
+	"strings"
 
 	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/driver/cliutil"
@@ -257,36 +259,64 @@ func (d *Driver) Exec(ctx context.Context, name string, argv []string, o cliutil
 	return d.cli.Exec(ctx, name, argv, o)
 }
 
-// logEntry is one entry of `docker sandbox network log --json`.
-type logEntry struct {
-	Timestamp, Sandbox, Method, URL, Action string
-	raw                                     map[string]any
-}
-
 // parseLog reads `docker sandbox network log --json`
 // (docker-sbx-evidence.md §1.11, docs): {"entries": [{timestamp, sandbox,
-// type, method, url, action}]}. Every entry needs its sandbox; the ones
-// want selects also timestamp, method, url and action.
+// type, method, url, action: "allowed"|"denied"}]}. Every entry needs its
+// sandbox; the ones want selects also timestamp, method, url and action,
+// and an action other than the two documented is an error.
 func parseLog(src cliutil.Source, out []byte, want func(string) bool) ([]logEntry, error) {
 	doc, root := cliutil.Decode(src, out)
 	var entries []logEntry
-	for _, e := range root.Object().Field("entries").Array(func(i int) string { return fmt.Sprintf("entry %d", i+1) }) {
+	for i, e := range root.Object().Field("entries").Array(func(i int) string { return fmt.Sprintf("entry %d", i+1) }) {
 		o := e.Object()
-		le := logEntry{Sandbox: o.Field("sandbox").String()}
-		if !want(le.Sandbox) {
+		sandbox := o.Field("sandbox").String()
+		if !want(sandbox) {
 			continue
 		}
-		le.Timestamp, le.Method = o.Field("timestamp").String(), o.Field("method").String()
-		le.URL, le.Action = o.Field("url").String(), o.Field("action").String()
-		le.raw = o.Raw()
-		entries = append(entries, le)
+		n := driver.NetEntry{Time: o.Field("timestamp").String(), Method: o.Field("method").String()}
+		n.Host, n.Port = urlHostPort(o.Field("url").String())
+		switch a := o.Field("action").String(); a {
+		case "allowed":
+			n.Decision = "allow"
+		case "denied":
+			n.Decision = "deny"
+		default:
+			if doc.Err() == nil {
+				return nil, fmt.Errorf("%s: entry %d: field \"action\": unknown value %q (known: allowed, denied)", src, i+1, a)
+			}
+		}
+		entries = append(entries, logEntry{Sandbox: sandbox, Entry: n})
 	}
 	return entries, doc.Err()
 }
 
-// NetLog prints the plugin's network log, which covers every sandbox,
-// filtered to this one: JSON lines of the entries, or one line each.
-func (d *Driver) NetLog(ctx context.Context, name string, asJSON, follow bool, w io.Writer) error {
+// logEntry is one entry of the plugin's log: whose, and what.
+type logEntry struct {
+	Sandbox string
+	Entry   driver.NetEntry
+}
+
+// urlHostPort splits a logged request's URL ("https://api.github.com/x",
+// or "host:443" for a CONNECT) into host and port, the port from the
+// scheme where the URL has none.
+func urlHostPort(raw string) (string, int) {
+	if !strings.Contains(raw, "://") {
+		raw = "//" + raw
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Hostname() == "" {
+		return raw, 0
+	}
+	port, err := strconv.Atoi(u.Port())
+	if err != nil {
+		port = map[string]int{"http": 80, "https": 443}[u.Scheme]
+	}
+	return u.Hostname(), port
+}
+
+// NetLog reads the plugin's network log, which covers every sandbox,
+// filtered to this one.
+func (d *Driver) NetLog(ctx context.Context, name string, follow bool, emit func(driver.NetEntry) error) error {
 	if follow {
 		return errors.New("the docker-sandbox backend cannot follow its network log")
 	}
@@ -300,13 +330,9 @@ func (d *Driver) NetLog(ctx context.Context, name string, asJSON, follow bool, w
 		return err
 	}
 	for _, e := range entries {
-		if asJSON {
-			if err := cliutil.WriteJSONLine(w, e.raw); err != nil {
-				return err
-			}
-			continue
+		if err := emit(e.Entry); err != nil {
+			return err
 		}
-		fmt.Fprintf(w, "%s %s %s %s\n", e.Timestamp, e.Method, e.URL, e.Action)
 	}
 	return nil
 }
@@ -346,7 +372,7 @@ func (d *Driver) Probe(ctx context.Context, w io.Writer) error {
 		entries, err := parseLog(d.cli.Source(ctx, "network", "log", "--json"), out, all)
 		for _, e := range entries {
 			p.Redact(cliutil.Sandbox, e.Sandbox)
-			p.Redact(cliutil.Host, urlHost(e.URL))
+			p.Redact(cliutil.Host, e.Entry.Host)
 		}
 		return err
 	}, "network", "log", "--json")
@@ -354,14 +380,6 @@ func (d *Driver) Probe(ctx context.Context, w io.Writer) error {
 		return err
 	}
 	return p.Err()
-}
-
-// urlHost is the host of a logged URL, for redaction.
-func urlHost(u string) string {
-	if pu, err := url.Parse(u); err == nil {
-		return pu.Hostname()
-	}
-	return ""
 }
 
 // EnvPerExec reports that the sandbox's env must be passed to every exec:

@@ -5,6 +5,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/driver/cliutil"
 )
 
@@ -61,14 +62,33 @@ func TestParseLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 1 || got[0].URL != "https://a.example/x" || got[0].raw["type"] != "request" {
-		t.Errorf("got %+v", got)
+	want := []logEntry{{Sandbox: "api", Entry: driver.NetEntry{Time: "2026-01-29T10:15:23Z", Method: "GET", Host: "a.example", Port: 443, Decision: "allow"}}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
 	}
 	_, err = parseLog(src("docker sandbox network log --json"), []byte(`{"entries":[{"sandbox":"api","timestamp":"t","method":"GET","url":5,"action":"denied"}]}`), func(string) bool { return true })
 	if want := `docker sandbox network log --json (docker sandbox 0.12.0): entry 1: field "url": expected a string, got a number`; err == nil || err.Error() != want {
 		t.Errorf("err = %v, want %s", err, want)
 	}
-	if h := urlHost("https://api.example.com:8443/path?q"); h != "api.example.com" {
-		t.Errorf("urlHost = %q", h)
+	_, err = parseLog(src("docker sandbox network log --json"), []byte(`{"entries":[{"sandbox":"api","timestamp":"t","method":"GET","url":"http://a","action":"logged"}]}`), func(string) bool { return true })
+	if want := `docker sandbox network log --json (docker sandbox 0.12.0): entry 1: field "action": unknown value "logged" (known: allowed, denied)`; err == nil || err.Error() != want {
+		t.Errorf("err = %v, want %s", err, want)
+	}
+	_, err = parseLog(src("docker sandbox network log --json"), []byte(`{"entries":[{"sandbox":"api","timestamp":"t","method":"GET","url":5,"action":"denied"}]}`), func(string) bool { return true })
+	if want := `docker sandbox network log --json (docker sandbox 0.12.0): entry 1: field "url": expected a string, got a number`; err == nil || err.Error() != want {
+		t.Errorf("err = %v, want %s", err, want)
+	}
+	for raw, want := range map[string]struct {
+		host string
+		port int
+	}{
+		"https://api.example.com:8443/path?q": {"api.example.com", 8443},
+		"http://a.example/x":                  {"a.example", 80},
+		"a.example:443":                       {"a.example", 443},
+		"[fd00::1]:22":                        {"fd00::1", 22},
+	} {
+		if h, p := urlHostPort(raw); h != want.host || p != want.port {
+			t.Errorf("urlHostPort(%q) = %q, %d; want %q, %d", raw, h, p, want.host, want.port)
+		}
 	}
 }

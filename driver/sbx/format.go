@@ -2,8 +2,11 @@ package sbx
 
 import (
 	"fmt"
+	"net"
+	"strconv"
 	"strings"
 
+	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/driver/cliutil"
 )
 
@@ -135,28 +138,46 @@ func parseCheck(src cliutil.Source, out []byte) (check, error) {
 // logEntry is one host of `sbx policy log --json`.
 type logEntry struct {
 	Host, VMName string
+	Entry        driver.NetEntry
 }
 
 // parseLog reads `sbx policy log [NAME] --json` (evidence §1.6,
 // [3P-measured v0.47.0, v0.38.0]): {"blocked_hosts": [...],
 // "allowed_hosts": [...]}, entries {host, vm_name, proxy_type, rule, since,
-// last_seen, count_since, reason}.
+// last_seen, count_since, reason}; host is HOST:PORT ("example.com:443").
+// host and vm_name are needed; the others are read where present. Times
+// are kept as Docker's sbx writes them.
 func parseLog(src cliutil.Source, out []byte) ([]logEntry, error) {
 	doc, root := cliutil.Decode(src, out)
 	o := root.Object()
 	var entries []logEntry
 	for _, key := range []string{"blocked_hosts", "allowed_hosts"} {
+		decision := map[string]string{"blocked_hosts": "deny", "allowed_hosts": "allow"}[key]
 		for _, e := range o.Field(key).Array(func(i int) string { return fmt.Sprintf("%s entry %d", strings.TrimSuffix(key, "_hosts"), i+1) }) {
 			eo := e.Object()
-			entries = append(entries, logEntry{Host: eo.Field("host").String(), VMName: eo.Field("vm_name").String()})
-			for _, f := range []string{"proxy_type", "rule", "since", "last_seen", "reason"} {
-				if v, ok := eo.Opt(f); ok {
-					_ = v.String()
+			le := logEntry{Host: eo.Field("host").String(), VMName: eo.Field("vm_name").String()}
+			n := driver.NetEntry{Decision: decision, Host: le.Host}
+			if h, p, err := net.SplitHostPort(le.Host); err == nil {
+				if port, err := strconv.Atoi(p); err == nil {
+					n.Host, n.Port = h, port
 				}
 			}
-			if v, ok := eo.Opt("count_since"); ok {
-				_ = v.Int()
+			for _, f := range []struct {
+				key string
+				dst *string
+			}{{"rule", &n.Rule}, {"since", &n.Since}, {"last_seen", &n.Time}, {"reason", &n.Reason}} {
+				if v, ok := eo.Opt(f.key); ok {
+					*f.dst = v.String()
+				}
 			}
+			if v, ok := eo.Opt("proxy_type"); ok {
+				_ = v.String()
+			}
+			if v, ok := eo.Opt("count_since"); ok {
+				n.Count = v.Int()
+			}
+			le.Entry = n
+			entries = append(entries, le)
 		}
 	}
 	return entries, doc.Err()

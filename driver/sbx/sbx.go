@@ -12,7 +12,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -312,26 +311,25 @@ func (d *Driver) Exec(ctx context.Context, name string, argv []string, o cliutil
 	return d.cli.Exec(ctx, name, argv, o)
 }
 
-// NetLog prints the sandbox's network log (`sbx policy log NAME`). The JSON
-// document is checked against the shape sbx knows (evidence §1.6) and
-// passed through.
-func (d *Driver) NetLog(ctx context.Context, name string, asJSON, follow bool, w io.Writer) error {
+// NetLog reads the sandbox's network log (`sbx policy log NAME --json`,
+// evidence §1.6): one aggregate entry per host, denied ones first.
+func (d *Driver) NetLog(ctx context.Context, name string, follow bool, emit func(driver.NetEntry) error) error {
 	if follow {
 		return errors.New("the sbx backend cannot follow its network log")
 	}
-	args := []string{"policy", "log", name}
-	if asJSON {
-		args = append(args, "--json")
-	}
+	args := []string{"policy", "log", name, "--json"}
 	out, err := d.cli.Output(ctx, args...)
 	if err != nil {
 		return err
 	}
-	if asJSON {
-		if _, err := parseLog(d.cli.Source(ctx, args...), out); err != nil {
+	entries, err := parseLog(d.cli.Source(ctx, args...), out)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := emit(e.Entry); err != nil {
 			return err
 		}
 	}
-	_, err = w.Write(out)
-	return err
+	return nil
 }
