@@ -1,10 +1,15 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/sbxhq/sbx/spec"
 )
@@ -58,5 +63,39 @@ func TestReadmeInstall(t *testing.T) {
 	}
 	if cmd := string(intro[2]); !strings.HasPrefix(cmd, "CGO_ENABLED=0 go install ") {
 		t.Errorf("README's install command %q does not build the static binary the docker driver needs", cmd)
+	}
+}
+
+// TestReadmeTour: the tour's first commands print what the README shows.
+func TestReadmeTour(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?s)    \$ cd my-project\n    \$ sbx init --agent claude +#[^\n]*\n(.*?)    \$ sbx validate\n(    [^\n]*\n)`).FindSubmatch(readme)
+	if m == nil {
+		t.Fatal("README has no tour starting with sbx init --agent claude")
+	}
+	unindent := func(b []byte) string { return strings.ReplaceAll(string(b), "    ", "") }
+	dir := filepath.Join(t.TempDir(), "my-project")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir)
+	env := []string{"HOME=" + dir, "SBX_STATE_DIR=" + filepath.Join(dir, ".state")}
+	for _, step := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"init", "--agent", "claude"}, unindent(m[1])},
+		{[]string{"validate"}, unindent(m[2])},
+	} {
+		var out bytes.Buffer
+		if code := Main(context.Background(), step.args, strings.NewReader(""), &out, &out, env); code != 0 {
+			t.Fatalf("sbx %s: exit %d\n%s", strings.Join(step.args, " "), code, out.String())
+		}
+		if diff := cmp.Diff(step.want, out.String()); diff != "" {
+			t.Errorf("sbx %s: README's tour (-) vs what it prints (+):\n%s", strings.Join(step.args, " "), diff)
+		}
 	}
 }
