@@ -33,6 +33,7 @@ import (
 	"github.com/sbxhq/sbx/driver/cliutil"
 	"github.com/sbxhq/sbx/driver/runner"
 	"github.com/sbxhq/sbx/egress"
+	"github.com/sbxhq/sbx/internal/untrusted"
 	"github.com/sbxhq/sbx/reconcile"
 	"github.com/sbxhq/sbx/spec"
 )
@@ -751,7 +752,10 @@ func (d *Driver) NetLog(ctx context.Context, name string, asJSON, follow bool, w
 			}
 			var e logEntry
 			if json.Unmarshal([]byte(l), &e) == nil {
-				fmt.Fprintf(w, "%s %-5s %s %s:%d (%s; rule %s)\n", e.Time.Format(time.RFC3339), e.Decision, e.Method, e.Host, e.Port, e.Reason, e.Rule)
+				// What the agent asked for is escaped: no control
+				// sequence of its choosing reaches the terminal.
+				fmt.Fprintf(w, "%s %-5s %s %s:%d (%s; rule %s)\n", e.Time.Format(time.RFC3339), untrusted.Text(e.Decision),
+					untrusted.Text(e.Method), untrusted.Text(e.Host), e.Port, untrusted.Text(e.Reason), untrusted.Text(e.Rule))
 			}
 		}
 		seen = len(lines)
