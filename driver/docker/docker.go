@@ -694,9 +694,16 @@ func bind(src, dst string, ro bool) string {
 	return s
 }
 
-// Exec runs argv in the sandbox (`docker exec`); secrets go as -e NAME with
-// the value only in the docker CLI's environment.
+// Exec runs argv in the sandbox. Without a terminal it goes through the
+// Engine API (engine.exec), which spares the CLI process `docker exec`
+// costs each time (most of a loop iteration's overhead, BENCHMARKS.md);
+// with one (-t: sbx shell on a terminal) it is `docker exec`, which knows
+// how to drive a terminal. Secrets go as -e NAME with the value only in
+// the docker CLI's environment, or in the API request's body.
 func (d *Driver) Exec(ctx context.Context, name string, argv []string, o cliutil.ExecOptions) (int, error) {
+	if !o.TTY {
+		return d.api.exec(ctx, containerName(name), argv, o)
+	}
 	flags, env := cliutil.ExecArgs(o)
 	args := append(append(append([]string{d.opts.Docker, "exec"}, flags...), containerName(name)), argv...)
 	return cliutil.ExitCode(d.opts.Runner.Run(ctx, runner.Cmd{Args: args, Env: env, Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr}))
@@ -717,22 +724,13 @@ type logEntry struct {
 // readLog returns the proxy's decision lines (its container log), those
 // since a time when since is not zero.
 func (d *Driver) readLog(ctx context.Context, name string, since time.Time) ([]string, error) {
-	args := []string{"logs"}
-	if !since.IsZero() {
-		args = append(args, "--since", since.UTC().Format(time.RFC3339Nano))
-	}
-	var out bytes.Buffer
-	err := d.opts.Runner.Run(ctx, runner.Cmd{Args: append([]string{d.opts.Docker}, append(args, egressName(name))...), Stdout: &out, Stderr: &out})
-	if err != nil {
-		return nil, err
-	}
 	var lines []string
-	for _, l := range strings.Split(out.String(), "\n") {
-		if strings.Contains(l, `"decision"`) {
-			lines = append(lines, l)
+	err := d.api.logLines(ctx, egressName(name), since, func(l []byte) {
+		if bytes.Contains(l, []byte(`"decision"`)) {
+			lines = append(lines, string(l))
 		}
-	}
-	return lines, nil
+	})
+	return lines, err
 }
 
 // NetLog prints the proxy's decisions: JSON lines with asJSON, else one
