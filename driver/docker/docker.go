@@ -768,20 +768,24 @@ func (d *Driver) NetLog(ctx context.Context, name string, asJSON, follow bool, w
 	}
 }
 
-// Denials counts the requests the proxy denied in [since, until].
-func (d *Driver) Denials(ctx context.Context, name string, since, until time.Time) (int, error) {
-	lines, err := d.readLog(ctx, name, since)
-	if err != nil {
-		return 0, err
-	}
+// Denials counts the requests the proxy denied in [since, until] and
+// lists the first max of them, reading its log as a stream.
+func (d *Driver) Denials(ctx context.Context, name string, since, until time.Time, max int) (int, []driver.Denial, error) {
 	n := 0
-	for _, l := range lines {
-		var e logEntry
-		if json.Unmarshal([]byte(l), &e) == nil && e.Decision == "deny" && !e.Time.Before(since) && !e.Time.After(until) {
-			n++
+	var first []driver.Denial
+	err := d.api.logLines(ctx, egressName(name), since, func(l []byte) {
+		if !bytes.Contains(l, []byte(`"decision"`)) {
+			return
 		}
-	}
-	return n, nil
+		var e logEntry
+		if json.Unmarshal(l, &e) != nil || e.Decision != "deny" || e.Time.Before(since) || e.Time.After(until) {
+			return
+		}
+		if n++; len(first) < max {
+			first = append(first, driver.Denial{Time: e.Time, Method: e.Method, Host: e.Host, Port: e.Port, Reason: e.Reason, Rule: e.Rule})
+		}
+	})
+	return n, first, err
 }
 
 // RuntimeCheck says whether the daemon has gVisor's runsc runtime, and how

@@ -166,7 +166,9 @@ func (e *engine) exec(ctx context.Context, container string, argv []string, o cl
 	if err != nil {
 		return -1, err
 	}
-	var created struct{ ID string `json:"Id"` }
+	var created struct {
+		ID string `json:"Id"`
+	}
 	if err := json.Unmarshal(data, &created); err != nil || created.ID == "" {
 		return -1, fmt.Errorf("docker engine API: creating an exec in %s: unexpected answer %q", container, data)
 	}
