@@ -203,6 +203,9 @@ func (r *Run) Loop(ctx context.Context, cfg Config) *Result {
 			res.Detail += "; checkpoint after the run: " + err.Error()
 		}
 	}
+	// Said before the end is recorded: whoever follows the log until
+	// the run ends (sbx loop logs -f) sees this line.
+	it.say("%s: %s (exit %d; records in %s)", res.State, res.Detail, res.ExitCode, res.RunDir)
 	if n := r.Finish(res.State, res.ExitCode, res.Detail); n > 0 {
 		it.say("%d hint(s) queued for this run were not delivered: it ended first", n)
 	}

@@ -552,9 +552,7 @@ func (a *app) loopDrive(ctx context.Context, run *loop.Run, specs []*spec.Spec, 
 	if err != nil {
 		return a.errorf("%v", err)
 	}
-	res := run.Loop(ctx, cfg)
-	fmt.Fprintf(a.stderr, "sbx loop: %s: %s (exit %d; records in %s)\n", res.State, res.Detail, res.ExitCode, res.RunDir)
-	return res.ExitCode
+	return run.Loop(ctx, cfg).ExitCode
 }
 
 // loopConfig is the run's configuration: one agent per sandbox, bounds
