@@ -113,6 +113,9 @@ func clip(s string) string {
 // chose escaped.
 func DenialLine(d driver.Denial) string {
 	target := untrusted.Text(d.Host)
+	if d.Host == "" {
+		target = "(no host)" // a request the proxy could not parse
+	}
 	if d.Port != 0 {
 		target += fmt.Sprintf(":%d", d.Port)
 	}
