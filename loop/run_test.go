@@ -126,19 +126,19 @@ func TestSecondRunRefused(t *testing.T) {
 	}
 }
 
-// TestHelperHoldRun is not a test: TestStaleRun runs it as a separate
-// process that begins a run and blocks until killed.
-func TestHelperHoldRun(t *testing.T) {
-	state := os.Getenv("SBX_LOOP_TEST_HOLD")
-	if state == "" {
-		t.Skip("a helper process of TestStaleRun")
+// TestMain doubles as TestStaleRun's helper: with SBX_LOOP_TEST_HOLD set,
+// the test binary begins a run in that state directory and blocks until
+// killed (a process that dies without recording anything).
+func TestMain(m *testing.M) {
+	if state := os.Getenv("SBX_LOOP_TEST_HOLD"); state != "" {
+		if _, err := Begin(state, BeginOptions{Sandboxes: []RunSandbox{{Name: "box"}}, MaxIterations: 3}); err != nil {
+			fmt.Println("begin:", err)
+			os.Exit(1)
+		}
+		fmt.Println("holding")
+		select {}
 	}
-	if _, err := Begin(state, BeginOptions{Sandboxes: []RunSandbox{{Name: "box"}}, MaxIterations: 3}); err != nil {
-		fmt.Println("begin:", err)
-		os.Exit(1)
-	}
-	fmt.Println("holding")
-	select {}
+	os.Exit(m.Run())
 }
 
 // TestStaleRun: the run of a process that died (killed, so it recorded
@@ -146,7 +146,7 @@ func TestHelperHoldRun(t *testing.T) {
 // sandbox; nor does a status whose pid now belongs to another process.
 func TestStaleRun(t *testing.T) {
 	f := newFixture(t, false)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperHoldRun$", "-test.count=1")
+	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), "SBX_LOOP_TEST_HOLD="+f.state)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
