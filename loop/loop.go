@@ -193,7 +193,7 @@ func (r *Run) Loop(ctx context.Context, cfg Config) *Result {
 	if it.cfg.Stderr == nil {
 		it.cfg.Stderr = io.Discard
 	}
-	it.log = quiet{r.log}
+	it.log = Quiet{r.log}
 	res := it.loop(ctx)
 	res.ExitCode, res.RunDir = exitCodes[res.State], r.Dir
 	r.update(func(s *Status) { s.Iteration = res.Iterations })
@@ -430,8 +430,8 @@ func (it *iterator) iteration(ctx, runCtx context.Context, i, turn int) (*Record
 	iterLog := &capped{w: logFile, max: maxLog}
 	runLog := &capped{w: it.log, max: maxRunLogIteration,
 		note: fmt.Sprintf("the run's log stops here for iteration %d, which printed more than %d MiB; its own log has more: %s", i, maxRunLogIteration>>20, logPath)}
-	out := newRedactor(io.MultiWriter(quiet{cfg.Stdout}, runLog, iterLog, captured), cfg.Redact)
-	errOut := newRedactor(io.MultiWriter(quiet{cfg.Stderr}, runLog, iterLog, captured), cfg.Redact)
+	out := newRedactor(io.MultiWriter(Quiet{cfg.Stdout}, runLog, iterLog, captured), cfg.Redact)
+	errOut := newRedactor(io.MultiWriter(Quiet{cfg.Stderr}, runLog, iterLog, captured), cfg.Redact)
 	if len(cfg.Agents) > 1 {
 		it.say("iteration %d of %d (sandbox %q)", i, l.MaxIterations, ag.Sandbox)
 	} else {
@@ -571,12 +571,12 @@ func (it *iterator) supervise(ctx context.Context, ag *Agent, argv []string, pid
 	}
 }
 
-// quiet writes to w and ignores its errors: the terminal or the run's log
-// failing does not fail the agent's iteration.
-type quiet struct{ w io.Writer }
+// Quiet writes to W and ignores its errors: the terminal or the run's log
+// failing does not fail the agent's iteration (or what sbx prints).
+type Quiet struct{ W io.Writer }
 
-func (q quiet) Write(p []byte) (int, error) {
-	q.w.Write(p)
+func (q Quiet) Write(p []byte) (int, error) {
+	q.W.Write(p)
 	return len(p), nil
 }
 

@@ -421,8 +421,8 @@ func (a *app) loopRun(ctx context.Context, o *loopFlags) int {
 	}
 	term := stdio{out: a.stdout, err: a.stderr}
 	last := &lastError{}
-	a.stdout = io.MultiWriter(term.out, quietWriter{run.Log()})
-	a.stderr = io.MultiWriter(term.err, quietWriter{run.Log()}, last)
+	a.stdout = io.MultiWriter(term.out, loop.Quiet{W: run.Log()})
+	a.stderr = io.MultiWriter(term.err, loop.Quiet{W: run.Log()}, last)
 	code := a.loopDrive(run.Watch(ctx), run, specs, o, term, false)
 	run.Close(code, last.String())
 	return code
@@ -662,15 +662,6 @@ type denialFunc func(ctx context.Context, since, until time.Time, max int) (int,
 
 func (f denialFunc) Denials(ctx context.Context, since, until time.Time, max int) (int, []driver.Denial, error) {
 	return f(ctx, since, until, max)
-}
-
-// quietWriter writes to w and ignores its errors: the run's log failing
-// does not fail what is printed on the terminal.
-type quietWriter struct{ w io.Writer }
-
-func (q quietWriter) Write(p []byte) (int, error) {
-	q.w.Write(p)
-	return len(p), nil
 }
 
 // lastError keeps the last error sbx printed ("sbx: ..."), which a run

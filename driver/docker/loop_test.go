@@ -77,15 +77,7 @@ func (e *loopEnv) sbx(args ...string) (string, int) {
 
 func (e *loopEnv) status() map[string]any {
 	e.t.Helper()
-	out, code := e.sbx("loop", "status", "--json")
-	if code != 0 {
-		e.t.Fatalf("loop status: %d %s", code, out)
-	}
-	var s map[string]any
-	if err := json.Unmarshal([]byte(out), &s); err != nil {
-		e.t.Fatalf("%v: %s", err, out)
-	}
-	return s
+	return e.statusOf()
 }
 
 func (e *loopEnv) records() []map[string]any {
