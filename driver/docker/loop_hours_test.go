@@ -226,19 +226,6 @@ loop:
 	}
 }
 
-func (e *loopEnv) statusOf(args ...string) map[string]any {
-	e.t.Helper()
-	out, code := e.sbx(append([]string{"loop", "status", "--json"}, args...)...)
-	if code != 0 {
-		e.t.Fatalf("loop status: %d %s", code, out)
-	}
-	var s map[string]any
-	if err := json.Unmarshal([]byte(out), &s); err != nil {
-		e.t.Fatalf("%v: %s", err, out)
-	}
-	return s
-}
-
 func TestLoopDenialRecords(t *testing.T) {
 	e := newLoopEnv(t, "e2e-loop-deny")
 	// The agent asks the proxy for the test's web server (not allowed)

@@ -80,6 +80,20 @@ func (e *loopEnv) status() map[string]any {
 	return e.statusOf()
 }
 
+// statusOf is sbx loop status --json with args (files).
+func (e *loopEnv) statusOf(args ...string) map[string]any {
+	e.t.Helper()
+	out, code := e.sbx(append([]string{"loop", "status", "--json"}, args...)...)
+	if code != 0 {
+		e.t.Fatalf("loop status: %d %s", code, out)
+	}
+	var s map[string]any
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		e.t.Fatalf("%v: %s", err, out)
+	}
+	return s
+}
+
 func (e *loopEnv) records() []map[string]any {
 	e.t.Helper()
 	runDir := e.status()["run_dir"].(string)
