@@ -101,9 +101,22 @@ type NetEntry struct {
 }
 
 // DenialCounter counts the requests a sandbox's egress denied in a time
-// window (for the loop's per-iteration records).
+// window and lists the first max of them, oldest first (for the loop's
+// per-iteration records).
 type DenialCounter interface {
-	Denials(ctx context.Context, name string, since, until time.Time) (int, error)
+	Denials(ctx context.Context, name string, since, until time.Time, max int) (int, []Denial, error)
+}
+
+// Denial is one request egress denied. Every text in it is what the
+// agent asked for or derived from it: bound it before keeping it and
+// escape it before showing it (untrusted.Text).
+type Denial struct {
+	Time   time.Time `json:"time"`
+	Method string    `json:"method,omitempty"`
+	Host   string    `json:"host,omitempty"`
+	Port   int       `json:"port,omitempty"`
+	Reason string    `json:"reason"`
+	Rule   string    `json:"rule,omitempty"`
 }
 
 // Helper is a backend that puts sbx's own static binary inside its

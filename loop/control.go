@@ -1,7 +1,6 @@
 package loop
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -10,133 +9,113 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
 )
 
-// Control is the loop's directory under sbx's state directory, outside the
-// workspace the agent can write:
+// Control is one sandbox's loop directory under sbx's state directory,
+// outside the workspace the agent can write:
 //
-//	loops/SANDBOX/status.json     the current or last run (sbx loop status)
-//	loops/SANDBOX/stop            the id of a run asked to stop (sbx loop stop)
-//	loops/SANDBOX/hints/*.txt     hints waiting for the next iteration
-//	loops/SANDBOX/runs/RUN/       per-iteration logs and records.jsonl
+//	loops/SANDBOX/locks/run.lock  held by the process of the sandbox's live run
+//	loops/SANDBOX/latest          where the sandbox's latest run is
+//	loops/SANDBOX/hints/*.txt     hints waiting for the sandbox's agent
+//	loops/SANDBOX/runs/RUN/       the runs it led: status.json, records.jsonl,
+//	                              run.log, iter-NNN.log, stop
+//
+// A multi-agent run lives under its first sandbox; every sandbox of it
+// points at it with latest.
 type Control struct {
-	Dir string
+	Sandbox string
+	Dir     string
 }
 
 // NewControl returns the control directory of a sandbox's loop.
 func NewControl(stateDir, sandbox string) *Control {
-	return &Control{Dir: filepath.Join(stateDir, "loops", sandbox)}
+	return &Control{Sandbox: sandbox, Dir: filepath.Join(stateDir, "loops", sandbox)}
 }
 
-// Status is what `sbx loop status` reports.
-type Status struct {
-	RunID         string    `json:"run_id"`
-	Sandbox       string    `json:"sandbox"`
-	PID           int       `json:"pid"`
-	State         string    `json:"state"` // running, or the stop reason
-	ExitCode      int       `json:"exit_code"`
-	Detail        string    `json:"detail,omitempty"`
-	Started       time.Time `json:"started"`
-	Updated       time.Time `json:"updated"`
-	ElapsedMS     int64     `json:"elapsed_ms"`
-	Iteration     int       `json:"iteration"`
-	MaxIterations int       `json:"max_iterations"`
-	// LastOutcome is the last finished iteration's record.
-	LastOutcome *Record `json:"last_outcome,omitempty"`
-	Breaker     Breaker `json:"breaker"`
-	// Completion is the state of the completion checks.
-	Completion CompletionState `json:"completion"`
-	// Denials counts the network requests egress denied in each iteration
-	// (docker driver only; empty elsewhere).
-	Denials []int  `json:"denials_per_iteration"`
-	RunDir  string `json:"run_dir"`
+// loops is the directory of every sandbox's control directory.
+func (c *Control) loops() string { return filepath.Dir(c.Dir) }
+
+// NoRunError says a sandbox has had no run (that this machine knows of).
+type NoRunError struct{ Sandbox string }
+
+func (e *NoRunError) Error() string {
+	return fmt.Sprintf("no loop has run on sandbox %q", e.Sandbox)
 }
 
-// CompletionState says what the loop waits for and what it has seen.
-type CompletionState struct {
-	Promise      string `json:"promise,omitempty"`
-	PromiseSeen  bool   `json:"promise_seen"`
-	Verify       int    `json:"verify_commands"`
-	VerifyPassed bool   `json:"verify_passed"`
-	Complete     bool   `json:"complete"`
-}
+// runRef is how latest names a run: its directory relative to loops/.
+var runRef = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.-]*/runs/[0-9]{8}T[0-9]{6}Z-[0-9a-f]{6}$`)
 
-func (c *Control) statusPath() string { return filepath.Join(c.Dir, "status.json") }
-
-// WriteStatus replaces status.json atomically.
-func (c *Control) WriteStatus(s *Status) error {
-	if err := os.MkdirAll(c.Dir, 0o700); err != nil {
-		return err
-	}
-	s.Updated = time.Now()
-	s.ElapsedMS = s.Updated.Sub(s.Started).Milliseconds()
-	return writeAtomic(c.statusPath(), s)
-}
-
-// ReadStatus reads the current or last run's status; for a running loop
-// whose process is gone it reports the state as "vanished".
-func (c *Control) ReadStatus() (*Status, error) {
-	data, err := os.ReadFile(c.statusPath())
+// Latest returns the sandbox's latest run, live or not (*NoRunError when
+// it has had none).
+func (c *Control) Latest() (*Status, error) {
+	data, err := os.ReadFile(filepath.Join(c.Dir, "latest"))
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("no loop has run for this sandbox (nothing in %s)", c.Dir)
+		return nil, &NoRunError{Sandbox: c.Sandbox}
 	}
 	if err != nil {
 		return nil, err
 	}
-	var s Status
-	if err := json.Unmarshal(data, &s); err != nil {
-		return nil, fmt.Errorf("%s: %v", c.statusPath(), err)
+	ref := strings.TrimSpace(string(data))
+	if !runRef.MatchString(ref) {
+		return nil, fmt.Errorf("%s: not a run: %q", filepath.Join(c.Dir, "latest"), ref)
 	}
-	if s.State == StateRunning {
-		if !alive(s.PID) {
-			s.State, s.Detail = "vanished", "the loop's process is gone without recording how it ended"
-		} else {
-			s.ElapsedMS = time.Since(s.Started).Milliseconds()
-		}
-	}
-	return &s, nil
+	return ReadRun(filepath.Join(c.loops(), filepath.FromSlash(ref)))
 }
 
-func (c *Control) stopPath() string { return filepath.Join(c.Dir, "stop") }
-
-// stopRequested reports whether run runID was asked to stop.
-func (c *Control) stopRequested(runID string) bool {
-	data, err := os.ReadFile(c.stopPath())
-	return err == nil && strings.TrimSpace(string(data)) == runID
-}
-
-// watchStop cancels a run when it is asked to stop, checking every poll
-// until ctx ends. A file, not a signal, so that it works on every OS and
-// for a run in the background.
-func (c *Control) watchStop(ctx context.Context, runID string, poll time.Duration, cancel context.CancelFunc) {
-	t := time.NewTicker(poll)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if c.stopRequested(runID) {
-				cancel()
-				return
-			}
-		}
+// Live returns the sandbox's live run, or nil when none is.
+func (c *Control) Live() (*Status, error) {
+	s, err := c.Latest()
+	var nr *NoRunError
+	switch {
+	case errors.As(err, &nr):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case !s.Live():
+		return nil, nil
 	}
+	return s, nil
 }
 
-// AddHint queues text for the next iteration's prompt.
-func (c *Control) AddHint(text string) error {
+// RunID is the form of a run's id: when it began (UTC) and a random part.
+var RunID = regexp.MustCompile(`^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{6}$`)
+
+// FindRun returns the run with the given id, whichever sandbox led it.
+func FindRun(stateDir, id string) (*Status, error) {
+	if !RunID.MatchString(id) {
+		return nil, fmt.Errorf("%q is not a run id (they look like 20260102T150405Z-1a2b3c)", id)
+	}
+	dirs, err := filepath.Glob(filepath.Join(stateDir, "loops", "*", "runs", id))
+	if err != nil {
+		return nil, err
+	}
+	if len(dirs) != 1 {
+		return nil, fmt.Errorf("no run %s in %s", id, filepath.Join(stateDir, "loops"))
+	}
+	return ReadRun(dirs[0])
+}
+
+// hintNext is the target of hints queued for a sandbox's next run.
+const hintNext = "next"
+
+// AddHint queues text for the sandbox's agent: for its next turn in the
+// live run runID, or, with runID "", for the first turn of its next run.
+func (c *Control) AddHint(runID, text string) error {
 	if strings.TrimSpace(text) == "" {
 		return errors.New("the hint is empty")
+	}
+	if runID == "" {
+		runID = hintNext
 	}
 	dir := filepath.Join(c.Dir, "hints")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	name := fmt.Sprintf("%020d-%s.txt", time.Now().UnixNano(), randomID(4))
+	name := fmt.Sprintf("%s.%020d-%s.txt", runID, time.Now().UnixNano(), randomID(4))
 	tmp := filepath.Join(dir, "."+name)
 	if err := os.WriteFile(tmp, []byte(text), 0o600); err != nil {
 		return err
@@ -144,26 +123,43 @@ func (c *Control) AddHint(text string) error {
 	return os.Rename(tmp, filepath.Join(dir, name))
 }
 
-// TakeHints returns the queued hints, oldest first, and removes them.
-func (c *Control) TakeHints() ([]string, error) {
-	dir := filepath.Join(c.Dir, "hints")
-	entries, err := os.ReadDir(dir)
+// hintFiles lists the queued hints, oldest first, with their targets.
+func (c *Control) hintFiles() (names, targets []string, err error) {
+	entries, err := os.ReadDir(filepath.Join(c.Dir, "hints"))
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return nil, nil, nil
 	}
+	if err != nil {
+		return nil, nil, err
+	}
+	type hint struct{ name, target, stamp string }
+	var hs []hint
+	for _, e := range entries {
+		target, stamp, ok := strings.Cut(e.Name(), ".")
+		if ok && strings.HasSuffix(stamp, ".txt") && !strings.HasPrefix(e.Name(), ".") {
+			hs = append(hs, hint{e.Name(), target, stamp})
+		}
+	}
+	sort.Slice(hs, func(i, j int) bool { return hs[i].stamp < hs[j].stamp })
+	for _, h := range hs {
+		names, targets = append(names, h.name), append(targets, h.target)
+	}
+	return names, targets, nil
+}
+
+// takeHints removes and returns, oldest first, the hints for run runID:
+// those queued for it and those queued for the sandbox's next run.
+func (c *Control) takeHints(runID string) ([]string, error) {
+	names, targets, err := c.hintFiles()
 	if err != nil {
 		return nil, err
 	}
-	var names []string
-	for _, e := range entries {
-		if strings.HasSuffix(e.Name(), ".txt") && !strings.HasPrefix(e.Name(), ".") {
-			names = append(names, e.Name())
-		}
-	}
-	sort.Strings(names)
 	var hints []string
-	for _, n := range names {
-		p := filepath.Join(dir, n)
+	for i, n := range names {
+		if targets[i] != runID && targets[i] != hintNext {
+			continue
+		}
+		p := filepath.Join(c.Dir, "hints", n)
 		data, err := os.ReadFile(p)
 		if err != nil {
 			return hints, err
@@ -176,24 +172,73 @@ func (c *Control) TakeHints() ([]string, error) {
 	return hints, nil
 }
 
-// Stop asks the running loop to stop (the stop file, which the run watches):
-// it kills the agent inside the sandbox and exits. Stop waits up to wait
-// for the loop to record that it stopped.
-func (c *Control) Stop(wait time.Duration) (*Status, error) {
-	s, err := c.ReadStatus()
+// dropHints removes the hints whose target drop says, and counts them.
+func (c *Control) dropHints(drop func(target string) bool) (int, error) {
+	names, targets, err := c.hintFiles()
 	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for i, name := range names {
+		if drop(targets[i]) {
+			if err := os.Remove(filepath.Join(c.Dir, "hints", name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return n, err
+			}
+			n++
+		}
+	}
+	return n, nil
+}
+
+// ClearHints forgets every hint queued for the sandbox (sbx destroy: a
+// hint for an agent of a sandbox that is gone must not reach a later
+// one).
+func (c *Control) ClearHints() error {
+	err := os.RemoveAll(filepath.Join(c.Dir, "hints"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+// NotRunningError says a sandbox has no live run.
+type NotRunningError struct {
+	Sandbox string
+	// Last is the sandbox's latest run, nil when it has had none.
+	Last *Status
+}
+
+func (e *NotRunningError) Error() string {
+	msg := fmt.Sprintf("no loop is running on sandbox %q", e.Sandbox)
+	if e.Last != nil {
+		msg += fmt.Sprintf(" (the last run, %s, ended: %s)", e.Last.RunID, e.Last.State)
+	}
+	return msg
+}
+
+// Stop asks the sandbox's live run to stop (the stop file in its run
+// directory, which the run watches: a file, not a signal, so that it
+// works on every OS and for a run in the background). The run kills its
+// agent inside the sandbox and records its end; Stop waits up to wait
+// for that.
+func (c *Control) Stop(wait time.Duration) (*Status, error) {
+	s, err := c.Latest()
+	var nr *NoRunError
+	switch {
+	case errors.As(err, &nr):
+		return nil, &NotRunningError{Sandbox: c.Sandbox}
+	case err != nil:
 		return nil, err
+	case !s.Live():
+		return s, &NotRunningError{Sandbox: c.Sandbox, Last: s}
 	}
-	if s.State != StateRunning {
-		return s, fmt.Errorf("no loop is running for sandbox %q (the last run %s ended: %s)", s.Sandbox, s.RunID, s.State)
-	}
-	if err := writeFileAtomic(c.stopPath(), []byte(s.RunID+"\n")); err != nil {
+	if err := writeFileAtomic(filepath.Join(s.RunDir, "stop"), []byte(s.RunID+"\n")); err != nil {
 		return s, fmt.Errorf("ask the loop to stop: %v", err)
 	}
 	deadline := time.Now().Add(wait)
 	for time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
-		if s2, err := c.ReadStatus(); err == nil && s2.State != StateRunning {
+		if s2, err := ReadRun(s.RunDir); err == nil && s2.State != StateRunning {
 			return s2, nil
 		}
 	}

@@ -1,18 +1,27 @@
 package loop
 
+// MissingCommand starts the line a Grouper's command prints, followed by
+// the command's name, when the command is not in the sandbox (then it
+// exits 127).
+const MissingCommand = "sbx-loop: command not found: "
+
 // ShellGrouper starts the agent in its own session with setsid -w when the
 // image has it (util-linux), recording the leader's pid, and kills the whole group with
 // the shell's kill builtin. It needs only sh in the image; without setsid
-// the agent and its direct process are still killed.
+// the agent and its direct process are still killed. The pid file is
+// removed when the agent ends, so hours of iterations leave none behind.
 type ShellGrouper struct{}
 
 // Group wraps argv.
 func (ShellGrouper) Group(argv []string, pidfile string) []string {
 	script := `p="$1"; shift
+command -v "$1" >/dev/null 2>&1 || { echo "` + MissingCommand + `$1" >&2; exit 127; }
 if setsid -w true >/dev/null 2>&1; then
-  exec setsid -w sh -c 'echo $$ > "$0"; exec "$@"' "$p" "$@"
+  setsid -w sh -c 'echo $$ > "$0"; exec "$@"' "$p" "$@"
+else
+  sh -c 'echo $$ > "$0"; exec "$@"' "$p" "$@"
 fi
-echo $$ > "$p"; exec "$@"`
+s=$?; rm -f "$p"; exit $s`
 	return append([]string{"sh", "-c", script, "sbx-loop", pidfile}, argv...)
 }
 

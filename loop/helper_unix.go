@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -32,10 +33,11 @@ func RunGroupMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 	if err := cmd.Start(); err != nil {
-		fmt.Fprintf(stderr, "sbx: %v\n", err)
-		if errors.Is(err, exec.ErrNotFound) {
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+			fmt.Fprintf(stderr, "%s%s\n", MissingCommand, argv[0])
 			return 127
 		}
+		fmt.Fprintf(stderr, "sbx: %v\n", err)
 		return 126
 	}
 	pgid := cmd.Process.Pid

@@ -46,3 +46,15 @@ func TestRunGroupKillsGroup(t *testing.T) {
 		t.Error("processes of the group survive")
 	}
 }
+
+// TestRunGroupMissingCommand: a command that is not there exits 127 with
+// the line the loop recognises, by name or by path.
+func TestRunGroupMissingCommand(t *testing.T) {
+	for _, cmd := range []string{"no-such-agent-sbx-test", "/no/such/agent"} {
+		var out bytes.Buffer
+		code := RunGroupMain([]string{filepath.Join(t.TempDir(), "pid"), "--", cmd, "-p"}, nil, &out, &out)
+		if code != 127 || out.String() != MissingCommand+cmd+"\n" {
+			t.Errorf("%s: exit %d, %q", cmd, code, out.String())
+		}
+	}
+}

@@ -43,11 +43,12 @@ func (t *tail) String() string {
 }
 
 // capped writes the first max bytes to w, then one line saying the rest
-// was dropped, and swallows the rest.
+// was dropped (note, or that the log stops), and swallows the rest.
 type capped struct {
 	mu      sync.Mutex
 	w       io.Writer
 	max     int
+	note    string
 	written int
 	dropped bool
 }
@@ -60,7 +61,11 @@ func (c *capped) Write(p []byte) (int, error) {
 		p = p[:max(room, 0)]
 		if !c.dropped {
 			c.dropped = true
-			defer fmt.Fprintf(c.w, "\n[sbx: the log stops here: the iteration printed more than %d MiB]\n", c.max>>20)
+			note := c.note
+			if note == "" {
+				note = fmt.Sprintf("the log stops here: the iteration printed more than %d MiB", c.max>>20)
+			}
+			defer fmt.Fprintf(c.w, "\n[sbx: %s]\n", note)
 		}
 	}
 	if len(p) > 0 {

@@ -1,11 +1,15 @@
-// Package loop runs an unattended agent loop ("Ralph") inside a converged
-// sandbox: the same prompt each iteration, fed on standard input to the
+// Package loop runs an unattended agent loop ("Ralph") inside converged
+// sandboxes: the same prompt each iteration, fed on standard input to the
 // agent's non-interactive command, until the completion checks pass or a
 // bound enforced from outside the agent stops it: max iterations, a
 // per-iteration timeout that kills the agent's whole process tree inside the
 // sandbox, a total duration, and a breaker for iterations that make no
-// progress or fail the same way. Every iteration is logged and recorded
-// under sbx's state directory, outside the workspace the agent can write.
+// progress or fail the same way. Several agents, one sandbox each, may
+// take turns in one run. A run is observable from its first instant
+// (status.json), steerable from another process (hints, stop) and, when
+// detached, followed through its log; every iteration is logged and
+// recorded under sbx's state directory, outside the workspace the agent
+// can write.
 package loop
 
 import (
@@ -21,6 +25,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/driver/cliutil"
 	"github.com/sbxhq/sbx/internal/redact"
 	"github.com/sbxhq/sbx/spec"
@@ -59,39 +64,73 @@ type Sandbox interface {
 
 // Grouper wraps the agent's command so that its whole process tree inside
 // the sandbox can be killed: Group runs argv in a new process group whose
-// id is written to pidfile; Kill ends that group.
+// id is written to pidfile; Kill ends that group. A command that is not
+// in the sandbox makes Group's command exit 127 after printing
+// MissingCommand and the command's name.
 type Grouper interface {
 	Group(argv []string, pidfile string) []string
 	Kill(pidfile string) []string
 }
 
 // DenialCounter counts the requests the sandbox's egress denied in a time
-// window (the docker driver's decision log).
+// window and lists the first max of them (driver.DenialCounter, for one
+// sandbox).
 type DenialCounter interface {
-	Denials(ctx context.Context, since, until time.Time) (int, error)
+	Denials(ctx context.Context, since, until time.Time, max int) (int, []driver.Denial, error)
 }
 
-// Config is one run.
-type Config struct {
-	Sandbox   string
-	Agent     string
-	Workspace string
-	Loop      spec.Loop
+// Checkpointer is where checkpoints of the sandboxes hook into a run: the
+// loop calls it, with the status's phase "checkpointing" while it works,
+// before every iteration (the agent of that iteration not yet started)
+// and once the run has ended. An error before an iteration ends the run
+// (state error); one after the run is added to its detail. Whether it
+// acts at a point is its own business (loop.checkpoint: never,
+// onComplete, everyIteration).
+type Checkpointer interface {
+	BeforeIteration(ctx context.Context, sandbox string, iteration int) error
+	// AfterRun gets how the run ended; ctx is done when the run was
+	// interrupted.
+	AfterRun(ctx context.Context, res *Result) error
+}
+
+// Agent is one agent of a run, in its own sandbox.
+type Agent struct {
+	Sandbox string
+	Agent   string // claude, codex, ...: its default command
+	// File is the sandbox's file and Template what its sandbox was made
+	// from, for the message when the agent's command is not there.
+	File     string
+	Template string
+	// Loop is its file's loop section: the prompt, loop.command and
+	// iterationTimeout of this agent's turns.
+	Loop spec.Loop
 	// Env is the environment of each exec: secrets (and env on backends
 	// that store none). Values are passed as -e NAME, never in argv.
-	Env map[string]string
-	// Redact lists values never written to a log or the terminal.
-	Redact  []string
+	Env     map[string]string
 	Exec    Sandbox
 	Group   Grouper // default: ShellGrouper
 	Denials DenialCounter
-	Control *Control
-	Stdout  io.Writer
-	Stderr  io.Writer
-	// Checkpoint, when set, saves the sandbox as a checkpoint
-	// (loop.checkpoint): when is the iteration it comes before ("3") or
-	// "done" when the run completed.
-	Checkpoint func(ctx context.Context, runID, when string) error
+}
+
+// Config is what a run does.
+type Config struct {
+	Workspace string
+	// Loop bounds the run: maxIterations, maxDuration, the breaker and
+	// the completion checks (the first file's loop section, with the
+	// command line's overrides).
+	Loop spec.Loop
+	// Agents take turns: iteration i runs on Agents[(i-1) % len(Agents)],
+	// all in the one workspace.
+	Agents []Agent
+	// Redact lists values never written to a log or the terminal (every
+	// agent's secrets).
+	Redact     []string
+	Checkpoint Checkpointer
+	// Stdout and Stderr are the terminal (io.Discard for a detached run,
+	// whose log is the run's). The run's log gets what they get, with
+	// each iteration's output bounded.
+	Stdout io.Writer
+	Stderr io.Writer
 }
 
 // Record is one iteration in records.jsonl. Files counts the paths the
@@ -99,21 +138,28 @@ type Config struct {
 // not (ignored files aside); Commits counts the commits HEAD gained (git
 // rev-list --count before..after), 0 with a warning when they cannot be
 // counted. An iteration stopped while the workspace was read has neither.
+// Denials counts the requests egress denied during the iteration, on
+// drivers that log them; Denied lists the first MaxDenialRecords of them,
+// each text bounded.
 type Record struct {
-	Iteration   int       `json:"iteration"`
-	Start       time.Time `json:"start"`
-	DurationMS  int64     `json:"duration_ms"`
-	ExitStatus  int       `json:"exit_status"`
-	TimedOut    bool      `json:"timed_out,omitempty"`
-	Interrupted bool      `json:"interrupted,omitempty"`
-	PromiseSeen bool      `json:"promise_seen"`
-	Verify      []Verify  `json:"verify,omitempty"`
-	Progressed  bool      `json:"progressed"`
-	Files       int       `json:"files_changed"`
-	Commits     int       `json:"commits"`
-	Denials     *int      `json:"denials,omitempty"`
-	Failure     *Failure  `json:"failure,omitempty"`
-	Log         string    `json:"log"`
+	Iteration      int             `json:"iteration"`
+	Sandbox        string          `json:"sandbox"`
+	Start          time.Time       `json:"start"`
+	DurationMS     int64           `json:"duration_ms"`
+	ExitStatus     int             `json:"exit_status"`
+	TimedOut       bool            `json:"timed_out,omitempty"`
+	Interrupted    bool            `json:"interrupted,omitempty"`
+	CommandMissing bool            `json:"command_missing,omitempty"`
+	PromiseSeen    bool            `json:"promise_seen"`
+	Verify         []Verify        `json:"verify,omitempty"`
+	Progressed     bool            `json:"progressed"`
+	Files          int             `json:"files_changed"`
+	Commits        int             `json:"commits"`
+	Denials        *int            `json:"denials,omitempty"`
+	Denied         []driver.Denial `json:"denied,omitempty"`
+	Failure        *Failure        `json:"failure,omitempty"`
+	Summary        string          `json:"summary"`
+	Log            string          `json:"log"`
 }
 
 // Verify is one completion.verify command's result.
@@ -135,73 +181,106 @@ type Result struct {
 // before SIGKILL.
 const killGrace = time.Second
 
-// Run runs the loop until it completes or a bound stops it. Cancelling ctx
-// (Ctrl-C, sbx loop stop) kills the agent inside the sandbox and returns
-// "interrupted".
-func Run(ctx context.Context, cfg Config) *Result {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	r := &loopRun{cfg: cfg, cancel: cancel, scan: NewScanner(cfg.Workspace)}
-	if r.cfg.Group == nil {
-		r.cfg.Group = ShellGrouper{}
+// Loop runs the loop until it completes or a bound stops it, then records
+// how it ended. Cancelling ctx (Ctrl-C) or `sbx loop stop` kills the
+// agent inside the sandbox and ends the run as "interrupted".
+func (r *Run) Loop(ctx context.Context, cfg Config) *Result {
+	ctx = r.Watch(ctx)
+	it := &iterator{run: r, cfg: cfg, scan: NewScanner(cfg.Workspace)}
+	if it.cfg.Stdout == nil {
+		it.cfg.Stdout = io.Discard
 	}
-	res := r.run(ctx)
-	res.ExitCode = exitCodes[res.State]
-	r.status.State, r.status.ExitCode, r.status.Detail = res.State, res.ExitCode, res.Detail
-	if err := cfg.Control.WriteStatus(&r.status); err != nil && res.State != StateError {
-		res.State, res.ExitCode, res.Detail = StateError, ExitError, "writing status: "+err.Error()
+	if it.cfg.Stderr == nil {
+		it.cfg.Stderr = io.Discard
+	}
+	it.log = Quiet{r.log}
+	res := it.loop(ctx)
+	res.ExitCode, res.RunDir = exitCodes[res.State], r.Dir
+	r.update(func(s *Status) { s.Iteration = res.Iterations })
+	if cfg.Checkpoint != nil {
+		r.SetPhase(PhaseCheckpointing)
+		if err := cfg.Checkpoint.AfterRun(ctx, res); err != nil {
+			res.Detail += "; checkpoint after the run: " + err.Error()
+		}
+	}
+	// Said before the end is recorded: whoever follows the log until
+	// the run ends (sbx loop logs -f) sees this line.
+	it.say("%s: %s (exit %d; records in %s)", res.State, res.Detail, res.ExitCode, res.RunDir)
+	if n := r.Finish(res.State, res.ExitCode, res.Detail); n > 0 {
+		it.say("%d hint(s) queued for this run were not delivered: it ended first", n)
 	}
 	return res
 }
 
-type loopRun struct {
-	cfg    Config
-	cancel context.CancelFunc // ends the run as sbx loop stop does
-	status Status
-	runDir string
+// iterator is one run's loop.
+type iterator struct {
+	run *Run
+	cfg Config
+	log io.Writer // the run's log
 	// last is the workspace after the previous iteration, reused as the
 	// next one's starting point when nothing ran in between.
-	last *Snapshot
-	scan *Scanner
+	last     *Snapshot
+	scan     *Scanner
+	commands [][]string // each agent's command
 }
 
-func (r *loopRun) run(ctx context.Context) *Result {
-	cfg := r.cfg
+// say prints one line of the loop's own on the terminal and in the log.
+func (it *iterator) say(format string, args ...any) {
+	line := "sbx loop: " + fmt.Sprintf(format, args...) + "\n"
+	io.WriteString(it.cfg.Stderr, line)
+	io.WriteString(it.log, line)
+}
+
+func (it *iterator) loop(ctx context.Context) *Result {
+	cfg := it.cfg
 	l := cfg.Loop
-	runID := time.Now().UTC().Format("20060102T150405Z") + "-" + randomID(3)
-	r.runDir = filepath.Join(cfg.Control.Dir, "runs", runID)
 	fail := func(format string, args ...any) *Result {
-		return &Result{State: StateError, Detail: fmt.Sprintf(format, args...), RunDir: r.runDir}
+		return &Result{State: StateError, Detail: fmt.Sprintf(format, args...)}
 	}
-	if l.MaxIterations <= 0 {
+	cfg.Agents = append([]Agent(nil), cfg.Agents...)
+	switch {
+	case l.MaxIterations <= 0:
 		return fail("maxIterations must be greater than 0")
+	case len(cfg.Agents) != len(it.run.controls):
+		return fail("%d agents for a run of %d sandboxes", len(cfg.Agents), len(it.run.controls))
 	}
-	command := l.Command
-	if len(command) == 0 {
-		command = DefaultCommand(cfg.Agent)
+	for i, a := range cfg.Agents {
+		if a.Sandbox != it.run.controls[i].Sandbox {
+			return fail("agent %d runs in sandbox %q, the run's sandbox %d is %q", i+1, a.Sandbox, i+1, it.run.controls[i].Sandbox)
+		}
+		command := a.Loop.Command
+		if len(command) == 0 {
+			command = DefaultCommand(a.Agent)
+		}
+		if len(command) == 0 {
+			return fail("agent %s has no default non-interactive command; set loop.command in %s", a.Agent, a.File)
+		}
+		if cfg.Agents[i].Group == nil {
+			cfg.Agents[i].Group = ShellGrouper{}
+		}
+		it.commands = append(it.commands, command)
 	}
-	if len(command) == 0 {
-		return fail("agent %s has no default non-interactive command; set loop.command", cfg.Agent)
-	}
-	if err := os.MkdirAll(r.runDir, 0o700); err != nil {
-		return fail("%v", err)
-	}
-	records, err := os.OpenFile(filepath.Join(r.runDir, "records.jsonl"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	it.cfg = cfg
+	records, err := os.OpenFile(filepath.Join(it.run.Dir, "records.jsonl"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return fail("%v", err)
 	}
 	defer records.Close()
 	start := time.Now()
-	r.status = Status{
-		RunID: runID, Sandbox: cfg.Sandbox, PID: os.Getpid(), State: StateRunning,
-		Started: start, MaxIterations: l.MaxIterations, RunDir: r.runDir, Denials: []int{},
-		Breaker:    Breaker{NoProgressLimit: l.Breaker.NoProgress, SameErrorLimit: l.Breaker.SameError},
-		Completion: CompletionState{Promise: l.Completion.Promise, Verify: len(l.Completion.Verify)},
-	}
-	if err := cfg.Control.WriteStatus(&r.status); err != nil {
+	if err := it.run.update(func(s *Status) {
+		s.MaxIterations = l.MaxIterations
+		s.Breaker = Breaker{NoProgressLimit: l.Breaker.NoProgress, SameErrorLimit: l.Breaker.SameError}
+		s.Completion = CompletionState{Promise: l.Completion.Promise, Verify: len(l.Completion.Verify)}
+	}); err != nil {
 		return fail("%v", err)
 	}
-	go cfg.Control.watchStop(ctx, runID, 100*time.Millisecond, r.cancel)
+	if len(cfg.Agents) > 1 {
+		var names []string
+		for _, a := range cfg.Agents {
+			names = append(names, fmt.Sprintf("%q", a.Sandbox))
+		}
+		it.say("%d agents take turns: %s (iteration i runs on the ((i-1) mod %d)+1st)", len(names), strings.Join(names, ", "), len(names))
+	}
 	runCtx := ctx
 	if l.MaxDuration > 0 {
 		var cancel context.CancelFunc
@@ -209,7 +288,7 @@ func (r *loopRun) run(ctx context.Context) *Result {
 		defer cancel()
 	}
 	ended := func(state, detail string, i int) *Result {
-		return &Result{State: state, Detail: detail, Iterations: i, RunDir: r.runDir}
+		return &Result{State: state, Detail: detail, Iterations: i}
 	}
 	for i := 1; ; i++ {
 		switch {
@@ -218,10 +297,18 @@ func (r *loopRun) run(ctx context.Context) *Result {
 		case runCtx.Err() != nil:
 			return ended(StateBudget, fmt.Sprintf("maxDuration %s spent", l.MaxDuration), i-1)
 		}
-		if l.Checkpoint.When == spec.CheckpointEveryIteration {
-			r.checkpoint(ctx, fmt.Sprint(i))
+		turn := (i - 1) % len(cfg.Agents)
+		ag := &it.cfg.Agents[turn]
+		if cfg.Checkpoint != nil {
+			it.run.update(func(s *Status) { s.Phase, s.Iteration, s.IterationSandbox = PhaseCheckpointing, i, ag.Sandbox })
+			if err := cfg.Checkpoint.BeforeIteration(runCtx, ag.Sandbox, i); err != nil {
+				if ctx.Err() != nil {
+					return ended(StateInterrupted, fmt.Sprintf("stopped while checkpointing before iteration %d", i), i-1)
+				}
+				return ended(StateError, fmt.Sprintf("checkpoint before iteration %d: %v", i, err), i-1)
+			}
 		}
-		rec, err := r.iteration(ctx, runCtx, i, command)
+		rec, err := it.iteration(ctx, runCtx, i, turn)
 		switch {
 		case err != nil && ctx.Err() != nil:
 			// Stopped while the iteration could not finish (reading the
@@ -233,32 +320,31 @@ func (r *loopRun) run(ctx context.Context) *Result {
 		if err := json.NewEncoder(records).Encode(rec); err != nil {
 			return ended(StateError, err.Error(), i)
 		}
-		r.status.Iteration, r.status.LastOutcome = i, rec
-		if rec.Denials != nil {
-			r.status.Denials = append(r.status.Denials, *rec.Denials)
-		}
-		switch {
-		case rec.Interrupted && ctx.Err() != nil:
-			r.cfg.Control.WriteStatus(&r.status)
-			return ended(StateInterrupted, fmt.Sprintf("stopped during iteration %d; the agent was killed", i), i)
-		case rec.Interrupted:
-			r.cfg.Control.WriteStatus(&r.status)
-			return ended(StateBudget, fmt.Sprintf("maxDuration %s spent during iteration %d; the agent was killed", l.MaxDuration, i), i)
-		}
-		done := r.completed(rec)
-		r.status.Completion.Complete = done
-		trip := ""
-		if !done {
-			trip = r.status.Breaker.Observe(rec.Progressed, rec.Failure)
-		}
-		if err := r.cfg.Control.WriteStatus(&r.status); err != nil {
+		it.say("%s", rec.Summary)
+		done := !rec.Interrupted && !rec.CommandMissing && it.completed(rec)
+		var trip string
+		if err := it.run.update(func(s *Status) {
+			s.LastOutcome, s.VerifyCommand = rec, ""
+			if rec.Denials != nil {
+				s.Denials = append(s.Denials, *rec.Denials)
+			}
+			s.Completion.PromiseSeen = rec.PromiseSeen
+			s.Completion.VerifyPassed = len(l.Completion.Verify) > 0 && verified(rec, l)
+			s.Completion.Complete = done
+			if !done && !rec.Interrupted && !rec.CommandMissing {
+				trip = s.Breaker.Observe(rec.Progressed, rec.Failure)
+			}
+		}); err != nil {
 			return ended(StateError, err.Error(), i)
 		}
 		switch {
+		case rec.Interrupted && ctx.Err() != nil:
+			return ended(StateInterrupted, fmt.Sprintf("stopped during iteration %d; the agent was killed", i), i)
+		case rec.Interrupted:
+			return ended(StateBudget, fmt.Sprintf("maxDuration %s spent during iteration %d; the agent was killed", l.MaxDuration, i), i)
+		case rec.CommandMissing:
+			return ended(StateError, ag.missing(it.commands[turn]), i)
 		case done:
-			if w := l.Checkpoint.When; w == spec.CheckpointOnComplete || w == spec.CheckpointEveryIteration {
-				r.checkpoint(ctx, "done")
-			}
 			return ended(StateCompleted, fmt.Sprintf("complete after %d iteration(s)", i), i)
 		case trip != "":
 			return ended(StateBreaker, trip, i)
@@ -268,29 +354,29 @@ func (r *loopRun) run(ctx context.Context) *Result {
 	}
 }
 
-// checkpoint saves the sandbox (Config.Checkpoint); a failure is said and
-// the run goes on: a checkpoint is a convenience, not a bound.
-func (r *loopRun) checkpoint(ctx context.Context, when string) {
-	if r.cfg.Checkpoint == nil || ctx.Err() != nil {
-		return
+// missing is the error of an agent whose command is not in its sandbox.
+func (a *Agent) missing(command []string) string {
+	where := fmt.Sprintf("sandbox %q (template %s)", a.Sandbox, a.Template)
+	if len(a.Loop.Command) > 0 {
+		return fmt.Sprintf("loop.command's program %q is not in %s; install it in the template, or change loop.command in %s", command[0], where, a.File)
 	}
-	if err := r.cfg.Checkpoint(ctx, r.status.RunID, when); err != nil {
-		fmt.Fprintf(r.cfg.Stderr, "sbx loop: checkpoint (%s) failed, the run goes on: %v\n", when, err)
-	}
+	return fmt.Sprintf("%q, the %s agent's default command, is not in %s; use a template that has it, or set loop.command in %s to a command the template has", command[0], a.Agent, where, a.File)
 }
 
 // completed applies the completion rule: every configured check holds.
-func (r *loopRun) completed(rec *Record) bool {
-	c := r.cfg.Loop.Completion
+func (it *iterator) completed(rec *Record) bool {
+	c := it.cfg.Loop.Completion
 	promiseOK := c.Promise == "" || rec.PromiseSeen
-	verifyOK := len(c.Verify) == 0 || (len(rec.Verify) == len(c.Verify) && allPassed(rec.Verify))
-	r.status.Completion.PromiseSeen = rec.PromiseSeen
-	r.status.Completion.VerifyPassed = len(c.Verify) > 0 && verifyOK
+	verifyOK := len(c.Verify) == 0 || verified(rec, it.cfg.Loop)
 	return (c.Promise != "" || len(c.Verify) > 0) && promiseOK && verifyOK && rec.ExitStatus == 0
 }
 
-func allPassed(vs []Verify) bool {
-	for _, v := range vs {
+// verified reports whether every completion.verify command ran and passed.
+func verified(rec *Record, l spec.Loop) bool {
+	if len(rec.Verify) != len(l.Completion.Verify) {
+		return false
+	}
+	for _, v := range rec.Verify {
 		if v.ExitStatus != 0 {
 			return false
 		}
@@ -298,50 +384,72 @@ func allPassed(vs []Verify) bool {
 	return true
 }
 
-// iteration runs the agent once and checks the outcome. ctx is the user's
-// (cancelled by stop), runCtx adds maxDuration.
-func (r *loopRun) iteration(ctx, runCtx context.Context, i int, command []string) (*Record, error) {
-	cfg := r.cfg
+// What an iteration's output may cost the run's log, where it sits beside
+// every other iteration's: the iteration's own log keeps up to maxLog.
+const maxRunLogIteration = 1 << 20
+
+// iteration runs the agent whose turn it is once and checks the outcome.
+// ctx is the user's (cancelled by stop), runCtx adds maxDuration.
+func (it *iterator) iteration(ctx, runCtx context.Context, i, turn int) (*Record, error) {
+	cfg := it.cfg
 	l := cfg.Loop
-	prompt, err := ReadPrompt(cfg.Workspace, l)
+	ag := &cfg.Agents[turn]
+	command := it.commands[turn]
+	started := time.Now()
+	if err := it.run.update(func(s *Status) {
+		s.Phase, s.Iteration, s.IterationSandbox, s.IterationStarted, s.VerifyCommand = PhaseAgent, i, ag.Sandbox, &started, ""
+	}); err != nil {
+		return nil, err
+	}
+	prompt, err := ReadPrompt(cfg.Workspace, ag.Loop)
 	if err != nil {
 		return nil, err
 	}
-	hints, err := cfg.Control.TakeHints()
+	hints, err := it.run.controls[turn].takeHints(it.run.ID)
 	if err != nil {
 		return nil, fmt.Errorf("hints: %v", err)
 	}
 	input := Prompt(i, l.MaxIterations, hints, string(prompt))
 	// The workspace as the last iteration left it, unless something ran
 	// since (verify commands may write).
-	before := r.last
+	before := it.last
 	if before == nil {
-		b, err := r.scan.Snapshot(ctx)
+		b, err := it.scan.Snapshot(ctx)
 		if err != nil {
 			return nil, err
 		}
 		before = &b
 	}
-	logPath := filepath.Join(r.runDir, fmt.Sprintf("iter-%03d.log", i))
+	logPath := filepath.Join(it.run.Dir, fmt.Sprintf("iter-%03d.log", i))
 	logFile, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return nil, err
 	}
 	defer logFile.Close()
 	captured := &tail{max: maxTail}
-	log := &capped{w: logFile, max: maxLog}
-	out := newRedactor(io.MultiWriter(cfg.Stdout, log, captured), cfg.Redact)
-	errOut := newRedactor(io.MultiWriter(cfg.Stderr, log, captured), cfg.Redact)
-	fmt.Fprintf(cfg.Stderr, "sbx loop: iteration %d of %d\n", i, l.MaxIterations)
+	iterLog := &capped{w: logFile, max: maxLog}
+	runLog := &capped{w: it.log, max: maxRunLogIteration,
+		note: fmt.Sprintf("the run's log stops here for iteration %d, which printed more than %d MiB; its own log has more: %s", i, maxRunLogIteration>>20, logPath)}
+	out := newRedactor(io.MultiWriter(Quiet{cfg.Stdout}, runLog, iterLog, captured), cfg.Redact)
+	errOut := newRedactor(io.MultiWriter(Quiet{cfg.Stderr}, runLog, iterLog, captured), cfg.Redact)
+	if len(cfg.Agents) > 1 {
+		it.say("iteration %d of %d (sandbox %q)", i, l.MaxIterations, ag.Sandbox)
+	} else {
+		it.say("iteration %d of %d", i, l.MaxIterations)
+	}
 
-	rec := &Record{Iteration: i, Start: time.Now(), Log: logPath}
-	iterCtx, cancel := context.WithTimeout(runCtx, l.IterationTimeout)
+	rec := &Record{Iteration: i, Sandbox: ag.Sandbox, Start: time.Now(), Log: logPath}
+	timeout := ag.Loop.IterationTimeout
+	if timeout <= 0 {
+		timeout = l.IterationTimeout
+	}
+	iterCtx, cancel := context.WithTimeout(runCtx, timeout)
 	defer cancel()
-	pidfile := fmt.Sprintf("/tmp/sbx-loop-%s-%d.pid", r.status.RunID, i)
-	status, err := r.supervise(iterCtx, cfg.Group.Group(command, pidfile), pidfile, cliutil.ExecOptions{
+	pidfile := fmt.Sprintf("/tmp/sbx-loop-%s-%d.pid", it.run.ID, i)
+	status, err := it.supervise(iterCtx, ag, ag.Group.Group(command, pidfile), pidfile, cliutil.ExecOptions{
 		Interactive: true,
 		Workdir:     cfg.Workspace,
-		Env:         cfg.Env,
+		Env:         ag.Env,
 		Stdin:       strings.NewReader(input),
 		Stdout:      out,
 		Stderr:      errOut,
@@ -358,31 +466,40 @@ func (r *loopRun) iteration(ctx, runCtx context.Context, i int, command []string
 		rec.Interrupted = true
 	case iterCtx.Err() != nil:
 		rec.TimedOut = true
-		fmt.Fprintf(cfg.Stderr, "sbx loop: iteration %d hit iterationTimeout (%s); the agent was killed\n", i, l.IterationTimeout)
+		it.say("iteration %d hit iterationTimeout (%s); the agent was killed", i, timeout)
 	}
 	output := captured.String()
+	rec.CommandMissing = status == 127 && strings.Contains(output, MissingCommand+command[0]+"\n")
 	rec.PromiseSeen = PromiseSeen(output, l.Completion.Promise)
 	// Count egress denials (a backend call) while the workspace is read.
-	denials := make(chan *int, 1)
+	type denials struct {
+		n     int
+		first []driver.Denial
+		err   error
+	}
+	counted := make(chan denials, 1)
 	go func() {
-		if cfg.Denials != nil {
-			if n, err := cfg.Denials.Denials(ctx, rec.Start, time.Now()); err == nil {
-				denials <- &n
-				return
-			}
+		var d denials
+		if ag.Denials != nil {
+			d.n, d.first, d.err = ag.Denials.Denials(ctx, rec.Start, time.Now(), MaxDenialRecords)
 		}
-		denials <- nil
+		counted <- d
 	}()
-	after, err := r.scan.Snapshot(ctx)
-	rec.Denials = <-denials
+	after, err := it.scan.Snapshot(ctx)
+	d := <-counted
+	if ag.Denials != nil && d.err == nil {
+		rec.Denials, rec.Denied = &d.n, boundDenials(d.first)
+	} else if d.err != nil && ctx.Err() == nil {
+		it.say("iteration %d: counting egress denials: %v", i, d.err)
+	}
 	switch {
 	case err == nil:
 		rec.Progressed = !before.Same(after)
 		rec.Files = Changed(*before, after)
 		if rec.Commits, err = Commits(ctx, cfg.Workspace, before.Head, after.Head); err != nil && ctx.Err() == nil {
-			fmt.Fprintf(cfg.Stderr, "sbx loop: iteration %d: counting commits: %v\n", i, err)
+			it.say("iteration %d: counting commits: %v", i, err)
 		}
-		r.last = &after
+		it.last = &after
 	case ctx.Err() != nil:
 		// Stopped while the workspace was read: the run ends without
 		// this iteration's progress measured.
@@ -390,10 +507,11 @@ func (r *loopRun) iteration(ctx, runCtx context.Context, i int, command []string
 	default:
 		return nil, err
 	}
-	if !rec.Interrupted && rec.ExitStatus == 0 && !rec.TimedOut && (l.Completion.Promise == "" || rec.PromiseSeen) {
-		r.last = nil // verify may change the workspace
+	if !rec.Interrupted && !rec.CommandMissing && rec.ExitStatus == 0 && !rec.TimedOut && (l.Completion.Promise == "" || rec.PromiseSeen) {
+		it.last = nil // verify may change the workspace
 		for _, v := range l.Completion.Verify {
-			code, err := cfg.Exec.Exec(runCtx, []string{"sh", "-c", v}, cliutil.ExecOptions{Workdir: cfg.Workspace, Env: cfg.Env, Stdout: out, Stderr: errOut})
+			it.run.update(func(s *Status) { s.Phase, s.VerifyCommand = PhaseVerifying, v })
+			code, err := ag.Exec.Exec(runCtx, []string{"sh", "-c", v}, cliutil.ExecOptions{Workdir: cfg.Workspace, Env: ag.Env, Stdout: out, Stderr: errOut})
 			out.Flush()
 			errOut.Flush()
 			if err != nil {
@@ -412,13 +530,14 @@ func (r *loopRun) iteration(ctx, runCtx context.Context, i int, command []string
 		}
 		rec.Failure = &Failure{ExitStatus: code, LastLine: LastErrorLine(output)}
 	}
+	rec.Summary = Summary(rec, len(cfg.Agents) > 1)
 	return rec, nil
 }
 
 // supervise runs the agent and, when ctx ends first, kills its process
 // group inside the sandbox so that nothing of it survives, then waits for
 // the exec to return.
-func (r *loopRun) supervise(ctx context.Context, argv []string, pidfile string, o cliutil.ExecOptions) (int, error) {
+func (it *iterator) supervise(ctx context.Context, ag *Agent, argv []string, pidfile string, o cliutil.ExecOptions) (int, error) {
 	execCtx, cancelExec := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelExec()
 	type result struct {
@@ -427,7 +546,7 @@ func (r *loopRun) supervise(ctx context.Context, argv []string, pidfile string, 
 	}
 	done := make(chan result, 1)
 	go func() {
-		code, err := r.cfg.Exec.Exec(execCtx, argv, o)
+		code, err := ag.Exec.Exec(execCtx, argv, o)
 		done <- result{code, err}
 	}()
 	select {
@@ -438,7 +557,7 @@ func (r *loopRun) supervise(ctx context.Context, argv []string, pidfile string, 
 	killCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killGrace+3*time.Second)
 	defer cancel()
 	var discard bytes.Buffer
-	r.cfg.Exec.Exec(killCtx, r.cfg.Group.Kill(pidfile), cliutil.ExecOptions{Stdout: &discard, Stderr: &discard})
+	ag.Exec.Exec(killCtx, ag.Group.Kill(pidfile), cliutil.ExecOptions{Stdout: &discard, Stderr: &discard})
 	select {
 	case res := <-done:
 		return res.code, res.err
@@ -450,6 +569,15 @@ func (r *loopRun) supervise(ctx context.Context, argv []string, pidfile string, 
 		}
 		return res.code, res.err
 	}
+}
+
+// Quiet writes to W and ignores its errors: the terminal or the run's log
+// failing does not fail the agent's iteration (or what sbx prints).
+type Quiet struct{ W io.Writer }
+
+func (q Quiet) Write(p []byte) (int, error) {
+	q.W.Write(p)
+	return len(p), nil
 }
 
 // redactor writes whole lines with secret values (and their common

@@ -33,13 +33,15 @@ func (hostSandbox) Exec(ctx context.Context, argv []string, o cliutil.ExecOption
 type fixture struct {
 	t       *testing.T
 	ws      string
+	state   string
 	control *Control
 	out     bytes.Buffer
 }
 
 func newFixture(t *testing.T, git bool) *fixture {
 	t.Helper()
-	f := &fixture{t: t, ws: t.TempDir(), control: NewControl(t.TempDir(), "box")}
+	f := &fixture{t: t, ws: t.TempDir(), state: t.TempDir()}
+	f.control = NewControl(f.state, "box")
 	if git {
 		for _, args := range [][]string{{"init", "-q"}, {"config", "user.email", "a@b"}, {"config", "user.name", "a"}, {"commit", "-q", "--allow-empty", "-m", "init"}} {
 			if out, err := exec.Command("git", append([]string{"-C", f.ws}, args...)...).CombinedOutput(); err != nil {
@@ -50,9 +52,9 @@ func newFixture(t *testing.T, git bool) *fixture {
 	return f
 }
 
-// run runs a loop whose agent is script (sh -c), with the prompt "do it"
-// unless l names one.
-func (f *fixture) run(ctx context.Context, script string, l spec.Loop, env map[string]string) *Result {
+// agent is an agent whose command is script (sh -c) on the host, with
+// the prompt "do it" unless l names one.
+func (f *fixture) agent(sandbox, script string, l spec.Loop, env map[string]string) Agent {
 	f.t.Helper()
 	if l.Prompt == "" {
 		prompt := filepath.Join(f.t.TempDir(), "PROMPT.md")
@@ -63,14 +65,36 @@ func (f *fixture) run(ctx context.Context, script string, l spec.Loop, env map[s
 	if l.IterationTimeout == 0 {
 		l.IterationTimeout = time.Minute
 	}
+	return Agent{Sandbox: sandbox, Agent: "shell", File: sandbox + ".yaml", Template: "host", Loop: l, Env: env,
+		Exec: hostSandbox{}, Group: tempGrouper{f.t.TempDir()}}
+}
+
+// begin begins a run on the sandboxes.
+func (f *fixture) begin(l spec.Loop, sandboxes ...string) *Run {
+	f.t.Helper()
+	var sbs []RunSandbox
+	for _, n := range sandboxes {
+		sbs = append(sbs, RunSandbox{Name: n, Agent: "shell", File: n + ".yaml"})
+	}
+	r, err := Begin(f.state, BeginOptions{Sandboxes: sbs, MaxIterations: l.MaxIterations})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { r.Close(ExitError, "test ended") })
+	return r
+}
+
+// run runs a loop of one agent whose command is script (sh -c), with the
+// prompt "do it" unless l names one.
+func (f *fixture) run(ctx context.Context, script string, l spec.Loop, env map[string]string) *Result {
+	f.t.Helper()
 	var redact []string
 	for _, v := range env {
 		redact = append(redact, v)
 	}
-	return Run(ctx, Config{
-		Sandbox: "box", Agent: "shell", Workspace: f.ws, Loop: l, Env: env, Redact: redact,
-		Exec: hostSandbox{}, Group: tempGrouper{f.t.TempDir()}, Control: f.control, Stdout: &f.out, Stderr: &f.out,
-	})
+	ag := f.agent("box", script, l, env)
+	r := f.begin(l, "box")
+	return r.Loop(ctx, Config{Workspace: f.ws, Loop: ag.Loop, Agents: []Agent{ag}, Redact: redact, Stdout: &f.out, Stderr: &f.out})
 }
 
 // tempGrouper is ShellGrouper with the pidfiles, which hostSandbox writes
@@ -116,8 +140,8 @@ if [ $n -eq 3 ]; then echo "all done <promise>
 	if len(recs) != 3 || !recs[2].PromiseSeen || recs[1].PromiseSeen {
 		t.Errorf("records = %+v", recs)
 	}
-	st, err := f.control.ReadStatus()
-	if err != nil || st.State != StateCompleted || st.Iteration != 3 || !st.Completion.Complete {
+	st, err := f.control.Latest()
+	if err != nil || st.State != StateCompleted || st.Iteration != 3 || !st.Completion.Complete || st.Phase != PhaseFinished {
 		t.Errorf("status = %+v, %v", st, err)
 	}
 }
@@ -254,12 +278,15 @@ func TestHintReachesNextIteration(t *testing.T) {
 	f := newFixture(t, false)
 	// The agent records its stdin; the first iteration adds a hint as an
 	// operator would from another terminal.
-	hintCmd := os.Args[0] // unused: hints are added through Control below
-	_ = hintCmd
 	go func() {
 		for i := 0; i < 100; i++ {
 			if _, err := os.Stat(filepath.Join(f.ws, "in-1")); err == nil {
-				f.control.AddHint("Focus on the auth module")
+				live, err := f.control.Live()
+				if err != nil || live == nil {
+					t.Errorf("no live run during iteration 1: %v", err)
+					return
+				}
+				f.control.AddHint(live.RunID, "Focus on the auth module")
 				os.WriteFile(filepath.Join(f.ws, "hinted"), nil, 0o644)
 				return
 			}
@@ -292,7 +319,7 @@ func TestSecretVisibleToAgentButRedacted(t *testing.T) {
 	if strings.Contains(f.out.String(), secret) || !strings.Contains(f.out.String(), "token=[redacted]") {
 		t.Errorf("terminal output: %s", f.out.String())
 	}
-	filepath.Walk(f.control.Dir, func(p string, info os.FileInfo, err error) error {
+	filepath.Walk(f.state, func(p string, info os.FileInfo, err error) error {
 		if err == nil && !info.IsDir() {
 			if data, _ := os.ReadFile(p); bytes.Contains(data, []byte(secret)) {
 				t.Errorf("%s holds the secret", p)
@@ -332,5 +359,33 @@ func TestMaxDuration(t *testing.T) {
 	}
 	if rec := f.records(res)[0]; !rec.Interrupted {
 		t.Errorf("record = %+v", rec)
+	}
+}
+
+// TestPidFilesRemoved: each iteration's pid file is gone when it ends,
+// whether the agent exits or iterationTimeout kills it, so a run of hours
+// leaves none in the sandbox's /tmp (or, with a backend that runs on the
+// host, the host's).
+func TestPidFilesRemoved(t *testing.T) {
+	f := newFixture(t, false)
+	dir := t.TempDir()
+	l := spec.Loop{MaxIterations: 3, Completion: spec.Completion{Promise: "X"}}
+	ag := f.agent("box", `n=$(( $(cat n 2>/dev/null || echo 0) + 1 )); echo $n > n; [ $n -eq 2 ] && exec sleep 300; true`, l, nil)
+	ag.Group = tempGrouper{dir}
+	ag.Loop.IterationTimeout = 2 * time.Second
+	r := f.begin(l, "box")
+	res := r.Loop(context.Background(), Config{Workspace: f.ws, Loop: ag.Loop, Agents: []Agent{ag}, Stdout: &f.out, Stderr: &f.out})
+	if res.Iterations != 3 {
+		t.Fatalf("result = %+v\n%s", res, f.out.String())
+	}
+	if recs := f.records(res); len(recs) != 3 || !recs[1].TimedOut {
+		t.Fatalf("records = %+v; want the second timed out", recs)
+	}
+	left, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range left {
+		t.Errorf("left behind: %s", e.Name())
 	}
 }

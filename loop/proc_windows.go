@@ -2,7 +2,11 @@
 
 package loop
 
-import "golang.org/x/sys/windows"
+import (
+	"strconv"
+
+	"golang.org/x/sys/windows"
+)
 
 // alive reports whether a process exists and has not exited.
 func alive(pid int) bool {
@@ -17,4 +21,19 @@ func alive(pid int) bool {
 	var code uint32
 	const stillActive = 259
 	return windows.GetExitCodeProcess(h, &code) == nil && code == stillActive
+}
+
+// procStart is when process pid was created (GetProcessTimes), "" when
+// it cannot be read.
+func procStart(pid int) string {
+	h, err := windows.OpenProcess(windows.PROCESS_QUERY_LIMITED_INFORMATION, false, uint32(pid))
+	if err != nil {
+		return ""
+	}
+	defer windows.CloseHandle(h)
+	var created, exited, kernel, user windows.Filetime
+	if err := windows.GetProcessTimes(h, &created, &exited, &kernel, &user); err != nil {
+		return ""
+	}
+	return strconv.FormatInt(created.Nanoseconds(), 10)
 }

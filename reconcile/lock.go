@@ -82,12 +82,16 @@ func AcquireLock(ctx context.Context, dir, name string, opts LockOptions) (*Lock
 		case <-time.After(poll):
 		}
 	}
-	host, _ := os.Hostname()
-	info := fmt.Sprintf("pid %d on %s (%s)\n", os.Getpid(), host, opts.Command)
-	if err := f.Truncate(0); err == nil {
-		_, _ = f.WriteAt([]byte(info), 0)
-	}
+	writeHolder(f, opts.Command)
 	return &Lock{f: f}, nil
+}
+
+// writeHolder records in the lock file who holds it, for whoever waits.
+func writeHolder(f *os.File, command string) {
+	host, _ := os.Hostname()
+	if err := f.Truncate(0); err == nil {
+		_, _ = f.WriteAt([]byte(fmt.Sprintf("pid %d on %s (%s)\n", os.Getpid(), host, command)), 0)
+	}
 }
 
 // Release clears the holder and unlocks.
@@ -102,4 +106,36 @@ func (l *Lock) Release() error {
 	}
 	l.f = nil
 	return err
+}
+
+// File is the lock's open file. A child process given it (os/exec's
+// ExtraFiles) holds the lock with this process, and alone once this one
+// has closed its copy: the lock belongs to the open file, not to a
+// process. Close that copy with Disown, never with Release, which would
+// unlock it for the child too.
+func (l *Lock) File() *os.File { return l.f }
+
+// Disown closes this process's copy of the lock's file without unlocking
+// it: the lock stays with the child process that was given the file.
+func (l *Lock) Disown() error {
+	if l == nil || l.f == nil {
+		return nil
+	}
+	err := l.f.Close()
+	l.f = nil
+	return err
+}
+
+// AdoptLock takes over a lock a parent process handed down (File): it
+// checks that f really holds it and records the new holder.
+func AdoptLock(f *os.File, command string) (*Lock, error) {
+	held, err := tryLock(f)
+	if err != nil {
+		return nil, fmt.Errorf("adopt lock %s: %w", f.Name(), err)
+	}
+	if !held {
+		return nil, fmt.Errorf("adopt lock %s: another process holds it", f.Name())
+	}
+	writeHolder(f, command)
+	return &Lock{f: f}, nil
 }

@@ -120,7 +120,7 @@ func (a *app) complete(words []string, cur string) []string {
 		}
 	case "loop":
 		if len(pos) == 0 {
-			return []string{"status", "hint", "stop"}
+			return []string{"status", "logs", "hint", "stop"}
 		}
 	case "stop", "start":
 		return a.sandboxNames() // Docker's form, sbx stop NAME

@@ -298,7 +298,11 @@ alone unless --adopt is given.`,
 				if code, ok := a.approve(p, ap, "destroy"); !ok {
 					return code
 				}
-				return a.execute(ctx, s, p, t.adopt)
+				code := a.execute(ctx, s, p, t.adopt)
+				if code == exitOK {
+					a.forgetHints(s.Names())
+				}
+				return code
 			}
 		},
 	}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/sbxhq/sbx/driver"
+	"github.com/sbxhq/sbx/loop"
 	"github.com/sbxhq/sbx/session"
 )
 
@@ -25,6 +27,7 @@ func TestJSONDocs(t *testing.T) {
 		{"ls-json.md", []any{session.Listing{}, session.Listed{}}},
 		{"checkpoint-json.md", []any{checkpointsDoc{}, session.SavedCheckpoint{}}},
 		{"netlog-json.md", []any{netlogLine{}}},
+		{"loop-status-json.md", []any{loop.Status{}, loop.Record{}, driver.Denial{}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.doc, func(t *testing.T) {

@@ -1,9 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"os"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -20,112 +26,344 @@ import (
 func loopVerb() *verb {
 	return &verb{
 		name:    "loop",
-		summary: "run the agent loop inside the converged sandbox; status, hint, stop",
-		usage:   "[flags] | status [--json] | hint TEXT | stop",
+		summary: "run the agent loop inside the converged sandbox; status, logs, hint, stop",
+		usage:   "[flags] | status [--json] | logs [-f] [RUN] | hint [--next] TEXT | stop",
 		help: `sbx loop converges the sandbox (showing the plan and applying it with the
 usual approval rules), then runs iterations of the file's loop section: the
 prompt, any hints, and a header go to the agent's non-interactive command on
-stdin, until the completion checks pass or a bound stops it.
+stdin, until the completion checks pass or a bound stops it. After each
+iteration it prints one line: its exit status and time, the verify result,
+the files it changed and the requests egress denied.
+
+--detach converges in the foreground (asking for approval as usual), then
+carries on in the background, detached from the terminal, prints the run's
+id and returns; the run's output goes to its log.
+
+Several -f files, each declaring a sandbox with its own agent, run as one
+multi-agent run in one workspace: iteration i runs on the ((i-1) mod n)+1st
+file's sandbox (implementer, reviewer, implementer, ...). The first file's
+loop section sets the bounds (maxIterations, maxDuration, breaker,
+completion); each file's own section gives its agent's prompt, command and
+iterationTimeout.
 
 From another terminal:
-  sbx loop status [--json]   run id, iteration, elapsed, last outcome, breaker, completion
-  sbx loop hint "TEXT"       add TEXT to the next iteration's prompt
+  sbx loop status [--json]   what the run does now (converging, iteration i running,
+                             verifying, finished and why), its last iteration, breaker;
+                             --json: docs/loop-status-json.md, with every iteration's record
+  sbx loop logs [-f] [RUN]   the run's output (default: the sandbox's latest run); -f
+                             follows it until the run ends and exits with its status
+                             (with logs, -f is --follow: name files with --file)
+  sbx loop hint "TEXT"       add TEXT to the next iteration's prompt of the live run;
+                             --next queues it for the sandbox's next run instead
   sbx loop stop              kill the agent inside the sandbox and end the run
+
+A second sbx loop on a sandbox whose run is live is refused at once.
 
 Exit status: 0 completed, 1 error, 3 max iterations reached, 4 breaker
 tripped, 5 maxDuration spent, 130 interrupted (Ctrl-C or sbx loop stop).`,
 		setup: func(fs *pflag.FlagSet) runFunc {
-			t := &target{}
-			t.register(fs)
-			t.registerLock(fs)
-			maxIter := fs.Int("max-iterations", 0, "override loop.maxIterations (must be > 0)")
-			ap := &approval{}
-			ap.register(fs)
-			ephemeral := fs.Bool("ephemeral", false, "create the sandbox for this run and destroy it at the end, even on failure")
-			asJSON := fs.Bool("json", false, "with status: print as JSON")
-			fs.SetInterspersed(true)
+			o := &loopFlags{}
+			o.register(fs)
+			// Flags end at the subcommand: each has its own (logs' -f is
+			// --follow).
+			fs.SetInterspersed(false)
 			return func(ctx context.Context, a *app, args []string) int {
 				if len(args) > 0 {
-					switch args[0] {
-					case "status":
-						return a.loopStatus(t, *asJSON, args[1:])
-					case "hint":
-						return a.loopHint(t, args[1:])
-					case "stop":
-						return a.loopStop(t, args[1:])
+					if sub := loopSubcommand(args[0]); sub != nil {
+						return sub.run(ctx, a, args[1:])
 					}
-					return a.errorf("loop: unknown subcommand %q (loop takes status, hint or stop)", args[0])
+					return a.errorf("loop: unknown subcommand %q (loop takes status, logs, hint or stop)", args[0])
 				}
-				if fs.Changed("max-iterations") && *maxIter <= 0 {
+				if fs.Changed("max-iterations") && o.maxIter <= 0 {
 					return a.errorf("--max-iterations must be greater than 0")
 				}
-				return a.loopRun(ctx, t, *maxIter, ap, *ephemeral)
+				return a.loopRun(ctx, o)
 			}
 		},
 	}
 }
 
-// loopControl finds the loop directory of the one declared sandbox
-// without touching the backend.
-func (a *app) loopControl(t *target) (*loop.Control, *spec.Spec, error) {
+// loopFlags are the flags of a run.
+type loopFlags struct {
+	t         target
+	ap        approval
+	maxIter   int
+	ephemeral bool
+	detach    bool
+}
+
+func (o *loopFlags) register(fs *pflag.FlagSet) {
+	o.t.register(fs)
+	o.t.registerLock(fs)
+	fs.IntVar(&o.maxIter, "max-iterations", 0, "override loop.maxIterations (must be > 0)")
+	o.ap.register(fs)
+	fs.BoolVar(&o.ephemeral, "ephemeral", false, "create the sandbox for this run and destroy it at the end, even on failure")
+	fs.BoolVar(&o.detach, "detach", false, "run in the background once converged: print the run id and return")
+}
+
+// argv is the flags as the detached process gets them: what the user
+// gave, nothing from the files.
+func (o *loopFlags) argv() []string {
+	var args []string
+	for _, f := range o.t.files {
+		args = append(args, "--file", f)
+	}
+	if o.t.driver != "" {
+		args = append(args, "--driver", o.t.driver)
+	}
+	if o.t.noLocal {
+		args = append(args, "--no-local")
+	}
+	args = append(args, "--lock-timeout", o.t.lockTimeout.String())
+	if o.maxIter > 0 {
+		args = append(args, "--max-iterations", strconv.Itoa(o.maxIter))
+	}
+	if o.ap.Yes {
+		args = append(args, "--yes")
+	}
+	if o.ap.Widening {
+		args = append(args, "--approve-widening")
+	}
+	if o.ephemeral {
+		args = append(args, "--ephemeral")
+	}
+	return args
+}
+
+// loopSubcommand is one of `sbx loop status|logs|hint|stop`, with its own
+// flags.
+func loopSubcommand(name string) *verb {
+	t := &target{}
+	switch name {
+	case "status":
+		return &verb{name: "loop status", usage: "[--json] [-f FILE...]", setup: func(fs *pflag.FlagSet) runFunc {
+			t.register(fs)
+			asJSON := fs.Bool("json", false, "print as JSON (docs/loop-status-json.md)")
+			return func(ctx context.Context, a *app, args []string) int { return a.loopStatus(t, *asJSON, args) }
+		}}
+	case "logs":
+		return &verb{name: "loop logs", usage: "[-f] [--file FILE...] [RUN]", setup: func(fs *pflag.FlagSet) runFunc {
+			fs.StringArrayVar(&t.files, "file", nil, "sandbox file (repeatable; default: the nearest sandbox.yaml)")
+			fs.BoolVar(&t.noLocal, "no-local", false, "do not merge sandbox.local.yaml")
+			follow := fs.BoolP("follow", "f", false, "follow the log until the run ends; exit with the run's status")
+			return func(ctx context.Context, a *app, args []string) int { return a.loopLogs(ctx, t, *follow, args) }
+		}}
+	case "hint":
+		return &verb{name: "loop hint", usage: "[--next] [-f FILE] TEXT", setup: func(fs *pflag.FlagSet) runFunc {
+			t.register(fs)
+			next := fs.Bool("next", false, "queue the hint for the sandbox's next run, not the live one")
+			return func(ctx context.Context, a *app, args []string) int { return a.loopHint(ctx, t, *next, args) }
+		}}
+	case "stop":
+		return &verb{name: "loop stop", usage: "[-f FILE...]", setup: func(fs *pflag.FlagSet) runFunc {
+			t.register(fs)
+			return func(ctx context.Context, a *app, args []string) int { return a.loopStop(t, args) }
+		}}
+	}
+	return nil
+}
+
+// loopSpecs loads the files without touching the backend.
+func (a *app) loopSpecs(t *target) ([]*spec.Spec, error) {
 	res, err := session.Load(session.Options{Files: t.files, NoLocal: t.noLocal, Offline: true}, a.lookupEnv)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	if len(res.Specs) != 1 {
-		return nil, nil, fmt.Errorf("the files declare %d sandboxes; name one with -f", len(res.Specs))
+	if len(res.Specs) == 0 {
+		return nil, errors.New("the files declare no sandbox")
+	}
+	return res.Specs, nil
+}
+
+// loopLatest is the latest run of the files' sandboxes: one run, which a
+// multi-agent run's files share.
+func (a *app) loopLatest(t *target) (*loop.Status, error) {
+	specs, err := a.loopSpecs(t)
+	if err != nil {
+		return nil, err
 	}
 	dir, err := a.stateDir()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return loop.NewControl(dir, res.Specs[0].Name), res.Specs[0], nil
+	var latest *loop.Status
+	for _, sp := range specs {
+		s, err := loop.NewControl(dir, sp.Name).Latest()
+		if err != nil {
+			return nil, err
+		}
+		if latest != nil && s.RunID != latest.RunID {
+			return nil, fmt.Errorf("sandboxes %q and %q had different runs last; name one with -f", latest.Sandbox, sp.Name)
+		}
+		latest = s
+	}
+	return latest, nil
 }
 
 func (a *app) loopStatus(t *target, asJSON bool, args []string) int {
 	if len(args) > 0 {
 		return a.errorf("loop status takes no arguments")
 	}
-	c, _, err := a.loopControl(t)
+	s, err := a.loopLatest(t)
 	if err != nil {
 		return a.fail(err)
 	}
-	s, err := c.ReadStatus()
-	if err != nil {
-		return a.errorf("%v", err)
-	}
 	if asJSON {
+		if err := s.ReadRecords(); err != nil {
+			return a.errorf("%v", err)
+		}
 		return a.writeJSON(s)
 	}
-	fmt.Fprintf(a.stdout, "run %s of sandbox %q: %s\n", s.RunID, s.Sandbox, s.State)
-	if s.Detail != "" {
-		fmt.Fprintf(a.stdout, "  %s\n", s.Detail)
-	}
-	fmt.Fprintf(a.stdout, "  iteration %d of %d, elapsed %s\n", s.Iteration, s.MaxIterations, (time.Duration(s.ElapsedMS) * time.Millisecond).Round(time.Second))
-	if o := s.LastOutcome; o != nil {
-		fmt.Fprintf(a.stdout, "  last iteration: exit %d in %s, promise seen: %v, progressed: %v, %d commit(s)\n",
-			o.ExitStatus, (time.Duration(o.DurationMS) * time.Millisecond).Round(time.Millisecond), o.PromiseSeen, o.Progressed, o.Commits)
-	}
-	fmt.Fprintf(a.stdout, "  breaker: no progress %d/%d, same failure %d/%d\n", s.Breaker.NoProgress, s.Breaker.NoProgressLimit, s.Breaker.SameError, s.Breaker.SameErrorLimit)
-	if len(s.Denials) > 0 {
-		fmt.Fprintf(a.stdout, "  egress denials per iteration: %v\n", s.Denials)
-	}
-	fmt.Fprintf(a.stdout, "  logs: %s\n", s.RunDir)
+	a.printStatus(s)
 	return exitOK
 }
 
-func (a *app) loopHint(t *target, args []string) int {
-	if len(args) == 0 {
-		return a.errorf("loop hint needs the text of the hint")
+// printStatus shows a run for people; what the agent chose (host names it
+// asked for) is escaped.
+func (a *app) printStatus(s *loop.Status) {
+	w := a.stdout
+	var names []string
+	for _, sb := range s.Sandboxes {
+		names = append(names, strconv.Quote(sb.Name))
 	}
-	c, sp, err := a.loopControl(t)
+	of := "sandbox " + strconv.Quote(s.Sandbox)
+	if len(names) > 1 {
+		of = "sandboxes " + strings.Join(names, ", ")
+	}
+	fmt.Fprintf(w, "run %s of %s: %s\n", s.RunID, of, s.State)
+	elapsed := (time.Duration(s.ElapsedMS) * time.Millisecond).Round(time.Second)
+	if s.State == loop.StateRunning {
+		now := s.Doing()
+		switch {
+		case s.Phase == loop.PhaseAgent && s.IterationStarted != nil:
+			now += fmt.Sprintf(" for %s", time.Since(*s.IterationStarted).Round(time.Second))
+		case s.Phase == loop.PhaseVerifying:
+			now += ": " + s.VerifyCommand
+		}
+		if len(s.Sandboxes) > 1 && s.IterationSandbox != "" && s.Phase != loop.PhaseConverging {
+			now += fmt.Sprintf(" (sandbox %q)", s.IterationSandbox)
+		}
+		fmt.Fprintf(w, "  now: %s\n  elapsed %s; pid %d%s\n", now, elapsed, s.PID, map[bool]string{true: ", in the background"}[s.Detached])
+	} else {
+		fmt.Fprintf(w, "  %s (exit %d)\n  %d iteration(s) of %d in %s\n", s.Detail, s.ExitCode, s.Iteration, s.MaxIterations, elapsed)
+	}
+	if o := s.LastOutcome; o != nil {
+		fmt.Fprintf(w, "  last: %s\n", o.Summary)
+		for _, d := range o.Denied {
+			fmt.Fprintf(w, "    denied %s\n", loop.DenialLine(d))
+		}
+		if o.Denials != nil && *o.Denials > len(o.Denied) {
+			fmt.Fprintf(w, "    (and %d more; sbx netlog shows them all)\n", *o.Denials-len(o.Denied))
+		}
+	}
+	fmt.Fprintf(w, "  breaker: no progress %d/%d, same failure %d/%d\n", s.Breaker.NoProgress, s.Breaker.NoProgressLimit, s.Breaker.SameError, s.Breaker.SameErrorLimit)
+	fmt.Fprintf(w, "  log: %s\n  records: %s\n", s.Log, s.RunDir)
+}
+
+func (a *app) loopLogs(ctx context.Context, t *target, follow bool, args []string) int {
+	var s *loop.Status
+	var err error
+	switch len(args) {
+	case 0:
+		s, err = a.loopLatest(t)
+	case 1:
+		var dir string
+		if dir, err = a.stateDir(); err == nil {
+			s, err = loop.FindRun(dir, args[0])
+		}
+	default:
+		return a.errorf("loop logs takes at most one run id")
+	}
 	if err != nil {
 		return a.fail(err)
 	}
-	if err := c.AddHint(strings.Join(args, " ")); err != nil {
+	f, err := os.Open(s.Log)
+	if err != nil {
 		return a.errorf("%v", err)
 	}
-	fmt.Fprintf(a.stdout, "hint queued for the next iteration of sandbox %q\n", sp.Name)
+	defer f.Close()
+	if _, err := io.Copy(a.stdout, f); err != nil {
+		return a.errorf("%v", err)
+	}
+	if !follow {
+		return exitOK
+	}
+	// Until the run ends: what it writes, every 100 ms. Ctrl-C ends the
+	// following, not the run (another process).
+	t2 := time.NewTicker(100 * time.Millisecond)
+	defer t2.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return exitInterrupted
+		case <-t2.C:
+		}
+		now, err := loop.ReadRun(s.RunDir)
+		if err != nil {
+			return a.errorf("%v", err)
+		}
+		if _, err := io.Copy(a.stdout, f); err != nil {
+			return a.errorf("%v", err)
+		}
+		if now.Live() {
+			continue
+		}
+		// Ended: what it wrote before recording that is in the file.
+		io.Copy(a.stdout, f)
+		if now.State == loop.StateVanished {
+			return a.errorf("run %s: %s", now.RunID, now.Detail)
+		}
+		return now.ExitCode
+	}
+}
+
+func (a *app) loopHint(ctx context.Context, t *target, next bool, args []string) int {
+	if len(args) == 0 {
+		return a.errorf("loop hint needs the text of the hint")
+	}
+	specs, err := a.loopSpecs(t)
+	if err != nil {
+		return a.fail(err)
+	}
+	if len(specs) != 1 {
+		return a.errorf("the files declare %d sandboxes; a hint goes to one agent: name its file with -f", len(specs))
+	}
+	name := specs[0].Name
+	dir, err := a.stateDir()
+	if err != nil {
+		return a.errorf("%v", err)
+	}
+	c := loop.NewControl(dir, name)
+	live, err := c.Live()
+	if err != nil {
+		return a.errorf("%v", err)
+	}
+	text := strings.Join(args, " ")
+	if live != nil && !next {
+		if err := c.AddHint(live.RunID, text); err != nil {
+			return a.errorf("%v", err)
+		}
+		fmt.Fprintf(a.stdout, "hint queued for the next iteration of sandbox %q (run %s)\n", name, live.RunID)
+		return exitOK
+	}
+	if !next {
+		return a.errorf("no loop is running on sandbox %q; nothing would read the hint (queue it for the sandbox's next run with --next)", name)
+	}
+	if live == nil {
+		// Queued for a sandbox that is not there, it would wait for
+		// whatever sandbox of that name came next.
+		s, err := a.open(ctx, t, "")
+		if err != nil {
+			return a.fail(err)
+		}
+		if l := s.Live[name]; l == nil || !l.Exists {
+			return a.errorf("sandbox %q does not exist; create it (sbx apply) before queuing hints for it", name)
+		}
+	}
+	if err := c.AddHint("", text); err != nil {
+		return a.errorf("%v", err)
+	}
+	fmt.Fprintf(a.stdout, "hint queued for the next run on sandbox %q\n", name)
 	return exitOK
 }
 
@@ -133,11 +371,15 @@ func (a *app) loopStop(t *target, args []string) int {
 	if len(args) > 0 {
 		return a.errorf("loop stop takes no arguments")
 	}
-	c, _, err := a.loopControl(t)
+	specs, err := a.loopSpecs(t)
 	if err != nil {
 		return a.fail(err)
 	}
-	s, err := c.Stop(2 * time.Second)
+	dir, err := a.stateDir()
+	if err != nil {
+		return a.errorf("%v", err)
+	}
+	s, err := loop.NewControl(dir, specs[0].Name).Stop(3 * time.Second)
 	if err != nil {
 		return a.errorf("%v", err)
 	}
@@ -145,35 +387,139 @@ func (a *app) loopStop(t *target, args []string) int {
 	return exitOK
 }
 
-func (a *app) loopRun(ctx context.Context, t *target, maxIter int, ap *approval, ephemeral bool) int {
-	s, err := a.open(ctx, t, "sbx loop")
+// loopRun starts a run: it takes the sandboxes' run locks (refusing at
+// once when one has a live run), records the run from its first instant,
+// converges and loops, or hands the run to a detached process.
+func (a *app) loopRun(ctx context.Context, o *loopFlags) int {
+	specs, err := a.loopSpecs(&o.t)
+	if err != nil {
+		return a.fail(err)
+	}
+	if err := checkLoopSpecs(specs); err != nil {
+		return a.errorf("%v", err)
+	}
+	if o.detach {
+		if err := canDetach(); err != nil {
+			return a.errorf("%v", err)
+		}
+	}
+	dir, err := a.stateDir()
+	if err != nil {
+		return a.errorf("%v", err)
+	}
+	maxIter := specs[0].Loop.MaxIterations
+	if o.maxIter > 0 {
+		maxIter = o.maxIter
+	}
+	var sbs []loop.RunSandbox
+	for _, sp := range specs {
+		sbs = append(sbs, loop.RunSandbox{Name: sp.Name, Agent: sp.Agent, File: sp.Files[0]})
+	}
+	run, err := loop.Begin(dir, loop.BeginOptions{Sandboxes: sbs, MaxIterations: maxIter, Detached: o.detach})
+	if err != nil {
+		return a.errorf("%v", err)
+	}
+	term := stdio{out: a.stdout, err: a.stderr}
+	last := &lastError{}
+	a.stdout = io.MultiWriter(term.out, loop.Quiet{W: run.Log()})
+	a.stderr = io.MultiWriter(term.err, loop.Quiet{W: run.Log()}, last)
+	code := a.loopDrive(run.Watch(ctx), run, specs, o, term, false)
+	run.Close(code, last.String())
+	return code
+}
+
+// loopResume is the detached process's side of --detach: it takes over
+// the run the foreground process began (its lock files are this
+// process's descriptors from 3 on, then the end of a pipe on which it says
+// it has), and carries it on. Its standard output and error are the run's
+// log.
+func (a *app) loopResume(ctx context.Context, o *loopFlags, runID string) int {
+	specs, err := a.loopSpecs(&o.t)
+	if err != nil {
+		return a.fail(err)
+	}
+	dir, err := a.stateDir()
+	if err != nil {
+		return a.errorf("%v", err)
+	}
+	var names []string
+	for _, sp := range specs {
+		names = append(names, sp.Name)
+	}
+	locks, ready, err := inheritedFiles(len(names))
+	if err != nil {
+		return a.errorf("%v", err)
+	}
+	run, err := loop.Resume(dir, runID, names, locks)
+	if err != nil {
+		ready.Close()
+		return a.errorf("%v", err)
+	}
+	io.WriteString(ready, "ok\n")
+	ready.Close()
+	last := &lastError{}
+	a.stderr = io.MultiWriter(a.stderr, last)
+	code := a.loopDrive(run.Watch(ctx), run, specs, o, stdio{out: io.Discard, err: io.Discard}, true)
+	run.Close(code, last.String())
+	return code
+}
+
+type stdio struct{ out, err io.Writer }
+
+// checkLoopSpecs checks what a run needs of its files: a loop section in
+// each, and one workspace for a multi-agent run.
+func checkLoopSpecs(specs []*spec.Spec) error {
+	for _, sp := range specs {
+		if sp.Loop == nil {
+			return fmt.Errorf("sandbox %q has no loop section in %s", sp.Name, sp.Files[0])
+		}
+		if sp.Workspace.Path != specs[0].Workspace.Path {
+			return fmt.Errorf("a multi-agent run has one workspace: %s works in %s, %s in %s",
+				specs[0].Files[0], specs[0].Workspace.Path, sp.Files[0], sp.Workspace.Path)
+		}
+	}
+	return nil
+}
+
+// loopDrive converges the run's sandboxes and runs the loop in them (or,
+// with --detach in the process that began the run, hands it on once
+// converged). resumed says this is the detached process: it asks nobody
+// for approval and does not create what the first process created.
+func (a *app) loopDrive(ctx context.Context, run *loop.Run, specs []*spec.Spec, o *loopFlags, term stdio, resumed bool) int {
+	s, err := a.open(ctx, &o.t, "sbx loop")
 	if err != nil {
 		return a.fail(err)
 	}
 	defer s.Release()
-	if len(s.Specs) != 1 {
-		return a.errorf("the files declare %d sandboxes; name one with -f", len(s.Specs))
+	// The files were read twice: the run's sandboxes are the ones it
+	// converges.
+	if got, want := strings.Join(s.Names(), ","), strings.Join(namesOf(specs), ","); got != want {
+		return a.errorf("the files changed while the run began: they declared %s, now %s", want, got)
 	}
-	sp := s.Specs[0]
-	if sp.Loop == nil {
-		return a.errorf("sandbox %q has no loop section in %s", sp.Name, sp.Files[0])
+	lead := s.Specs[0]
+	if err := checkLoopSpecs(s.Specs); err != nil {
+		return a.errorf("%v", err)
 	}
-	l := *sp.Loop
-	if maxIter > 0 {
-		l.MaxIterations = maxIter
-	}
-	ephemeral = ephemeral || l.Ephemeral
-	if ephemeral {
-		if lv := s.Live[sp.Name]; lv != nil && lv.Exists {
-			return a.errorf("sandbox %q already exists; --ephemeral creates its own for the run and destroys it after (run 'sbx destroy' first, or drop --ephemeral)", sp.Name)
+	ephemeral := o.ephemeral || lead.Loop.Ephemeral
+	if ephemeral && !resumed {
+		for _, sp := range s.Specs {
+			if lv := s.Live[sp.Name]; lv != nil && lv.Exists {
+				return a.errorf("sandbox %q already exists; --ephemeral creates its own for the run and destroys it after (run 'sbx destroy' first, or drop --ephemeral)", sp.Name)
+			}
 		}
+	}
+	handedOff := false
+	if ephemeral {
 		defer func() {
+			if handedOff {
+				return // the detached process destroys it at its end
+			}
 			if code := a.destroyEphemeral(s); code != exitOK {
-				fmt.Fprintf(a.stderr, "sbx: the ephemeral sandbox %q may be left behind; remove it with 'sbx destroy -y'\n", sp.Name)
+				fmt.Fprintf(a.stderr, "sbx: the ephemeral sandbox may be left behind; remove it with 'sbx destroy -y'\n")
 			}
 		}()
 	}
-	p, err := s.Plan(t.adopt)
+	p, err := s.Plan(o.t.adopt)
 	if err != nil {
 		return a.fail(err)
 	}
@@ -181,67 +527,145 @@ func (a *app) loopRun(ctx context.Context, t *target, maxIter int, ap *approval,
 		return a.errorf("%v", err)
 	}
 	if !p.Empty() {
-		if err := reconcile.Render(a.stdout, p, a.color(a.stdout)); err != nil {
+		if err := reconcile.Render(a.stdout, p, false); err != nil {
 			return a.errorf("%v", err)
 		}
-		if code, ok := a.approve(p, ap, "apply"); !ok {
+		if resumed {
+			// Nobody to ask: only what the flags approve applies.
+			if err := session.Approve(p, o.ap.Approval); err != nil {
+				return a.errorf("the sandbox changed after the run was approved, and %v", err)
+			}
+		} else if code, ok := a.approve(p, &o.ap, "apply"); !ok {
 			return code
 		}
-		if code := a.execute(ctx, s, p, t.adopt); code != exitOK {
+		if code := a.execute(ctx, s, p, o.t.adopt); code != exitOK {
 			return code
 		}
 	}
-	secrets, err := s.Secrets(ctx, sp)
+	if o.detach && !resumed {
+		s.Release() // the detached process takes the sandboxes' locks again
+		code := a.detach(ctx, run, o, term)
+		handedOff = code == exitOK
+		return code
+	}
+	cfg, err := a.loopConfig(ctx, s, o, term)
 	if err != nil {
 		return a.errorf("%v", err)
 	}
-	_, ok := s.Backend.(driver.Execer)
-	if !ok {
-		return a.errorf("the %s driver cannot run commands in a sandbox", s.Backend.Name())
+	if lead.Loop.Checkpoint.When != spec.CheckpointNever {
+		cfg.Checkpoint = &loopCheckpointer{s: s, runID: run.ID, l: lead.Loop.Checkpoint, w: term.err}
 	}
-	dir, err := a.stateDir()
-	if err != nil {
-		return a.errorf("%v", err)
-	}
-	var redact []string
-	for _, v := range secrets {
-		redact = append(redact, v)
-	}
-	cfg := loop.Config{
-		Sandbox: sp.Name, Agent: sp.Agent, Workspace: sp.Workspace.Path, Loop: l,
-		Env: s.ExecEnv(sp, secrets), Redact: redact,
-		Exec: execFunc(func(ctx context.Context, argv []string, o cliutil.ExecOptions) (int, error) {
-			return s.Exec(ctx, sp, argv, o)
-		}),
-		Control: loop.NewControl(dir, sp.Name),
-		Stdout:  a.stdout, Stderr: a.stderr,
-	}
-	if h, ok := s.Backend.(driver.Helper); ok {
-		cfg.Group = loop.HelperGrouper{Binary: h.SandboxHelper()}
-	}
-	if l.Checkpoint.When != spec.CheckpointNever {
-		cfg.Checkpoint = func(ctx context.Context, runID, when string) error {
-			cp, pruned, err := s.LoopCheckpoint(ctx, sp, runID, when, l.Checkpoint.Keep)
-			if cp != nil {
-				fmt.Fprintf(a.stderr, "sbx loop: saved checkpoint %q\n", cp.Name)
-			}
-			if len(pruned) > 0 {
-				fmt.Fprintf(a.stderr, "sbx loop: removed older loop checkpoints %s (keep: %d)\n", strings.Join(pruned, ", "), l.Checkpoint.Keep)
-			}
-			return err
-		}
-	}
-	if dc, ok := s.Backend.(driver.DenialCounter); ok {
-		cfg.Denials = denialFunc(func(ctx context.Context, since, until time.Time) (int, error) {
-			return dc.Denials(ctx, sp.Name, since, until)
-		})
-	}
-	res := loop.Run(ctx, cfg)
-	fmt.Fprintf(a.stderr, "sbx loop: %s: %s (exit %d; records in %s)\n", res.State, res.Detail, res.ExitCode, res.RunDir)
-	return res.ExitCode
+	return run.Loop(ctx, cfg).ExitCode
 }
 
-// destroyEphemeral removes the run's sandbox whatever happened.
+// loopCheckpointer saves the run's sandboxes as loop.checkpoint says:
+// before each iteration (every-iteration), and at the end of a completed
+// run (on-complete, every-iteration). A checkpoint is a convenience, not a
+// bound: one that fails is said and the run goes on.
+type loopCheckpointer struct {
+	s     *session.Session
+	runID string
+	l     spec.LoopCheckpoint
+	w     io.Writer
+}
+
+func (c *loopCheckpointer) BeforeIteration(ctx context.Context, sandbox string, i int) error {
+	if c.l.When == spec.CheckpointEveryIteration {
+		c.save(ctx, sandbox, fmt.Sprint(i))
+	}
+	return nil
+}
+
+func (c *loopCheckpointer) AfterRun(ctx context.Context, res *loop.Result) error {
+	if res.State == loop.StateCompleted && (c.l.When == spec.CheckpointOnComplete || c.l.When == spec.CheckpointEveryIteration) {
+		for _, sp := range c.s.Specs {
+			c.save(ctx, sp.Name, "done")
+		}
+	}
+	return nil
+}
+
+func (c *loopCheckpointer) save(ctx context.Context, sandbox, when string) {
+	if ctx.Err() != nil {
+		return
+	}
+	for _, sp := range c.s.Specs {
+		if sp.Name != sandbox {
+			continue
+		}
+		cp, pruned, err := c.s.LoopCheckpoint(ctx, sp, c.runID, when, c.l.Keep)
+		if cp != nil {
+			fmt.Fprintf(c.w, "sbx loop: saved checkpoint %q\n", cp.Name)
+		}
+		if len(pruned) > 0 {
+			fmt.Fprintf(c.w, "sbx loop: removed older loop checkpoints %s (keep: %d)\n", strings.Join(pruned, ", "), c.l.Keep)
+		}
+		if err != nil {
+			fmt.Fprintf(c.w, "sbx loop: checkpoint (%s) failed, the run goes on: %v\n", when, err)
+		}
+	}
+}
+
+// loopConfig is the run's configuration: one agent per sandbox, bounds
+// from the first file's loop section.
+func (a *app) loopConfig(ctx context.Context, s *session.Session, o *loopFlags, term stdio) (loop.Config, error) {
+	if _, ok := s.Backend.(driver.Execer); !ok {
+		return loop.Config{}, fmt.Errorf("the %s driver cannot run commands in a sandbox", s.Backend.Name())
+	}
+	lead := s.Specs[0]
+	cfg := loop.Config{Workspace: lead.Workspace.Path, Loop: *lead.Loop, Stdout: term.out, Stderr: term.err}
+	if o.maxIter > 0 {
+		cfg.Loop.MaxIterations = o.maxIter
+	}
+	for _, sp := range s.Specs {
+		secrets, err := s.Secrets(ctx, sp)
+		if err != nil {
+			return loop.Config{}, err
+		}
+		for _, v := range secrets {
+			cfg.Redact = append(cfg.Redact, v)
+		}
+		name, sp := sp.Name, sp
+		ag := loop.Agent{
+			Sandbox: name, Agent: sp.Agent, File: sp.Files[0], Template: templateText(sp), Loop: *sp.Loop,
+			Env: s.ExecEnv(sp, secrets),
+			Exec: execFunc(func(ctx context.Context, argv []string, o cliutil.ExecOptions) (int, error) {
+				return s.Exec(ctx, sp, argv, o) // as sp's user
+			}),
+		}
+		if h, ok := s.Backend.(driver.Helper); ok {
+			ag.Group = loop.HelperGrouper{Binary: h.SandboxHelper()}
+		}
+		if dc, ok := s.Backend.(driver.DenialCounter); ok {
+			ag.Denials = denialFunc(func(ctx context.Context, since, until time.Time, max int) (int, []driver.Denial, error) {
+				return dc.Denials(ctx, name, since, until, max)
+			})
+		}
+		cfg.Agents = append(cfg.Agents, ag)
+	}
+	return cfg, nil
+}
+
+// templateText says what a sandbox is made from.
+func templateText(sp *spec.Spec) string {
+	switch {
+	case sp.Template.Build != nil:
+		return fmt.Sprintf("built from %s/%s", sp.Template.Build.Context, sp.Template.Build.Dockerfile)
+	case sp.Template.Image != "":
+		return sp.Template.Image
+	}
+	return spec.DefaultTemplate(sp.Agent) + ", the " + sp.Agent + " agent's default"
+}
+
+func namesOf(specs []*spec.Spec) []string {
+	var names []string
+	for _, sp := range specs {
+		names = append(names, sp.Name)
+	}
+	return names
+}
+
+// destroyEphemeral removes the run's sandboxes whatever happened.
 func (a *app) destroyEphemeral(s *session.Session) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -256,7 +680,26 @@ func (a *app) destroyEphemeral(s *session.Session) int {
 		return exitOK
 	}
 	fmt.Fprintf(a.stderr, "sbx loop: destroying the ephemeral sandbox\n")
-	return a.execute(ctx, s, p, false)
+	code := a.execute(ctx, s, p, false)
+	if code == exitOK {
+		a.forgetHints(s.Names())
+	}
+	return code
+}
+
+// forgetHints drops the hints queued for destroyed sandboxes: a hint for
+// the agent of a sandbox that is gone must not reach the next sandbox
+// of that name.
+func (a *app) forgetHints(names []string) {
+	dir, err := a.stateDir()
+	if err != nil {
+		return
+	}
+	for _, n := range names {
+		if err := loop.NewControl(dir, n).ClearHints(); err != nil {
+			fmt.Fprintf(a.stderr, "sbx: note: the loop hints queued for sandbox %q were not removed: %v\n", n, err)
+		}
+	}
 }
 
 type execFunc func(ctx context.Context, argv []string, o cliutil.ExecOptions) (int, error)
@@ -265,14 +708,48 @@ func (f execFunc) Exec(ctx context.Context, argv []string, o cliutil.ExecOptions
 	return f(ctx, argv, o)
 }
 
-type denialFunc func(ctx context.Context, since, until time.Time) (int, error)
+type denialFunc func(ctx context.Context, since, until time.Time, max int) (int, []driver.Denial, error)
 
-func (f denialFunc) Denials(ctx context.Context, since, until time.Time) (int, error) {
-	return f(ctx, since, until)
+func (f denialFunc) Denials(ctx context.Context, since, until time.Time, max int) (int, []driver.Denial, error) {
+	return f(ctx, since, until, max)
 }
 
-// hiddenVerbs are the in-sandbox helpers of the static binary: not listed,
-// not for people.
+// lastError keeps the last error sbx printed ("sbx: ..."), which a run
+// that ends before its loop records as why.
+type lastError struct {
+	mu   sync.Mutex
+	buf  []byte
+	last string
+}
+
+func (l *lastError) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf = append(l.buf, p...)
+	for {
+		i := bytes.IndexByte(l.buf, '\n')
+		if i < 0 {
+			break
+		}
+		if line, ok := strings.CutPrefix(string(l.buf[:i]), "sbx: "); ok {
+			l.last = line
+		}
+		l.buf = l.buf[i+1:]
+	}
+	if len(l.buf) > 4<<10 {
+		l.buf = l.buf[:0]
+	}
+	return len(p), nil
+}
+
+func (l *lastError) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.last
+}
+
+// hiddenVerbs are the in-sandbox helpers of the static binary and the
+// detached loop: not listed, not for people.
 func hiddenVerbs() map[string]func(ctx context.Context, a *app, args []string) int {
 	return map[string]func(ctx context.Context, a *app, args []string) int{
 		"__run-group": func(ctx context.Context, a *app, args []string) int {
@@ -291,5 +768,25 @@ func hiddenVerbs() map[string]func(ctx context.Context, a *app, args []string) i
 			return egress.InitMain(ctx, args, a.stderr)
 		},
 		"__complete": completeMain,
+		loopDetachedVerb: func(ctx context.Context, a *app, args []string) int {
+			o := &loopFlags{}
+			runID := ""
+			v := &verb{name: loopDetachedVerb, hidden: true, setup: func(fs *pflag.FlagSet) runFunc {
+				o.register(fs)
+				fs.StringVar(&runID, "run", "", "the run to carry on")
+				return func(ctx context.Context, a *app, args []string) int {
+					if len(args) > 0 || runID == "" {
+						return a.errorf("usage: sbx %s --run RUN [loop flags]", loopDetachedVerb)
+					}
+					ignoreHangup()
+					return a.loopResume(ctx, o, runID)
+				}
+			}}
+			return v.run(ctx, a, args)
+		},
 	}
 }
+
+// loopDetachedVerb is the hidden verb the detached process of `sbx loop
+// --detach` runs.
+const loopDetachedVerb = "__loop-detached"

@@ -746,9 +746,16 @@ func bind(src, dst string, ro bool) string {
 	return s
 }
 
-// Exec runs argv in the sandbox (`docker exec`); secrets go as -e NAME with
-// the value only in the docker CLI's environment.
+// Exec runs argv in the sandbox. Without a terminal it goes through the
+// Engine API (engine.exec), which spares the CLI process `docker exec`
+// costs each time (most of a loop iteration's overhead, BENCHMARKS.md);
+// with one (-t: sbx shell on a terminal) it is `docker exec`, which knows
+// how to drive a terminal. Secrets go as -e NAME with the value only in
+// the docker CLI's environment, or in the API request's body.
 func (d *Driver) Exec(ctx context.Context, name string, argv []string, o cliutil.ExecOptions) (int, error) {
+	if !o.TTY {
+		return d.api.exec(ctx, containerName(name), argv, o)
+	}
 	flags, env := cliutil.ExecArgs(o)
 	args := append(append(append([]string{d.opts.Docker, "exec"}, flags...), containerName(name)), argv...)
 	return cliutil.ExitCode(d.opts.Runner.Run(ctx, runner.Cmd{Args: args, Env: env, Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr}))
@@ -769,22 +776,13 @@ type logEntry struct {
 // readLog returns the proxy's decision lines (its container log), those
 // since a time when since is not zero.
 func (d *Driver) readLog(ctx context.Context, name string, since time.Time) ([]string, error) {
-	args := []string{"logs"}
-	if !since.IsZero() {
-		args = append(args, "--since", since.UTC().Format(time.RFC3339Nano))
-	}
-	var out bytes.Buffer
-	err := d.opts.Runner.Run(ctx, runner.Cmd{Args: append([]string{d.opts.Docker}, append(args, egressName(name))...), Stdout: &out, Stderr: &out})
-	if err != nil {
-		return nil, err
-	}
 	var lines []string
-	for _, l := range strings.Split(out.String(), "\n") {
-		if strings.Contains(l, `"decision"`) {
-			lines = append(lines, l)
+	err := d.api.logLines(ctx, egressName(name), since, func(l []byte) {
+		if bytes.Contains(l, []byte(`"decision"`)) {
+			lines = append(lines, string(l))
 		}
-	}
-	return lines, nil
+	})
+	return lines, err
 }
 
 // NetLog reads the proxy's decisions; with follow it keeps reading new
@@ -822,20 +820,24 @@ func (d *Driver) NetLog(ctx context.Context, name string, follow bool, emit func
 	}
 }
 
-// Denials counts the requests the proxy denied in [since, until].
-func (d *Driver) Denials(ctx context.Context, name string, since, until time.Time) (int, error) {
-	lines, err := d.readLog(ctx, name, since)
-	if err != nil {
-		return 0, err
-	}
+// Denials counts the requests the proxy denied in [since, until] and
+// lists the first max of them, reading its log as a stream.
+func (d *Driver) Denials(ctx context.Context, name string, since, until time.Time, max int) (int, []driver.Denial, error) {
 	n := 0
-	for _, l := range lines {
-		var e logEntry
-		if json.Unmarshal([]byte(l), &e) == nil && e.Decision == "deny" && !e.Time.Before(since) && !e.Time.After(until) {
-			n++
+	var first []driver.Denial
+	err := d.api.logLines(ctx, egressName(name), since, func(l []byte) {
+		if !bytes.Contains(l, []byte(`"decision"`)) {
+			return
 		}
-	}
-	return n, nil
+		var e logEntry
+		if json.Unmarshal(l, &e) != nil || e.Decision != "deny" || e.Time.Before(since) || e.Time.After(until) {
+			return
+		}
+		if n++; len(first) < max {
+			first = append(first, driver.Denial{Time: e.Time, Method: e.Method, Host: e.Host, Port: e.Port, Reason: e.Reason, Rule: e.Rule})
+		}
+	})
+	return n, first, err
 }
 
 // RuntimeCheck says whether the daemon has gVisor's runsc runtime, and how

@@ -337,10 +337,10 @@ func isolation(t *testing.T, runtime string) {
 				t.Errorf("netlog lacks %s:\n%s", want, log)
 			}
 		}
-		n, err := b.d.Denials(context.Background(), b.name, time.Now().Add(-time.Minute), time.Now())
-		if err != nil || n < 2 {
+		n, first, err := b.d.Denials(context.Background(), b.name, time.Now().Add(-time.Minute), time.Now(), 1)
+		if err != nil || n < 2 || len(first) != 1 || first[0].Reason == "" {
 			lines, lerr := b.d.readLog(context.Background(), b.name, time.Now().Add(-time.Minute))
-			t.Errorf("Denials = %d, %v; log since a minute ago (%v):\n%s", n, err, lerr, strings.Join(lines, "\n"))
+			t.Errorf("Denials = %d, %+v, %v; log since a minute ago (%v):\n%s", n, first, err, lerr, strings.Join(lines, "\n"))
 		}
 	})
 	t.Run("a listener on the host is unreachable", func(t *testing.T) {

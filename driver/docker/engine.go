@@ -511,3 +511,6 @@ type stdioAddr struct{}
 
 func (stdioAddr) Network() string { return "docker-dial-stdio" }
 func (stdioAddr) String() string  { return "docker system dial-stdio" }
+
+// CloseWrite ends the relay's input, as a half-close would a socket.
+func (c *stdioConn) CloseWrite() error { return c.w.Close() }

@@ -77,7 +77,13 @@ func (e *loopEnv) sbx(args ...string) (string, int) {
 
 func (e *loopEnv) status() map[string]any {
 	e.t.Helper()
-	out, code := e.sbx("loop", "status", "--json")
+	return e.statusOf()
+}
+
+// statusOf is sbx loop status --json with args (files).
+func (e *loopEnv) statusOf(args ...string) map[string]any {
+	e.t.Helper()
+	out, code := e.sbx(append([]string{"loop", "status", "--json"}, args...)...)
 	if code != 0 {
 		e.t.Fatalf("loop status: %d %s", code, out)
 	}
@@ -227,7 +233,7 @@ func TestLoopSteering(t *testing.T) {
 	}
 	wait("in-1")
 	s := e.status()
-	if s["state"] != "running" || s["max_iterations"].(float64) != 10 || s["iteration"].(float64) != 0 {
+	if s["state"] != "running" || s["phase"] != "agent" || s["max_iterations"].(float64) != 10 || s["iteration"].(float64) != 1 {
 		t.Errorf("status during iteration 1: %v", s)
 	}
 	if out, code := e.sbx("loop", "hint", "Focus on the auth module"); code != 0 {
@@ -239,7 +245,7 @@ func TestLoopSteering(t *testing.T) {
 	if !strings.Contains(string(in2), "- Focus on the auth module") {
 		t.Errorf("iteration 2's stdin:\n%s", in2)
 	}
-	if s := e.status(); s["iteration"].(float64) != 1 || s["last_outcome"].(map[string]any)["exit_status"].(float64) != 0 {
+	if s := e.status(); s["iteration"].(float64) != 2 || s["last_outcome"].(map[string]any)["exit_status"].(float64) != 0 {
 		t.Errorf("status during iteration 2: %v", s)
 	}
 	if ps := e.agentProcesses("sleep 0.05"); ps == "" {
