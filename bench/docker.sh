@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Docker driver timings on a real daemon (needs hyperfine, busybox-static):
-#  1. `sbx apply` of a new sandbox vs the same docker commands from a script
-#     (the egress image and the template are built beforehand: build time
-#     is excluded);
+#  1. `sbx apply` of a new sandbox vs the floor, two plain `docker run -d`
+#     of the same images (the template and the egress image) at once, and
+#     vs the docker CLI commands that make the same containers, from a
+#     script (the egress image and the template are built beforehand:
+#     build time is excluded);
 #  2. an allow-list change applied in place vs an env change (a replace).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v hyperfine >/dev/null || { echo "bench/docker.sh: install hyperfine" >&2; exit 1; }
 work=$(mktemp -d)
 export SBX_STATE_DIR="$work/state" SBX_STATIC_BINARY="$work/sbx"
-cleanup() { docker rm -f sbx-bench sbx-bench-egress raw-bench raw-bench-egress >/dev/null 2>&1 || true
+cleanup() { docker rm -f sbx-bench sbx-bench-egress raw-bench raw-bench-egress floor-bench floor-bench-egress >/dev/null 2>&1 || true
   docker volume rm -f sbx-bench-sock sbx-bench-policy raw-sock raw-policy >/dev/null 2>&1 || true
   rm -rf "$work"; }
 trap cleanup EXIT
@@ -44,15 +46,23 @@ docker create --name raw-bench --network none --entrypoint /.sbx/sbx -v $work/sb
 wait \$egress_pid
 docker start raw-bench >/dev/null
 SH
-echo "== create: sbx apply vs the same docker commands"
-hyperfine --runs 8 --export-markdown "$work/create.md" \
-  --prepare "$work/sbx destroy -y >/dev/null 2>&1; docker rm -f raw-bench raw-bench-egress >/dev/null 2>&1; docker volume rm -f raw-sock raw-policy >/dev/null 2>&1; true" \
-  "$work/sbx apply -y" "bash $work/raw.sh" >/dev/null
+# The floor: the two images run plainly, at once.
+cat > "$work/floor.sh" <<SH
+docker run -d --name floor-bench sbx-bench-busybox:1 sleep 1d >/dev/null &
+docker run -d --name floor-bench-egress $egress __egress-proxy --policy /policy.json --init-policy '{"default":"deny"}' --listen unix:/egress.sock >/dev/null &
+wait
+SH
+echo "== create: sbx apply vs two plain docker run -d at once vs the same docker commands"
+hyperfine --runs 15 --export-markdown "$work/create.md" \
+  --prepare "$work/sbx destroy -y >/dev/null 2>&1; docker rm -f raw-bench raw-bench-egress floor-bench floor-bench-egress >/dev/null 2>&1; docker volume rm -f raw-sock raw-policy >/dev/null 2>&1; true" \
+  -n "sbx apply (new sandbox)" "$work/sbx apply -y" -n "two plain docker run -d at once" "bash $work/floor.sh" \
+  -n "the same docker commands" "bash $work/raw.sh" >/dev/null
+docker rm -f floor-bench floor-bench-egress >/dev/null 2>&1 || true
 cat "$work/create.md"
 "$work/sbx" apply -y >/dev/null
 echo "== change: allow-list in place vs env replace"
 hyperfine --runs 8 --export-markdown "$work/change.md" \
-  --prepare "sed -i 's/allow: \[.*\]/allow: [a.example]/' sandbox.yaml; $work/sbx apply -y >/dev/null" \
+  --prepare "sed -i 's/allow: \[.*\]/allow: [a.example]/' sandbox.yaml; $work/sbx apply -y --approve-widening >/dev/null" \
   -n "allow-list change (in place)" "sed -i 's/allow: \[.*\]/allow: [b.example]/' sandbox.yaml; $work/sbx apply -y --approve-widening" >/dev/null
 cat "$work/change.md"
 hyperfine --runs 5 --export-markdown "$work/replace.md" \

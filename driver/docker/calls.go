@@ -88,10 +88,9 @@ func (d *Driver) command(argv []string) reconcile.Call {
 
 // createCalls make the sandbox from nothing: what a create cut short left
 // is removed, the proxy's image made once per sbx binary, the volumes
-// created, the proxy started with the policy in force from its first
-// request while the sandbox container is created, and the sandbox started.
-// It is one call, which removes what it made when it fails, so nothing
-// half-made stays.
+// created, and the proxy (with the policy in force from its first
+// request) and the sandbox created and started together. It is one call,
+// which removes what it made when it fails, so nothing half-made stays.
 func (d *Driver) createCalls(sp *spec.Spec, rec *reconcile.Record) ([]reconcile.Call, error) {
 	if _, err := protect(sp, false); err != nil {
 		return nil, err
@@ -101,10 +100,10 @@ func (d *Driver) createCalls(sp *spec.Spec, rec *reconcile.Record) ([]reconcile.
 	desc := strings.Join([]string{
 		"remove anything labelled " + LabelSandbox + "=" + n + " (what a create cut short left)",
 		"docker build sbx-egress:<hash of this sbx>, FROM scratch, unless present",
-		"docker volume create " + volumeName(n, "sock") + " (tmpfs, 1 MiB) and " + volumeName(n, "policy"),
-		"docker run --detach --interactive --name " + egressName(n) + " … __egress-proxy --control (the policy of sandbox.yaml)",
-		"docker create --name " + containerName(n) + " --network none … " + tmpl + " __sandbox-init",
-		"docker start " + containerName(n),
+		"create the volumes " + volumeName(n, "sock") + " (tmpfs, 1 MiB) and " + volumeName(n, "policy") + " (Engine API)",
+		"create and start, together (Engine API):",
+		"  " + egressName(n) + ": sbx-egress:<hash> __egress-proxy --control (the policy of sandbox.yaml), stdin open",
+		"  " + containerName(n) + ": --network none … " + tmpl + " __sandbox-init (docker pull " + tmpl + " first when it is missing)",
 	}, "\n")
 	return []reconcile.Call{{Desc: desc, Run: func(ctx context.Context) error { return d.create(ctx, sp, rec) }}}, nil
 }
@@ -132,7 +131,7 @@ func (d *Driver) repairCalls(sp *spec.Spec, parts []string) ([]reconcile.Call, e
 	}
 	n := sp.Name
 	return []reconcile.Call{{
-		Desc: "docker volume create " + volumeName(n, "sock") + " and " + volumeName(n, "policy") + " unless present\ndocker run --detach --interactive --name " + egressName(n) + " … __egress-proxy --control (the policy of sandbox.yaml)",
+		Desc: "create the volumes " + volumeName(n, "sock") + " and " + volumeName(n, "policy") + " unless present (Engine API)\ncreate and start " + egressName(n) + ": sbx-egress:<hash> __egress-proxy --control (the policy of sandbox.yaml), stdin open (Engine API)",
 		Run:  func(ctx context.Context) error { return d.recreateEgress(ctx, sp) },
 	}}, nil
 }
