@@ -11,6 +11,7 @@ import (
 	"math/big"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // JSON is the schema document, as printed by `sbx schema`.
@@ -41,25 +42,31 @@ type Error struct {
 // Schema is the compiled schema. It is safe for concurrent use.
 type Schema struct {
 	root *node
-	raw  map[string]any
+	// raw is the decoded document, decoded when first asked for: only the
+	// reference and the tests read it, and decoding it costs as much as
+	// compiling.
+	raw func() map[string]any
 }
 
-// Compile compiles the embedded schema. Compile it once per process, and
-// only in one that validates: nothing else in sbx needs it.
+// Compile returns the validator of the embedded schema: compiled.go,
+// which `go test ./schema -update` generates from it (TestCompiledInSync),
+// so that it costs no parsing. Compile it once per process, and only in
+// one that validates: nothing else in sbx needs it.
 func Compile() (*Schema, error) {
-	root, err := compile(JSON)
-	if err != nil {
-		return nil, fmt.Errorf("embedded schema: %v", err)
-	}
-	var raw map[string]any
-	if err := json.Unmarshal(JSON, &raw); err != nil {
-		return nil, fmt.Errorf("embedded schema: %v", err)
-	}
+	root := compiled()
+	raw := sync.OnceValue(func() map[string]any {
+		var raw map[string]any
+		if err := json.Unmarshal(JSON, &raw); err != nil {
+			// TestCompiledInSync decodes the same bytes.
+			panic(fmt.Sprintf("embedded schema: %v", err))
+		}
+		return raw
+	})
 	return &Schema{root: root, raw: raw}, nil
 }
 
 // Raw returns the decoded schema document (shared; do not modify).
-func (s *Schema) Raw() map[string]any { return s.raw }
+func (s *Schema) Raw() map[string]any { return s.raw() }
 
 // Validate checks v, a document decoded to maps with string keys, slices,
 // strings, bools, ints and float64s. It returns every violation, most
@@ -261,7 +268,7 @@ func (s *Schema) atAny(schemaURL string) any {
 			toks = append(toks, strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~"))
 		}
 	}
-	return lookup(s.raw, toks)
+	return lookup(s.raw(), toks)
 }
 
 func (s *Schema) deref(m map[string]any) map[string]any {

@@ -17,14 +17,16 @@ import (
 // The validator implements the draft-07 keywords sandbox.schema.json uses,
 // with the semantics, and the shape of its errors, of the validator the
 // schema was written against (github.com/santhosh-tekuri/jsonschema/v6,
-// draft-07: validator.go). A keyword the schema uses that it does not know
-// is an error of Compile, never ignored. It exists because that library
-// compiles the metaschemas of every draft when its package is initialised,
-// which every sbx process paid (about 3 ms and 1.7 MB of garbage, for
-// `sbx version` and the egress proxy too), and compiling the schema cost
-// as much again; this compiles in tens of microseconds, and only when sbx
-// validates. TestAgreesWithLibrary compares the two on every test file
-// and thousands of variations of them.
+// draft-07: validator.go). compile builds it from the document, refusing
+// a keyword it does not know, never ignoring one; `go test ./schema
+// -update` writes the result as Go (compiled.go), which Compile returns.
+// It exists because that library compiles the metaschemas of every draft
+// when its package is initialised, which every sbx process paid (about 3
+// ms and 1.7 MB of garbage, for `sbx version` and the egress proxy too),
+// and compiling the schema cost as much again; the generated validator
+// costs a few hundred allocations, and only when sbx validates.
+// TestAgreesWithLibrary compares the two on every test file and thousands
+// of variations of them.
 
 // jsonType is a set of JSON types, as "type" names them.
 type jsonType uint8
@@ -85,6 +87,20 @@ func typeOf(v any) jsonType {
 // rat is a number as an exact rational, as the library compares numbers.
 func rat(v any) *big.Rat {
 	r, _ := new(big.Rat).SetString(fmt.Sprint(v))
+	return r
+}
+
+// lazyRegexp compiles pattern when first called.
+func lazyRegexp(pattern string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(pattern) })
+}
+
+// ratOf is the number s, as big.Rat's String writes it ("1/2").
+func ratOf(s string) *big.Rat {
+	r, ok := new(big.Rat).SetString(s)
+	if !ok {
+		panic("schema: invalid number " + s)
+	}
 	return r
 }
 
@@ -332,9 +348,8 @@ func (c *compiler) fill(n *node, r *rawNode, loc string) error {
 	if r.Pattern != nil {
 		// Compiled when first needed: most files never fail most
 		// patterns' neighbours, and TestCompile compiles them all.
-		pattern := *r.Pattern
-		n.pattern = pattern
-		n.re = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(pattern) })
+		n.pattern = *r.Pattern
+		n.re = lazyRegexp(n.pattern)
 	}
 	n.hint = r.PatternHint
 	for _, v := range []struct {

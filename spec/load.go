@@ -140,6 +140,12 @@ func Load(paths []string, opts Options) (*Result, error) {
 // for Go (at most n), and returns when all have returned.
 func parallel(n int, f func(i int)) {
 	workers := min(n, runtime.GOMAXPROCS(0))
+	if workers <= 1 {
+		for i := range n {
+			f(i)
+		}
+		return
+	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range workers {
