@@ -97,8 +97,24 @@ one=$work/many/s0001/sandbox.yaml
 "$work/sbx" validate $(cat "$work/list") >/dev/null
 "$work/jv" -d 7 schema/sandbox.schema.json $(cat "$work/list") >/dev/null
 hyperfine --warmup 5 --runs 50 -N "$work/sbx version" "$work/sbx validate $one" \
-  ${old:+"$old validate $one"} --export-markdown "$work/one.md"
+  ${old:+"$old validate $one"} --export-json "$work/one.json" >/dev/null
 hyperfine --warmup 2 --runs 10 "$work/sbx validate \$(cat $work/list)" \
   "$work/jv -d 7 schema/sandbox.schema.json \$(cat $work/list)" \
-  ${old:+"$old validate \$(cat $work/list)"} --export-markdown "$work/many.md"
-cat "$work/one.md" "$work/many.md"
+  ${old:+"$old validate \$(cat $work/list)"} --export-json "$work/many.json" >/dev/null
+# Medians, which the machine's other work moves less than means, and each
+# one's ratio to the first command's (sbx version; sbx validate).
+summary() {
+  python3 - "$1" "$work/" <<'PY'
+import json, sys
+rs = json.load(open(sys.argv[1]))["results"]
+print("| command | median | mean ± σ | min | user + sys | median / first |")
+print("|---|---:|---:|---:|---:|---:|")
+for r in rs:
+    cmd = r["command"].replace(sys.argv[2], "").replace("$(cat list)", "<1,000 files>")
+    print(f'| `{cmd[:70]}` | {r["median"]*1e3:.1f} ms | {r["mean"]*1e3:.1f} ± {r["stddev"]*1e3:.1f} ms | {r["min"]*1e3:.1f} ms '
+          f'| {(r["user"]+r["system"])*1e3:.1f} ms | {r["median"]/rs[0]["median"]:.2f} |')
+PY
+}
+summary "$work/one.json"
+echo
+summary "$work/many.json"
