@@ -5,7 +5,7 @@ package schema
 import "encoding/json"
 
 // compiled builds the validator of sandbox.schema.json as compile (in
-// validate.go) makes it, without parsing the document: a process that
+// compile_test.go) makes it, without parsing the document: a process that
 // validates one file pays for a few hundred allocations, not for decoding
 // 29 kB of JSON. TestCompiledInSync keeps it in step with the schema.
 func compiled() *node {

@@ -89,7 +89,7 @@ func generate(t *testing.T, root *node) []byte {
 
 	var b bytes.Buffer
 	b.WriteString("// compiled builds the validator of sandbox.schema.json as compile (in\n")
-	b.WriteString("// validate.go) makes it, without parsing the document: a process that\n")
+	b.WriteString("// compile_test.go) makes it, without parsing the document: a process that\n")
 	b.WriteString("// validates one file pays for a few hundred allocations, not for decoding\n")
 	b.WriteString("// 29 kB of JSON. TestCompiledInSync keeps it in step with the schema.\n")
 	b.WriteString("func compiled() *node {\n")
