@@ -1,14 +1,31 @@
 #!/usr/bin/env bash
-# Measures `sbx validate` as a pre-commit hook sees it: whole process wall
-# time for one file, and for 1,000 two-kilobyte files in one invocation.
-# Needs hyperfine (apt-get install hyperfine). Results go in BENCHMARKS.md.
+# Measures `sbx validate` as a pre-commit hook sees it, whole process wall
+# time, in one hyperfine session per comparison:
+#  1. one file against `sbx version` (the floor of any sbx process);
+#  2. 1,000 two-kilobyte files in one invocation against `jv`, the
+#     validator CLI of santhosh-tekuri/jsonschema (the library sbx's
+#     validator is tested against), on the same files and schema.
+# Usage: bench/validate.sh [OLD_SBX]: an earlier sbx binary, timed beside
+# in both. Needs hyperfine (apt-get install hyperfine) and jv's module in
+# the Go module cache (it is built offline from there). Results go in
+# BENCHMARKS.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v hyperfine >/dev/null || { echo "bench/validate.sh: install hyperfine (apt-get install -y hyperfine)" >&2; exit 1; }
+old=${1:+$(realpath "$1")}
 
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+trap 'chmod -R u+w "$work"; rm -rf "$work"' EXIT
 go build -o "$work/sbx" ./cmd/sbx
+
+# jv v0.7.0 (github.com/santhosh-tekuri/jsonschema/cmd/jv), built against
+# the library version sbx's go.mod names, from the module cache only.
+lib=$(go list -m -f '{{.Version}}' github.com/santhosh-tekuri/jsonschema/v6)
+jvsrc=$(GOFLAGS=-mod=mod GOPROXY=off go mod download -json github.com/santhosh-tekuri/jsonschema/cmd/jv@v0.7.0 | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+[ -n "$jvsrc" ] || { echo "bench/validate.sh: jv v0.7.0 is not in the module cache (go mod download github.com/santhosh-tekuri/jsonschema/cmd/jv@v0.7.0)" >&2; exit 1; }
+cp -r "$jvsrc" "$work/jvsrc" && chmod -R u+w "$work/jvsrc"
+(cd "$work/jvsrc" && go mod edit -require "github.com/santhosh-tekuri/jsonschema/v6@$lib" &&
+  GOFLAGS=-mod=mod GOPROXY=off go build -o "$work/jv" .)
 
 mkdir -p "$work/many"
 # A realistic ~2 KB sandbox file: every section, comments included.
@@ -74,7 +91,30 @@ YAML
 done
 ls "$work"/many/*/sandbox.yaml > "$work/list"
 echo "file size: $(wc -c < "$work/many/s0001/sandbox.yaml") bytes"
-hyperfine --warmup 5 --runs 50 -N "$work/sbx validate $work/many/s0001/sandbox.yaml" \
-  --export-markdown "$work/one.md"
-hyperfine --warmup 2 --runs 10 "$work/sbx validate \$(cat $work/list)" --export-markdown "$work/many.md"
-cat "$work/one.md" "$work/many.md"
+one=$work/many/s0001/sandbox.yaml
+# Both validate every file and accept all of them; otherwise the timings
+# compare different work.
+"$work/sbx" validate $(cat "$work/list") >/dev/null
+"$work/jv" -d 7 schema/sandbox.schema.json $(cat "$work/list") >/dev/null
+hyperfine --warmup 5 --runs 50 -N "$work/sbx version" "$work/sbx validate $one" \
+  ${old:+"$old validate $one"} --export-json "$work/one.json" >/dev/null
+hyperfine --warmup 2 --runs 10 "$work/sbx validate \$(cat $work/list)" \
+  "$work/jv -d 7 schema/sandbox.schema.json \$(cat $work/list)" \
+  ${old:+"$old validate \$(cat $work/list)"} --export-json "$work/many.json" >/dev/null
+# Medians, which the machine's other work moves less than means, and each
+# one's ratio to the first command's (sbx version; sbx validate).
+summary() {
+  python3 - "$1" "$work/" <<'PY'
+import json, sys
+rs = json.load(open(sys.argv[1]))["results"]
+print("| command | median | mean ± σ | min | user + sys | median / first |")
+print("|---|---:|---:|---:|---:|---:|")
+for r in rs:
+    cmd = r["command"].replace(sys.argv[2], "").replace("$(cat list)", "<1,000 files>")
+    print(f'| `{cmd[:70]}` | {r["median"]*1e3:.1f} ms | {r["mean"]*1e3:.1f} ± {r["stddev"]*1e3:.1f} ms | {r["min"]*1e3:.1f} ms '
+          f'| {(r["user"]+r["system"])*1e3:.1f} ms | {r["median"]/rs[0]["median"]:.2f} |')
+PY
+}
+summary "$work/one.json"
+echo
+summary "$work/many.json"

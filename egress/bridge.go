@@ -3,7 +3,9 @@ package egress
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
+	"sync"
 	"time"
 )
 
@@ -11,6 +13,7 @@ import (
 // each connection over the Unix socket shared with the egress container:
 // the sandbox has no network interface but loopback.
 func Bridge(ctx context.Context, ln net.Listener, socket string) error {
+	var buffers sync.Pool
 	return serveConns(ctx, ln, 0, nil, func(c net.Conn) {
 		defer c.Close()
 		u, err := dialRetry(ctx, socket)
@@ -18,8 +21,53 @@ func Bridge(ctx context.Context, ln net.Listener, socket string) error {
 			return
 		}
 		defer u.Close()
-		splice(c, u)
+		bridgeCopy(c, u, &buffers)
 	})
+}
+
+// ListenBridge listens on the sandbox's proxy address. Its connections
+// come from the sandbox's own loopback, so TCP keep-alive, which costs
+// three system calls per accepted connection, is off.
+func ListenBridge(ctx context.Context, addr string) (net.Listener, error) {
+	lc := net.ListenConfig{KeepAlive: -1}
+	return lc.Listen(ctx, "tcp", addr)
+}
+
+// bridgeBuffer is the size of the buffers the bridge copies through, one
+// per direction of a connection, reused across connections.
+const bridgeBuffer = 32 << 10
+
+// bridgeCopy copies both ways between the sandbox's client c and the
+// proxy's socket u until each side has ended, passing each end on as
+// CloseWrite. It reads and writes through a buffer rather than letting
+// io.Copy splice: between a TCP connection and a Unix socket the kernel
+// copies anyway, and splice's pipe doubles the system calls (BenchmarkBridge:
+// a small request 235 µs spliced, 215 µs copied; 16 MiB at 890 MB/s
+// spliced, 1,160 MB/s copied).
+func bridgeCopy(c, u net.Conn, buffers *sync.Pool) {
+	cp := func(dst, src net.Conn) {
+		buf, ok := buffers.Get().(*[]byte)
+		if !ok {
+			b := make([]byte, bridgeBuffer)
+			buf = &b
+		}
+		// The struct wrappers hide ReadFrom and WriteTo, which would
+		// splice.
+		io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, *buf)
+		buffers.Put(buf)
+		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
+			cw.CloseWrite()
+		} else {
+			dst.Close()
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		cp(u, c)
+	}()
+	cp(c, u)
+	<-done
 }
 
 // dialRetry dials the socket, waiting briefly for a proxy that is still

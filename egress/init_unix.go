@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -32,7 +31,7 @@ func InitMain(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	ln, err := net.Listen("tcp", *listen)
+	ln, err := ListenBridge(ctx, *listen)
 	if err != nil {
 		fmt.Fprintf(stderr, "sbx __sandbox-init: %v\n", err)
 		return 1

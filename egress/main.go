@@ -124,7 +124,7 @@ func BridgeMain(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "sbx __egress-bridge: --socket is required")
 		return 2
 	}
-	ln, err := net.Listen("tcp", *listen)
+	ln, err := ListenBridge(ctx, *listen)
 	if err != nil {
 		fmt.Fprintf(stderr, "sbx __egress-bridge: %v\n", err)
 		return 1

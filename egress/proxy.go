@@ -62,8 +62,9 @@ type Proxy struct {
 
 	// Buffers are reused across requests: a proxied request otherwise
 	// allocates three, and the garbage collections they cause show in the
-	// latency tail.
-	readers, writers sync.Pool
+	// latency tail. bodies holds the buffers response bodies are copied
+	// through (see bulkWriter).
+	readers, writers, bodies sync.Pool
 }
 
 // New loads the policy, finds the proxy's own addresses and returns a
@@ -378,11 +379,37 @@ func (p *Proxy) handle(ctx context.Context, conn net.Conn) {
 	resp.Close = true
 	// Response.Write writes the head piece by piece: buffered, it leaves
 	// in one segment instead of one per header line (and a large body
-	// goes straight to conn once the buffer is flushed).
-	bw.Reset(conn)
+	// goes straight to conn once the buffer is flushed, in large writes).
+	bw.Reset(bulkWriter{conn, p})
 	if resp.Write(bw) == nil {
 		bw.Flush()
 	}
+}
+
+// bodyBuffer is the size of the buffer a response body is copied through:
+// what a *net.TCPConn's ReadFrom copies with (io.Copy's), so a connection
+// over TCP costs the memory it always did.
+const bodyBuffer = 32 << 10
+
+// bulkWriter is the client's connection as the writer under a response's
+// bufio.Writer, whose ReadFrom hands a body that does not fit its buffer
+// to the connection's own: on a *net.UnixConn, which has none (the
+// sandbox's bridge reaches the proxy over a Unix socket), bufio.Writer
+// would write the body 4 KiB at a time. It copies through a pooled
+// buffer, whatever the connection.
+type bulkWriter struct {
+	net.Conn
+	p *Proxy
+}
+
+func (w bulkWriter) ReadFrom(r io.Reader) (int64, error) {
+	buf, ok := w.p.bodies.Get().(*[]byte)
+	if !ok {
+		b := make([]byte, bodyBuffer)
+		buf = &b
+	}
+	defer w.p.bodies.Put(buf)
+	return io.CopyBuffer(struct{ io.Writer }{w.Conn}, r, *buf)
 }
 
 func (p *Proxy) newWriter(w io.Writer) *bufio.Writer {

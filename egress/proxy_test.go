@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -533,4 +534,87 @@ func TestHTTPResponsesWhole(t *testing.T) {
 			t.Error(err)
 		}
 	}
+}
+
+// TestBodyInLargeWrites: a response body reaches a client on a Unix
+// socket (the sandbox's bridge) in large writes, not bufio.Writer's 4 KiB
+// ones, which it falls back to on a connection without ReadFrom.
+func TestBodyInLargeWrites(t *testing.T) {
+	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// With its length, so that the proxy copies the body as it is
+		// (a chunked one goes out chunk by chunk).
+		w.Header().Set("Content-Length", strconv.Itoa(len(big)))
+		w.Write(big)
+	}))
+	t.Cleanup(srv.Close)
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	h := &harness{t: t, log: &syncBuffer{}, policy: filepath.Join(t.TempDir(), "policy.json")}
+	h.writePolicy(testPolicy("up.test"))
+	p, err := New(Options{PolicyPath: h.policy, Resolver: recordingDNS{h, fakeDNS{"up.test": {pub4}}}, Log: h.log, Dial: h.dial, LocalAddrs: testLocal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(t.TempDir(), "egress.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &writeSizes{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { p.Serve(ctx, recordingListener{ln, rec}); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "GET http://up.test:%s/ HTTP/1.1\r\nHost: up.test:%s\r\n\r\n", port, port)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || !bytes.Equal(body, big) {
+		t.Fatalf("body of %d bytes, %v; want %d", len(body), err, len(big))
+	}
+	if max := rec.max(); max <= 4096 {
+		t.Errorf("largest write to the client %d bytes, want more than bufio.Writer's 4096", max)
+	}
+}
+
+type writeSizes struct {
+	mu      sync.Mutex
+	largest int
+}
+
+func (w *writeSizes) add(n int) { w.mu.Lock(); w.largest = max(w.largest, n); w.mu.Unlock() }
+func (w *writeSizes) max() int  { w.mu.Lock(); defer w.mu.Unlock(); return w.largest }
+
+// recordingListener's connections record the size of each write, and
+// have no ReadFrom, as a *net.UnixConn has none.
+type recordingListener struct {
+	net.Listener
+	rec *writeSizes
+}
+
+func (l recordingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return recordingConn{c, l.rec}, nil
+}
+
+type recordingConn struct {
+	net.Conn
+	rec *writeSizes
+}
+
+func (c recordingConn) Write(p []byte) (int, error) {
+	c.rec.add(len(p))
+	return c.Conn.Write(p)
 }

@@ -7,10 +7,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"go.yaml.in/yaml/v3"
 
@@ -48,9 +51,14 @@ type Result struct {
 // sandbox.local.yaml loads it over its base. All problems are returned at
 // once as Diagnostics, sorted.
 func Load(paths []string, opts Options) (*Result, error) {
-	var docs []*document
 	var ds Diagnostics
 	seen := map[string]bool{}
+	type read struct {
+		path, dir string
+		doc       *document
+		problems  Diagnostics
+	}
+	var reads []*read
 	for _, p := range expandLocal(paths) {
 		abs, err := filepath.Abs(p)
 		if err != nil {
@@ -60,53 +68,68 @@ func Load(paths []string, opts Options) (*Result, error) {
 			continue
 		}
 		seen[abs] = true
-		data, err := readFile(p)
+		reads = append(reads, &read{path: p, dir: filepath.Dir(abs)})
+	}
+	// The files are independent until they are grouped: they are read and
+	// parsed on every CPU, and their results taken in order.
+	parallel(len(reads), func(i int) {
+		r := reads[i]
+		data, err := readFile(r.path)
 		if err != nil {
-			ds = append(ds, Diagnostic{File: p, Message: readError(err)})
-			continue
+			r.problems = Diagnostics{{File: r.path, Message: readError(err)}}
+			return
 		}
-		doc, problems := readDocument(p, filepath.Dir(abs), data)
-		ds = append(ds, problems...)
-		if doc != nil {
-			docs = append(docs, doc)
+		r.doc, r.problems = readDocument(r.path, r.dir, data)
+	})
+	var docs []*document
+	for _, r := range reads {
+		ds = append(ds, r.problems...)
+		if r.doc != nil {
+			docs = append(docs, r.doc)
 		}
 	}
 	groups := group(docs)
-	if !opts.NoLocal {
-		for i, g := range groups {
+	// So are the sandboxes: each one's overlay is read, and the sandbox
+	// resolved, beside the others.
+	type resolved struct {
+		spec             *Spec
+		needed, problems Diagnostics
+	}
+	results := make([]resolved, len(groups))
+	parallel(len(groups), func(i int) {
+		g := groups[i]
+		r := &results[i]
+		if !opts.NoLocal {
 			local := localPath(g[0].name)
 			abs, _ := filepath.Abs(local)
-			if seen[abs] {
-				continue
-			}
-			data, err := readFile(local)
-			if errors.Is(err, fs.ErrNotExist) {
-				continue
-			}
-			if err != nil {
-				ds = append(ds, Diagnostic{File: local, Message: readError(err)})
-				continue
-			}
-			if blank(data) {
-				// An overlay with nothing in it (comments at most) is no
-				// overlay: the docker driver leaves one so that the
-				// sandbox cannot create its own.
-				continue
-			}
-			doc, problems := readDocument(local, filepath.Dir(abs), data)
-			ds = append(ds, problems...)
-			if doc != nil {
-				groups[i] = append(groups[i], doc)
+			if !seen[abs] {
+				data, err := readFile(local)
+				switch {
+				case errors.Is(err, fs.ErrNotExist):
+				case err != nil:
+					r.problems = append(r.problems, Diagnostic{File: local, Message: readError(err)})
+				case blank(data):
+					// An overlay with nothing in it (comments at most) is
+					// no overlay: the docker driver leaves one so that the
+					// sandbox cannot create its own.
+				default:
+					doc, problems := readDocument(local, filepath.Dir(abs), data)
+					r.problems = append(r.problems, problems...)
+					if doc != nil {
+						g = append(slices.Clip(g), doc)
+					}
+				}
 			}
 		}
-	}
-	res := &Result{}
-	for _, g := range groups {
 		s, needed, problems := resolve(g, opts)
-		ds = append(ds, problems...)
-		res.Needed = append(res.Needed, needed...)
-		if s != nil {
-			res.Specs = append(res.Specs, s)
+		r.spec, r.needed, r.problems = s, needed, append(r.problems, problems...)
+	})
+	res := &Result{}
+	for _, r := range results {
+		ds = append(ds, r.problems...)
+		res.Needed = append(res.Needed, r.needed...)
+		if r.spec != nil {
+			res.Specs = append(res.Specs, r.spec)
 		}
 	}
 	res.Needed = res.Needed.Sort()
@@ -114,6 +137,34 @@ func Load(paths []string, opts Options) (*Result, error) {
 		return res, ds.Sort()
 	}
 	return res, nil
+}
+
+// parallel runs f(0) … f(n-1) on as many goroutines as there are CPUs
+// for Go (at most n), and returns when all have returned.
+func parallel(n int, f func(i int)) {
+	workers := min(n, runtime.GOMAXPROCS(0))
+	if workers <= 1 {
+		for i := range n {
+			f(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				f(i)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // Parse loads one file from memory, without overlays; the fuzz test and

@@ -3,6 +3,8 @@ package spec_test
 import (
 	"errors"
 	"flag"
+	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -10,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/sbxhq/sbx/schema"
 	"github.com/sbxhq/sbx/spec"
@@ -178,5 +181,72 @@ func TestUserHost(t *testing.T) {
 	_, err = spec.Parse("sandbox.yaml", dir, []byte("version: 1\nagent: shell\nuser: \"root; rm\"\nnetwork: {agentHosts: false}\n"), spec.Options{Schema: compile(t), Offline: true})
 	if err == nil || err.Error() != `sandbox.yaml:3:7: user: invalid value "root; rm": must be host, NAME, UID, NAME:GROUP or UID:GID` {
 		t.Errorf("error = %v", err)
+	}
+}
+
+// TestLoadManyAsOne: files loaded together (read and resolved
+// concurrently) give what loading each sandbox alone gives, in the order
+// of the files: sandboxes, overlays, layers, and problems in each.
+func TestLoadManyAsOne(t *testing.T) {
+	sch := compile(t)
+	dir := t.TempDir()
+	write := func(path, data string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var all [][]string // the files of each sandbox, base first
+	for i := range 40 {
+		d := filepath.Join(dir, fmt.Sprintf("s%02d", i))
+		base := filepath.Join(d, "sandbox.yaml")
+		body := fmt.Sprintf("version: 1\nname: s%02d\nagent: claude\n", i)
+		switch i % 4 {
+		case 1:
+			body += "resources: {cpus: -1}\n" // a problem of its own
+		case 2:
+			write(filepath.Join(d, "sandbox.local.yaml"), "env: {LOCAL: \"yes\"}\n")
+		case 3:
+			body += "bogus: 1\n"
+		}
+		write(base, body)
+		files := []string{base}
+		if i%5 == 0 {
+			layer := filepath.Join(d, "ci.yaml")
+			write(layer, "env: {CI: \"1\"}\n")
+			files = append(files, layer)
+		}
+		all = append(all, files)
+	}
+	opts := spec.Options{Schema: sch, LookupEnv: env(nil)}
+	var wantSpecs []*spec.Spec
+	var wantDiags spec.Diagnostics
+	var paths []string
+	for _, files := range all {
+		paths = append(paths, files...)
+		res, err := spec.Load(files, opts)
+		var ds spec.Diagnostics
+		if err != nil && !errors.As(err, &ds) {
+			t.Fatal(err)
+		}
+		wantSpecs = append(wantSpecs, res.Specs...)
+		wantDiags = append(wantDiags, ds...)
+	}
+	res, err := spec.Load(paths, opts)
+	var gotDiags spec.Diagnostics
+	if err != nil && !errors.As(err, &gotDiags) {
+		t.Fatal(err)
+	}
+	if len(wantSpecs) < 20 || len(wantDiags) < 20 {
+		t.Fatalf("%d sandboxes, %d problems alone: the files do not test what they should", len(wantSpecs), len(wantDiags))
+	}
+	if diff := cmp.Diff(wantSpecs, res.Specs, cmpopts.EquateComparable(netip.Prefix{})); diff != "" {
+		t.Errorf("sandboxes loaded together (-alone +together):\n%s", diff)
+	}
+	if diff := cmp.Diff(wantDiags.Sort(), gotDiags); diff != "" {
+		t.Errorf("problems loaded together (-alone +together):\n%s", diff)
 	}
 }

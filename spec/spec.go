@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -271,7 +272,11 @@ const DefaultCheckpointKeep = 3
 
 // CheckpointNameRE is the rule for checkpoint names: an image tag's, which
 // is what every backend stores a checkpoint under, 1–128 characters.
-var CheckpointNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
+// It is compiled on first use: the bounded repetition makes a large
+// program, which no sbx process should pay for unless it checks a name.
+var CheckpointNameRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
+})
 
 // Completion says when the loop is done: the promise printed and/or every
 // verify command passing.

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Host is a parsed network host pattern: an exact name, a one-label wildcard
@@ -57,7 +58,7 @@ func (h Host) Matches(host string, port int) bool {
 	return host == h.Name
 }
 
-var label = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+var label = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`) })
 
 // ParseHost parses a host pattern of network.allow or network.deny.
 func ParseHost(s string) (Host, error) {
@@ -137,7 +138,7 @@ func ParseHost(s string) (Host, error) {
 		return Host{}, fmt.Errorf("invalid host pattern %q: longer than 253 characters", orig)
 	}
 	for _, l := range strings.Split(s, ".") {
-		if !label.MatchString(l) {
+		if !label().MatchString(l) {
 			return Host{}, fmt.Errorf("invalid host pattern %q: %q is not a valid DNS label (letters, digits and inner hyphens, at most 63)", orig, l)
 		}
 	}
@@ -180,7 +181,7 @@ func ParseCIDR(s string) (netip.Prefix, error) {
 	return p, nil
 }
 
-var sizeRE = regexp.MustCompile(`^([0-9]+(?:\.[0-9]+)?)\s*([kmgt]?)(i?b)?$`)
+var sizeRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^([0-9]+(?:\.[0-9]+)?)\s*([kmgt]?)(i?b)?$`) })
 
 // MinMemory is the smallest memory limit Docker accepts.
 const MinMemory = 6 << 20
@@ -189,7 +190,7 @@ const MinMemory = 6 << 20
 // binary unit (k, m, g, t; "b", "ib" suffixes and case ignored): 512m, 8g,
 // 1.5g, 4GiB.
 func ParseSize(s string) (int64, error) {
-	m := sizeRE.FindStringSubmatch(strings.ToLower(strings.TrimSpace(s)))
+	m := sizeRE().FindStringSubmatch(strings.ToLower(strings.TrimSpace(s)))
 	if m == nil || (m[2] == "" && m[3] == "ib") {
 		return 0, fmt.Errorf("invalid size %q: use a number with a unit, as in 512m or 8g", s)
 	}
@@ -290,7 +291,7 @@ func (p Port) String() string {
 	return b.String()
 }
 
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.-]*$`)
+var nameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.-]*$`) })
 
 // CheckName applies Docker's sandbox name rule (docker-sandboxes-cli.md
 // §5.1): 2–63 characters, starting with a letter or digit, then letters,
@@ -302,7 +303,7 @@ func CheckName(name string) error {
 		return fmt.Errorf("invalid name %q: must be at least 2 characters", name)
 	case len(name) > 63:
 		return fmt.Errorf("invalid name %q: must be at most 63 characters", name)
-	case !nameRE.MatchString(name):
+	case !nameRE().MatchString(name):
 		return fmt.Errorf("invalid name %q: must start with a letter or digit and contain only letters, digits, hyphens and periods", name)
 	case strings.HasSuffix(name, "-") || strings.HasSuffix(name, "."):
 		return fmt.Errorf("invalid name %q: must not end in a hyphen or period", name)

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
@@ -82,12 +83,12 @@ func readDocument(name, dir string, data []byte) (*document, Diagnostics) {
 	return doc, checkKeys(doc)
 }
 
-var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+var yamlLine = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^yaml: line (\d+): (.*)$`) })
 
 // yamlError splits a go-yaml error into its line and message.
 func yamlError(err error) (int, string) {
 	s := err.Error()
-	if m := yamlLine.FindStringSubmatch(s); m != nil {
+	if m := yamlLine().FindStringSubmatch(s); m != nil {
 		line, _ := strconv.Atoi(m[1])
 		return line, "YAML syntax error: " + m[2]
 	}
@@ -265,7 +266,7 @@ func (c *converter) value(n *yaml.Node) (any, error) {
 	return scalarValue(n), nil
 }
 
-var decimal = regexp.MustCompile(`^[-+]?[0-9][0-9_]*$`)
+var decimal = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[-+]?[0-9][0-9_]*$`) })
 
 // scalarValue types a scalar the way a reader of the file would: YAML 1.2
 // core types only. Timestamps, binary and other tags stay strings, leading
@@ -282,7 +283,7 @@ func scalarValue(n *yaml.Node) any {
 	case "!!int":
 		s := strings.ReplaceAll(n.Value, "_", "")
 		base := 0
-		if decimal.MatchString(n.Value) {
+		if decimal().MatchString(n.Value) {
 			base = 10
 		}
 		if i, err := strconv.ParseInt(s, base, 64); err == nil {
@@ -306,7 +307,7 @@ func retag(n *yaml.Node) {
 	switch {
 	case v == "true" || v == "false":
 		n.Tag = "!!bool"
-	case decimal.MatchString(v):
+	case decimal().MatchString(v):
 		n.Tag = "!!int"
 	default:
 		if _, err := strconv.ParseFloat(v, 64); err == nil && strings.ContainsAny(v, "0123456789") && !strings.ContainsAny(v, "xXnN") {
@@ -344,10 +345,15 @@ func lookupKey(m *yaml.Node, key string) (k, v *yaml.Node) {
 // open does not block (a FIFO named sandbox.local.yaml is an error at
 // once, not a hang) and what it opened is checked, not a stat before it.
 func readFile(path string) ([]byte, error) {
-	f, _, err := untrusted.OpenPath(path)
+	f, info, err := untrusted.OpenPath(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	return io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	// A buffer of the size fstat gives (bounded, since the file may grow)
+	// takes the file in one read and its end in a second, where
+	// io.ReadAll's growing one takes six reads for 2 kB.
+	buf := bytes.NewBuffer(make([]byte, 0, min(info.Size(), MaxFileSize)+bytes.MinRead))
+	_, err = buf.ReadFrom(io.LimitReader(f, MaxFileSize+1))
+	return buf.Bytes(), err
 }

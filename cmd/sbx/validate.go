@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime/debug"
 
 	"github.com/spf13/pflag"
 
@@ -33,6 +35,12 @@ file is merged over it unless --no-local is given.`,
 			noLocal := fs.Bool("no-local", false, "do not merge sandbox.local.yaml")
 			fs.StringArrayVarP(&files, "file", "f", nil, "sandbox file or layer (repeatable; default ./sandbox.yaml)")
 			return func(ctx context.Context, a *app, args []string) int {
+				// validate is a batch job whose garbage dies with the
+				// process: collecting a fifth as often makes a
+				// pre-commit hook over 1,000 files spend a third less
+				// CPU (bench/validate.sh), for a peak heap about a third
+				// larger (spec.MaxFileSize bounds each file).
+				debug.SetGCPercent(400)
 				return a.validate(append(files, args...), *asJSON, spec.Options{Offline: *offline, NoLocal: *noLocal})
 			}
 		},
@@ -89,9 +97,12 @@ func (a *app) validate(files []string, asJSON bool, opts spec.Options) int {
 			fmt.Fprintln(a.stderr, d)
 		}
 		if len(problems) == 0 {
+			// One write, not one per file.
+			out := bufio.NewWriter(a.stdout)
 			for _, s := range res.Specs {
-				fmt.Fprintf(a.stdout, "%s: valid (sandbox %q, agent %s)\n", s.Files[0], s.Name, s.Agent)
+				fmt.Fprintf(out, "%s: valid (sandbox %q, agent %s)\n", s.Files[0], s.Name, s.Agent)
 			}
+			out.Flush()
 		}
 	}
 	if len(problems) > 0 {

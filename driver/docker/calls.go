@@ -116,10 +116,9 @@ func (d *Driver) containers(ctx context.Context, action string, q url.Values, na
 
 // createCalls make the sandbox from nothing: what a create cut short left
 // is removed, the proxy's image made once per sbx binary, the volumes
-// created, the proxy started with the policy in force from its first
-// request while the sandbox container is created, and the sandbox started.
-// It is one call, which removes what it made when it fails, so nothing
-// half-made stays.
+// created, and the proxy (with the policy in force from its first
+// request) and the sandbox created and started together. It is one call,
+// which removes what it made when it fails, so nothing half-made stays.
 func (d *Driver) createCalls(sp *spec.Spec, rec *reconcile.Record) ([]reconcile.Call, error) {
 	if _, err := protect(sp, false); err != nil {
 		return nil, err
@@ -127,20 +126,20 @@ func (d *Driver) createCalls(sp *spec.Spec, rec *reconcile.Record) ([]reconcile.
 	tmpl := templateImage(sp, buildHash(sp, rec))
 	n := sp.Name
 	var lines []string
-	pull := ""
+	image := tmpl
 	switch {
 	case sp.Template.Checkpoint != "":
-		pull = " --pull never"
+		image += " (a checkpoint: this machine's image, never pulled)"
 	case sp.Template.Build == nil:
 		lines = append(lines, "docker pull "+tmpl+", unless present (its progress shown)")
 	}
 	lines = append(lines,
 		"remove anything labelled "+LabelSandbox+"="+n+" (what a create cut short left)",
 		"docker build sbx-egress:<hash of this sbx>, FROM scratch, unless present",
-		"docker volume create "+volumeName(n, "sock")+" (tmpfs, 1 MiB) and "+volumeName(n, "policy"),
-		"docker run --detach --interactive --name "+egressName(n)+" … __egress-proxy --control (the policy of sandbox.yaml)",
-		"docker create --name "+containerName(n)+" --network none"+pull+" … "+tmpl+" __sandbox-init",
-		"docker start "+containerName(n),
+		"create the volumes "+volumeName(n, "sock")+" (tmpfs, 1 MiB) and "+volumeName(n, "policy")+" (Engine API)",
+		"create and start, together (Engine API):",
+		"  "+egressName(n)+": sbx-egress:<hash> __egress-proxy --control (the policy of sandbox.yaml), stdin open",
+		"  "+containerName(n)+": --network none … "+image+" __sandbox-init",
 	)
 	desc := strings.Join(lines, "\n")
 	return []reconcile.Call{{Desc: desc, Run: func(ctx context.Context) error { return d.create(ctx, sp, rec) }}}, nil
@@ -169,7 +168,7 @@ func (d *Driver) repairCalls(sp *spec.Spec, parts []string) ([]reconcile.Call, e
 	}
 	n := sp.Name
 	return []reconcile.Call{{
-		Desc: "docker volume create " + volumeName(n, "sock") + " and " + volumeName(n, "policy") + " unless present\ndocker run --detach --interactive --name " + egressName(n) + " … __egress-proxy --control (the policy of sandbox.yaml)",
+		Desc: "create the volumes " + volumeName(n, "sock") + " and " + volumeName(n, "policy") + " unless present (Engine API)\ncreate and start " + egressName(n) + ": sbx-egress:<hash> __egress-proxy --control (the policy of sandbox.yaml), stdin open (Engine API)",
 		Run:  func(ctx context.Context) error { return d.recreateEgress(ctx, sp) },
 	}}, nil
 }

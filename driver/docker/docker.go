@@ -5,10 +5,10 @@
 // proxy mounts. Everything sbx creates carries sbx's labels, and destroy
 // removes exactly that.
 //
-// Creating, building, exec and logs go through the docker CLI; what plan,
-// an in-place change and removal need (inspect, the proxy's control
-// channel, deleting) goes to the Engine API of the same daemon (see
-// engine).
+// Building, pulling, exec and logs go through the docker CLI; creating,
+// and what plan, an in-place change and removal need (inspect, the
+// proxy's control channel, deleting), go to the Engine API of the same
+// daemon (see engine).
 package docker
 
 import (
@@ -21,11 +21,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sbxhq/sbx/checkpoint"
@@ -398,10 +400,6 @@ func (d *Driver) remove(ctx context.Context, name string) error {
 	return nil
 }
 
-func labels(name, role string) []string {
-	return []string{"--label", LabelManaged + "=true", "--label", LabelSandbox + "=" + name, "--label", LabelRole + "=" + role}
-}
-
 // egressImage builds (once per sbx binary) the proxy's image: FROM
 // scratch with only the static binary.
 func (d *Driver) egressImage(ctx context.Context) (string, error) {
@@ -468,7 +466,7 @@ func copyFile(src, dst string) error {
 }
 
 // pull fetches the template when the daemon does not have it, with its
-// progress in the apply's output (docker create would pull it silently).
+// progress in the apply's output (a create would pull it silently).
 func (d *Driver) pull(ctx context.Context, image string) error {
 	ok, err := d.api.imageExists(ctx, image)
 	if err != nil || ok {
@@ -483,23 +481,30 @@ func (d *Driver) pull(ctx context.Context, image string) error {
 	return nil
 }
 
-// create makes the volumes, the egress container (policy written before
-// it starts) and the sandbox container.
+// create makes the sandbox: what a create cut short left is removed, then
+// the volumes, the egress container (its policy in force from its first
+// request) and the sandbox container are made and started. On failure it
+// removes what it made.
 func (d *Driver) create(ctx context.Context, sp *spec.Spec, rec *reconcile.Record) error {
-	image, err := d.egressImage(ctx)
-	if err != nil {
-		return err
-	}
 	hash := ""
 	if rec != nil {
 		hash = rec.BuildHash
 	}
 	if sp.Template.Build != nil && hash == "" {
+		var err error
 		if hash, err = buildctx.Hash(sp.Template.Build); err != nil {
 			return err
 		}
 	}
+	prot, err := protect(sp, true)
+	if err != nil {
+		return err
+	}
 	tmpl := templateImage(sp, hash)
+	sandbox, err := d.sandboxContainer(sp, rec, prot, tmpl)
+	if err != nil {
+		return err
+	}
 	// A checkpoint is a local image sbx made: never pulled.
 	if sp.Template.Build == nil && sp.Template.Checkpoint == "" {
 		if err := d.pull(ctx, tmpl); err != nil {
@@ -512,7 +517,7 @@ func (d *Driver) create(ctx context.Context, sp *spec.Spec, rec *reconcile.Recor
 	if err := d.remove(ctx, sp.Name); err != nil {
 		return err
 	}
-	if err := d.createObjects(ctx, sp, rec, image, tmpl); err != nil {
+	if err := d.createObjects(ctx, sp, sandbox); err != nil {
 		// Nothing half-made stays: the next apply starts clean (even
 		// after Ctrl-C, within a bound).
 		cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -525,203 +530,282 @@ func (d *Driver) create(ctx context.Context, sp *spec.Spec, rec *reconcile.Recor
 	return nil
 }
 
-// createObjects makes the volumes, the egress container (policy written
-// before it starts) and the sandbox container, and starts them.
-func (d *Driver) createObjects(ctx context.Context, sp *spec.Spec, rec *reconcile.Record, image, tmpl string) error {
+// createObjects makes the volumes, then the egress container and the
+// sandbox container, and starts them, through the Engine API. What does
+// not depend on something else runs at the same time: the proxy's image
+// is found (hashing this binary) while the volumes are made, and the two
+// containers are created and started together. Neither container needs
+// the other to start: the sandbox's bridge dials the proxy's socket per
+// connection, waiting briefly for a proxy still starting, and nothing
+// runs in the sandbox but its init until apply has verified both. Every
+// call has ended when it returns, so a cleanup after a failure finds
+// whatever was made.
+func (d *Driver) createObjects(ctx context.Context, sp *spec.Spec, sandbox *containerSpec) error {
+	type found struct {
+		image string
+		err   error
+	}
+	image := make(chan found, 1)
+	go func() {
+		tag, err := d.egressImage(ctx)
+		image <- found{tag, err}
+	}()
 	if err := d.volumes(ctx, sp.Name); err != nil {
+		<-image
 		return err
 	}
-	prot, err := protect(sp, true)
-	if err != nil {
-		return err
+	return together(
+		func() error {
+			id, err := d.api.createContainer(ctx, containerName(sp.Name), sandbox)
+			if errNoImage(err) && sp.Template.Checkpoint != "" {
+				// A checkpoint is this daemon's image or nothing: never
+				// a registry's image that happens to have its name.
+				return fmt.Errorf("checkpoint %q is not on this machine ('sbx checkpoint ls' lists them; 'sbx checkpoint import' loads one): %v", sp.Template.Checkpoint, err)
+			}
+			if errNoImage(err) {
+				// As docker create does: pull a missing image, then
+				// create again; say plainly when it cannot be pulled.
+				if _, perr := d.docker(ctx, "pull", sandbox.Image); perr != nil {
+					return fmt.Errorf("template image %s is not on this machine and cannot be pulled (build it, or docker pull it where a registry is reachable): %v", sandbox.Image, perr)
+				}
+				id, err = d.api.createContainer(ctx, containerName(sp.Name), sandbox)
+			}
+			if err != nil {
+				return err
+			}
+			return d.api.startContainer(ctx, id)
+		},
+		func() error {
+			eg := <-image
+			if eg.err != nil {
+				return eg.err
+			}
+			return d.startEgress(ctx, sp, eg.image)
+		},
+	)
+}
+
+// together runs fns at the same time, waits for all of them whatever each
+// returns, and joins their errors.
+func together(fns ...func() error) error {
+	errs := make([]error, len(fns))
+	var wg sync.WaitGroup
+	for i, f := range fns {
+		wg.Go(func() { errs[i] = f() })
 	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// labels are the labels of everything sbx creates for a sandbox.
+func labels(name, role string) map[string]string {
+	return map[string]string{LabelManaged: "true", LabelSandbox: name, LabelRole: role}
+}
+
+// sandboxContainer is the sandbox's container: no network but loopback,
+// sbx's static binary as its init and egress bridge, the workspace and
+// mounts with the declaration's protection on top, the safeguards, the
+// limits and the env of the file, and labels that say what it was made
+// from.
+func (d *Driver) sandboxContainer(sp *spec.Spec, rec *reconcile.Record, prot *protection, tmpl string) (*containerSpec, error) {
 	protected, err := json.Marshal(prot.paths)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	eg, err := d.egressArgs(ctx, sp, image)
-	if err != nil {
-		return err
+	c := &containerSpec{
+		Hostname:   sp.Name,
+		Entrypoint: []string{helperPath},
+		Image:      tmpl,
+		Cmd:        []string{"__sandbox-init", "--socket", socketPath},
+		WorkingDir: sp.Workspace.Path,
+		Labels:     labels(sp.Name, "sandbox"),
+		HostConfig: hostConfig{NetworkMode: "none", RestartPolicy: restartPolicy{Name: "unless-stopped"}, Runtime: sp.Docker.Runtime},
 	}
-	sb := append([]string{"create", "--name", containerName(sp.Name)}, labels(sp.Name, "sandbox")...)
-	sb = append(sb, "--label", "dev.sbx.agent="+sp.Agent, "--label", labelWS+"="+sp.Workspace.Path,
-		"--label", labelHardening+"="+Hardening,
-		"--label", labelProtect+"="+strconv.FormatBool(sp.Protect),
-		"--label", labelProtected+"="+string(protected),
-		// Always set, so that a checkpoint image's own label never shows
-		// through.
-		"--label", LabelCheckpoint+"="+sp.Template.Checkpoint)
-	// The record label is always set, so that an image's own never shows
-	// through (checkpoint images have it emptied, imported ones removed).
-	recLabel := ""
+	c.Labels["dev.sbx.agent"] = sp.Agent
+	c.Labels[labelWS] = sp.Workspace.Path
+	c.Labels[labelHardening] = Hardening
+	c.Labels[labelProtect] = strconv.FormatBool(sp.Protect)
+	c.Labels[labelProtected] = string(protected)
+	// Always set, so that a checkpoint image's own label never shows
+	// through; the record label likewise (checkpoint images have it
+	// emptied, imported ones removed).
+	c.Labels[LabelCheckpoint] = sp.Template.Checkpoint
+	c.Labels[LabelRecord] = ""
 	if rec != nil {
 		data, err := json.Marshal(rec)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		recLabel = string(data)
+		c.Labels[LabelRecord] = string(data)
 	}
-	sb = append(sb, "--label", LabelRecord+"="+recLabel)
-	sb = append(sb, "--network", "none", "--hostname", sp.Name, "--restart", "unless-stopped",
-		"--entrypoint", helperPath,
-		"-v", d.opts.Binary+":"+helperPath+":ro",
-		"-v", volumeName(sp.Name, "sock")+":"+socketDir+":ro",
-		"-v", bind(sp.Workspace.Path, sp.Workspace.Path, sp.Workspace.ReadOnly),
-		"-w", sp.Workspace.Path)
+	c.User = sp.User
+	h := &c.HostConfig
+	h.Binds = []string{
+		d.opts.Binary + ":" + helperPath + ":ro",
+		volumeName(sp.Name, "sock") + ":" + socketDir + ":ro",
+		bind(sp.Workspace.Path, sp.Workspace.Path, sp.Workspace.ReadOnly),
+	}
 	for _, m := range sp.Mounts {
-		sb = append(sb, "-v", bind(m.Source, m.Target, m.ReadOnly))
+		h.Binds = append(h.Binds, bind(m.Source, m.Target, m.ReadOnly))
 	}
 	// Binds over the workspace come after it, so they lie on top.
-	for _, b := range prot.binds {
-		sb = append(sb, "-v", b)
-	}
-	sb = append(sb, sandboxLimits...)
+	h.Binds = append(h.Binds, prot.binds...)
+	sandboxHardening(h)
 	if sp.Docker.NoNewPrivileges {
-		sb = append(sb, "--security-opt", "no-new-privileges")
+		h.SecurityOpt = append(h.SecurityOpt, "no-new-privileges")
+	}
+	if err := setResources(h, sp); err != nil {
+		return nil, err
+	}
+	// The file's env first, then the proxy's address, as docker create
+	// orders --env-file before -e.
+	for _, k := range cliutil.SortedKeys(sp.Env) {
+		c.Env = append(c.Env, k+"="+sp.Env[k])
 	}
 	for _, kv := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"} {
-		sb = append(sb, "-e", kv+"="+proxyURL)
+		c.Env = append(c.Env, kv+"="+proxyURL)
 	}
-	sb = append(sb, "-e", "NO_PROXY=localhost,127.0.0.1,::1", "-e", "no_proxy=localhost,127.0.0.1,::1")
-	if sp.Docker.Runtime != "" {
-		sb = append(sb, "--runtime", sp.Docker.Runtime)
-	}
-	sb = append(sb, resourceArgs(sp)...)
-	if sp.User != "" {
-		sb = append(sb, "--user", sp.User)
-	}
-	if len(sp.Env) > 0 {
-		f, err := cliutil.EnvFile(sp.Env)
-		if err != nil {
-			return err
-		}
-		defer os.Remove(f)
-		sb = append(sb, "--env-file", f)
-	}
-	if sp.Template.Checkpoint != "" {
-		// A checkpoint is this daemon's image or nothing: never a
-		// registry's image that happens to have its name.
-		sb = append(sb, "--pull", "never")
-	}
-	sb = append(sb, tmpl, "__sandbox-init", "--socket", socketPath)
-	// The proxy starts while the sandbox container is created: neither
-	// needs the other until the sandbox starts. (Nothing returns before
-	// the proxy's run has ended, so a cleanup after a failure finds it.)
-	egressStarted := make(chan error, 1)
-	go func() {
-		_, err := d.docker(ctx, eg...)
-		egressStarted <- err
-	}()
-	// docker create pulls a missing image itself; say plainly when it
-	// cannot.
-	_, err = d.docker(ctx, sb...)
-	if egErr := <-egressStarted; egErr != nil {
-		return egErr
-	}
-	if err != nil {
-		var re *runner.Error
-		if errors.As(err, &re) && (strings.Contains(re.Stderr, "Unable to find image") || strings.Contains(re.Stderr, "pull access denied") || strings.Contains(re.Stderr, "No such image")) {
-			if sp.Template.Checkpoint != "" {
-				return fmt.Errorf("checkpoint %q is not on this machine ('sbx checkpoint ls' lists them; 'sbx checkpoint import' loads one): %v", sp.Template.Checkpoint, err)
-			}
-			return fmt.Errorf("template image %s is not on this machine and cannot be pulled (build it, or docker pull it where a registry is reachable): %v", tmpl, err)
-		}
-		return err
-	}
-	_, err = d.docker(ctx, "start", containerName(sp.Name))
-	return err
+	c.Env = append(c.Env, "NO_PROXY=localhost,127.0.0.1,::1", "no_proxy=localhost,127.0.0.1,::1")
+	return c, nil
 }
 
-// The safeguards every container gets (Hardening names
-// their version; change both together). The proxy needs no capability at
-// all: it binds a socket on its own volume and dials out. The sandbox
-// keeps what agents use (installing packages as root: chown, file
-// ownership and modes, setuid/setgid to drop to a package manager's user;
-// kill; binding low ports on its loopback) and loses what they do not:
-// raw sockets, device nodes, audit writes, file capabilities, chroot.
-var (
-	proxyLimits = []string{
-		"--read-only", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
-		"--pids-limit", "128", "--memory", "128m", "--memory-swap", "128m",
-		"-e", "GOMEMLIMIT=96MiB",
-		"--log-driver", "json-file", "--log-opt", "max-size=10m", "--log-opt", "max-file=3",
-	}
-	sandboxLimits = []string{
-		"--cap-drop", "NET_RAW", "--cap-drop", "MKNOD", "--cap-drop", "AUDIT_WRITE",
-		"--cap-drop", "SETFCAP", "--cap-drop", "SYS_CHROOT",
-		"--log-driver", "json-file", "--log-opt", "max-size=10m", "--log-opt", "max-file=2",
-	}
-)
+// The safeguards every container gets (Hardening names their version;
+// change both together). The proxy needs no capability at all: it binds a
+// socket on its own volume and dials out. The sandbox keeps what agents
+// use (installing packages as root: chown, file ownership and modes,
+// setuid/setgid to drop to a package manager's user; kill; binding low
+// ports on its loopback) and loses what they do not: raw sockets, device
+// nodes, audit writes, file capabilities, chroot.
+//
+// proxyHardening sets them on the proxy's container: --read-only
+// --cap-drop ALL --security-opt no-new-privileges --pids-limit 128
+// --memory 128m --memory-swap 128m -e GOMEMLIMIT=96MiB --log-driver
+// json-file --log-opt max-size=10m --log-opt max-file=3.
+func proxyHardening(c *containerSpec) {
+	h := &c.HostConfig
+	h.ReadonlyRootfs = true
+	h.CapDrop = []string{"ALL"}
+	h.SecurityOpt = []string{"no-new-privileges"}
+	pids := int64(128)
+	h.PidsLimit = &pids
+	h.Memory, h.MemorySwap = 128<<20, 128<<20
+	c.Env = append(c.Env, "GOMEMLIMIT=96MiB")
+	h.LogConfig = logConfig{Type: "json-file", Config: map[string]string{"max-size": "10m", "max-file": "3"}}
+}
 
-// resourceArgs are the limits of the sandbox: the file's, else the
-// driver's default memory and process count (reconcile.DockerCaps), with
-// no swap beyond the memory.
-func resourceArgs(sp *spec.Spec) []string {
-	pids := sp.Resources.Pids
+// sandboxHardening sets them on the sandbox's container: --cap-drop
+// NET_RAW, MKNOD, AUDIT_WRITE, SETFCAP and SYS_CHROOT (named and sorted as
+// the docker CLI sends them), --log-driver json-file --log-opt
+// max-size=10m --log-opt max-file=2.
+func sandboxHardening(h *hostConfig) {
+	h.CapDrop = []string{"CAP_AUDIT_WRITE", "CAP_MKNOD", "CAP_NET_RAW", "CAP_SETFCAP", "CAP_SYS_CHROOT"}
+	h.LogConfig = logConfig{Type: "json-file", Config: map[string]string{"max-size": "10m", "max-file": "2"}}
+}
+
+// limits are the sandbox's limits: the file's, else the driver's default
+// memory and process count (reconcile.DockerCaps), with no swap beyond
+// the memory. cpus is as the file writes it ("" for no limit).
+func limits(sp *spec.Spec) (pids int64, cpus string, memory int64) {
+	pids = int64(sp.Resources.Pids)
 	if pids == 0 {
 		pids = DefaultPids
 	}
-	args := []string{"--pids-limit", strconv.Itoa(pids)}
 	if sp.Resources.CPUs > 0 {
-		args = append(args, "--cpus", strconv.FormatFloat(sp.Resources.CPUs, 'f', -1, 64))
+		cpus = strconv.FormatFloat(sp.Resources.CPUs, 'f', -1, 64)
 	}
-	mem := sp.Resources.Memory
-	if mem == 0 {
-		mem = DefaultMemory
+	memory = sp.Resources.Memory
+	if memory == 0 {
+		memory = DefaultMemory
+	}
+	return pids, cpus, memory
+}
+
+// resourceArgs are the limits as `docker update` flags.
+func resourceArgs(sp *spec.Spec) []string {
+	pids, cpus, mem := limits(sp)
+	args := []string{"--pids-limit", strconv.FormatInt(pids, 10)}
+	if cpus != "" {
+		args = append(args, "--cpus", cpus)
 	}
 	m := strconv.FormatInt(mem, 10)
 	return append(args, "--memory", m, "--memory-swap", m)
 }
 
-// egressArgs are the `docker run` of a sandbox's proxy. The proxy writes
-// the policy onto its volume at first start (--init-policy); later changes
-// reach it through its control channel.
-func (d *Driver) egressArgs(ctx context.Context, sp *spec.Spec, image string) ([]string, error) {
-	pol, err := json.Marshal(policyOf(sp, d.hostAddrs(ctx)))
-	if err != nil {
-		return nil, err
+// setResources sets the limits on a container create, as resourceArgs
+// would on the command line: --cpus in billionths of a CPU, exactly as
+// the docker CLI computes it (a value finer than that is refused).
+func setResources(h *hostConfig, sp *spec.Spec) error {
+	pids, cpus, mem := limits(sp)
+	h.PidsLimit = &pids
+	if cpus != "" {
+		r, ok := new(big.Rat).SetString(cpus)
+		if !ok {
+			return fmt.Errorf("resources.cpus: invalid value %s", cpus)
+		}
+		nano := r.Mul(r, big.NewRat(1e9, 1))
+		if !nano.IsInt() || !nano.Num().IsInt64() {
+			return fmt.Errorf("resources.cpus: %s is more precise than a billionth of a CPU", cpus)
+		}
+		h.NanoCpus = nano.Num().Int64()
 	}
-	// `docker run --detach --interactive` keeps the proxy's stdin open
-	// across attaches: it is its control channel. (`docker create -i`
-	// would close it after the first attach.)
-	eg := append([]string{"run", "--detach", "--interactive", "--name", egressName(sp.Name)}, labels(sp.Name, "egress")...)
-	eg = append(eg, proxyLimits...)
-	return append(eg,
-		"--restart", "unless-stopped",
-		"-v", volumeName(sp.Name, "sock")+":"+socketDir,
-		"-v", volumeName(sp.Name, "policy")+":/policy",
-		// One scheduler thread: a request then runs where it was
-		// accepted instead of waking another thread, which was most of
-		// the proxy's per-request latency (BENCHMARKS.md); the copying
-		// of tunnels happens in the kernel either way.
-		"-e", "GOMAXPROCS=1",
-		// Decisions go to the container's log (docker logs), which is
-		// cheap to read from the host.
-		image, "__egress-proxy", "--policy", policyPath, "--init-policy", string(pol), "--control",
-		"--listen", "unix:"+socketPath), nil
+	h.Memory, h.MemorySwap = mem, mem
+	return nil
 }
 
-// volumes creates the sandbox's volumes that do not exist.
-func (d *Driver) volumes(ctx context.Context, name string) error {
-	for _, role := range []string{"sock", "policy"} {
-		args := append([]string{"volume", "create"}, labels(name, role+"-volume")...)
-		if role == "sock" {
-			// The socket's volume is a small tmpfs: the proxy writes
-			// only its socket there, and the sandbox mounts it
-			// read-only, so neither can fill the host's disk with it.
-			args = append(args, "--opt", "type=tmpfs", "--opt", "device=tmpfs", "--opt", "o=size=1m,nr_inodes=64,mode=0755")
-		}
-		if _, err := d.docker(ctx, append(args, volumeName(name, role))...); err != nil {
-			return err
-		}
+// startEgress creates and starts a sandbox's proxy. It writes the policy
+// onto its volume at first start (--init-policy); later changes reach it
+// through its control channel, its stdin kept open as `docker run
+// --detach --interactive` keeps it (`docker create -i` would close it
+// after the first attach).
+func (d *Driver) startEgress(ctx context.Context, sp *spec.Spec, image string) error {
+	pol, err := json.Marshal(policyOf(sp, d.hostAddrs(ctx)))
+	if err != nil {
+		return err
 	}
-	return nil
+	c := &containerSpec{
+		Image: image,
+		// Decisions go to the container's log (docker logs), which is
+		// cheap to read from the host.
+		Cmd:       []string{"__egress-proxy", "--policy", policyPath, "--init-policy", string(pol), "--control", "--listen", "unix:" + socketPath},
+		Labels:    labels(sp.Name, "egress"),
+		OpenStdin: true,
+		HostConfig: hostConfig{
+			Binds:         []string{volumeName(sp.Name, "sock") + ":" + socketDir, volumeName(sp.Name, "policy") + ":/policy"},
+			NetworkMode:   "default",
+			RestartPolicy: restartPolicy{Name: "unless-stopped"},
+		},
+	}
+	proxyHardening(c)
+	// One scheduler thread: a request then runs where it was accepted
+	// instead of waking another thread, which was most of the proxy's
+	// per-request latency (BENCHMARKS.md); the copying of tunnels
+	// happens in the kernel either way.
+	c.Env = append(c.Env, "GOMAXPROCS=1")
+	id, err := d.api.createContainer(ctx, egressName(sp.Name), c)
+	if err != nil {
+		return err
+	}
+	return d.api.startContainer(ctx, id)
+}
+
+// volumes creates the sandbox's volumes (together) that do not exist.
+func (d *Driver) volumes(ctx context.Context, name string) error {
+	// The socket's volume is a small tmpfs: the proxy writes only its
+	// socket there, and the sandbox mounts it read-only, so neither can
+	// fill the host's disk with it.
+	sock := &volumeSpec{Name: volumeName(name, "sock"), Driver: "local", Labels: labels(name, "sock-volume"),
+		DriverOpts: map[string]string{"type": "tmpfs", "device": "tmpfs", "o": "size=1m,nr_inodes=64,mode=0755"}}
+	policy := &volumeSpec{Name: volumeName(name, "policy"), Driver: "local", Labels: labels(name, "policy-volume")}
+	return together(
+		func() error { return d.api.createVolume(ctx, sock) },
+		func() error { return d.api.createVolume(ctx, policy) },
+	)
 }
 
 // recreateEgress starts a new proxy for a sandbox whose proxy is gone,
 // with the policy of sandbox.yaml, making its volumes again if they went
-// too (docker volume create keeps an existing one). The sandbox's bridge
-// dials the socket per connection, so it reaches the new proxy.
+// too (a volume create keeps an existing one). The sandbox's bridge dials
+// the socket per connection, so it reaches the new proxy.
 func (d *Driver) recreateEgress(ctx context.Context, sp *spec.Spec) error {
 	image, err := d.egressImage(ctx)
 	if err != nil {
@@ -730,12 +814,7 @@ func (d *Driver) recreateEgress(ctx context.Context, sp *spec.Spec) error {
 	if err := d.volumes(ctx, sp.Name); err != nil {
 		return err
 	}
-	eg, err := d.egressArgs(ctx, sp, image)
-	if err != nil {
-		return err
-	}
-	_, err = d.docker(ctx, eg...)
-	return err
+	return d.startEgress(ctx, sp, image)
 }
 
 func bind(src, dst string, ro bool) string {

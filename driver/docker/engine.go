@@ -27,12 +27,13 @@ import (
 )
 
 // engine asks the Docker Engine API of the daemon the docker CLI uses for
-// what plan, an in-place change and removal need: inspecting, listing and
-// removing containers, volumes and images, and talking to the egress proxy
-// (its control channel, or its policy file and a signal for a proxy
-// without one). A request takes about a millisecond, where a docker CLI
-// process takes 10–50 and the daemon's archive endpoints (docker cp) 35;
-// creating, building, exec and logs stay with the CLI.
+// what creating, plan, an in-place change and removal need: creating,
+// starting, inspecting, listing and removing containers, volumes and
+// images, and talking to the egress proxy (its control channel, or its
+// policy file and a signal for a proxy without one). A request takes
+// about a millisecond, where a docker CLI process takes 10–50 and the
+// daemon's archive endpoints (docker cp) 35; building, pulling (which
+// needs the CLI's registry credentials), exec and logs stay with the CLI.
 //
 // Paths carry no API version: the daemon answers them in its own current
 // version, whose fields the driver reads have been stable since API 1.25.
@@ -151,10 +152,29 @@ func notFound(err error) bool {
 // do sends one request and returns the answer's body; a status of 300 or
 // more is an *apiError carrying the daemon's message.
 func (e *engine) do(ctx context.Context, method, path string, query url.Values, body io.Reader, contentType string) ([]byte, error) {
+	return e.send(ctx, method, path, query, body, contentType, "")
+}
+
+// doJSON sends v as the request's JSON body; the trace shows the body
+// (sbx never sends a secret to the daemon), an error only the request.
+func (e *engine) doJSON(ctx context.Context, method, path string, query url.Values, v any) ([]byte, error) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return e.send(ctx, method, path, query, bytes.NewReader(data), "application/json", string(data))
+}
+
+// send is do, with the request body to show in the trace ("" for none).
+func (e *engine) send(ctx context.Context, method, path string, query url.Values, body io.Reader, contentType, shownBody string) ([]byte, error) {
 	if len(query) > 0 {
 		path += "?" + query.Encode()
 	}
 	what := "docker engine API " + method + " " + path
+	traced := what
+	if shownBody != "" {
+		traced += " " + runner.Quote([]string{shownBody})
+	}
 	req, err := http.NewRequestWithContext(ctx, method, "http://docker"+path, body)
 	if err != nil {
 		return nil, err
@@ -175,7 +195,7 @@ func (e *engine) do(ctx context.Context, method, path string, query url.Values, 
 	if resp != nil && !strings.Contains(resp.Header.Get("Content-Type"), "json") && len(data) > 0 {
 		shown = fmt.Sprintf("(%d bytes of %s)", len(data), resp.Header.Get("Content-Type"))
 	}
-	e.run.TraceRequest(what, status, time.Since(start), shown, err)
+	e.run.TraceRequest(traced, status, time.Since(start), shown, err)
 	if err != nil && ctx.Err() == nil {
 		return nil, fmt.Errorf("%s: %v (is the Docker daemon running?)", what, err)
 	}
@@ -433,6 +453,102 @@ func (e *engine) removeContainer(ctx context.Context, id string) error {
 func (e *engine) removeVolume(ctx context.Context, name string) error {
 	_, err := e.do(ctx, http.MethodDelete, "/volumes/"+url.PathEscape(name), url.Values{"force": {"1"}}, nil, "")
 	if notFound(err) {
+		return nil
+	}
+	return err
+}
+
+// volumeSpec is the body of a volume create (POST /volumes/create,
+// Engine API v1.41 "VolumeCreateOptions"), as `docker volume create`
+// sends it.
+type volumeSpec struct {
+	Name       string
+	Driver     string
+	DriverOpts map[string]string `json:",omitempty"`
+	Labels     map[string]string
+}
+
+// createVolume creates a volume; one of that name that exists is kept, as
+// `docker volume create` keeps it.
+func (e *engine) createVolume(ctx context.Context, v *volumeSpec) error {
+	_, err := e.doJSON(ctx, http.MethodPost, "/volumes/create", nil, v)
+	return err
+}
+
+// containerSpec is the body of a container create (POST
+// /containers/create, Engine API v1.41: "ContainerConfig" with its
+// "HostConfig"): the fields sbx sets, under the API's names, with the
+// values the docker CLI sends for the corresponding flags of `docker
+// create` (named beside each). A field sbx leaves out is the daemon's
+// default, as for a `docker create` without that flag.
+type containerSpec struct {
+	Hostname   string   `json:",omitempty"` // --hostname
+	Env        []string `json:",omitempty"` // -e, in order
+	Cmd        []string // the arguments after the image
+	Entrypoint []string `json:",omitempty"` // --entrypoint
+	User       string   `json:",omitempty"` // --user
+	Image      string
+	WorkingDir string            `json:",omitempty"` // -w
+	Labels     map[string]string // --label
+	// OpenStdin without StdinOnce is what `docker run --detach
+	// --interactive` makes: stdin stays open across attaches.
+	OpenStdin  bool
+	StdinOnce  bool
+	HostConfig hostConfig
+}
+
+// hostConfig is the part of a container create's "HostConfig" sbx sets.
+type hostConfig struct {
+	Binds          []string      // -v SRC:DST[:ro]
+	NetworkMode    string        // --network ("default" without)
+	RestartPolicy  restartPolicy // --restart
+	CapDrop        []string      `json:",omitempty"` // --cap-drop
+	SecurityOpt    []string      `json:",omitempty"` // --security-opt
+	ReadonlyRootfs bool          // --read-only
+	LogConfig      logConfig     // --log-driver, --log-opt
+	Runtime        string        `json:",omitempty"` // --runtime
+	PidsLimit      *int64        `json:",omitempty"` // --pids-limit
+	NanoCpus       int64         `json:",omitempty"` // --cpus, in billionths
+	Memory         int64         `json:",omitempty"` // --memory, bytes
+	MemorySwap     int64         `json:",omitempty"` // --memory-swap, bytes
+}
+
+type restartPolicy struct{ Name string }
+
+type logConfig struct {
+	Type   string
+	Config map[string]string
+}
+
+// errNoImage is the daemon's refusal to create a container from an image
+// it does not have (404 "No such image: REF"), which `docker create`
+// answers by pulling.
+func errNoImage(err error) bool {
+	var ae *apiError
+	return errors.As(err, &ae) && ae.Status == http.StatusNotFound && strings.Contains(ae.Message, "No such image")
+}
+
+// createContainer creates a container and returns its ID.
+func (e *engine) createContainer(ctx context.Context, name string, c *containerSpec) (string, error) {
+	data, err := e.doJSON(ctx, http.MethodPost, "/containers/create", url.Values{"name": {name}}, c)
+	if err != nil {
+		return "", err
+	}
+	var created struct {
+		ID string `json:"Id"`
+	}
+	if err := json.Unmarshal(data, &created); err != nil || created.ID == "" {
+		return "", fmt.Errorf("creating container %s: unexpected answer %q", name, data)
+	}
+	return created.ID, nil
+}
+
+// startContainer starts a container; one already running is not an error
+// (304).
+func (e *engine) startContainer(ctx context.Context, id string) error {
+	_, err := e.do(ctx, http.MethodPost, "/containers/"+url.PathEscape(id)+"/start", nil, nil, "")
+	var ae *apiError
+	if errors.As(err, &ae) && ae.Status == http.StatusNotModified {
 		return nil
 	}
 	return err

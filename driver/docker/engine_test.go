@@ -145,7 +145,10 @@ func TestPolicyWithoutControl(t *testing.T) {
 	// The proxy as an earlier sbx made it: no open stdin, no --control.
 	image := docker("inspect", "-f", "{{.Config.Image}}", eg)
 	docker("rm", "-f", eg)
-	args := append([]string{"create", "--name", eg}, labels(b.name, "egress")...)
+	args := []string{"create", "--name", eg}
+	for k, v := range labels(b.name, "egress") {
+		args = append(args, "--label", k+"="+v)
+	}
 	args = append(args, "--restart", "unless-stopped",
 		"-v", volumeName(b.name, "sock")+":"+socketDir, "-v", volumeName(b.name, "policy")+":/policy",
 		image, "__egress-proxy", "--policy", policyPath, "--listen", "unix:"+socketPath)
