@@ -52,6 +52,9 @@ func sbxCaps() Caps {
 		FieldProtect:         {Mode: Ignored, Reason: "the sbx backend cannot mount the declaration read-only; sbx flags every widening it causes instead"},
 		FieldHardening:       {Mode: Ignored},
 		FieldStatus:          {Mode: Ignored, Reason: "Docker's sbx stops an idle sandbox itself and starts it again on exec (evidence §3.2): a stopped sandbox is not drift"},
+		FieldKubernetes:      KubernetesOnlyCap("the kubernetes block"),
+		FieldEgressMode:      KubernetesOnlyCap("kubernetes.egress"),
+		FieldWarmPool:        KubernetesOnlyCap("kubernetes.warmPool"),
 	}}
 }
 
@@ -80,6 +83,9 @@ func dockerSandboxCaps() Caps {
 		FieldProtect:         {Mode: Ignored, Reason: "the docker-sandbox backend cannot mount the declaration read-only; sbx flags every widening it causes instead"},
 		FieldHardening:       {Mode: Ignored},
 		FieldStatus:          {Mode: Ignored, Reason: "the docker sandbox plugin has no start command; sbx shell and sbx loop run in the sandbox as the plugin does"},
+		FieldKubernetes:      KubernetesOnlyCap("the kubernetes block"),
+		FieldEgressMode:      KubernetesOnlyCap("kubernetes.egress"),
+		FieldWarmPool:        KubernetesOnlyCap("kubernetes.warmPool"),
 	}}
 }
 
@@ -119,6 +125,9 @@ func dockerCaps() Caps {
 		FieldProtect:         replace(d, "workspace.protect", true),
 		FieldHardening:       {Mode: Replace, Readable: true, Reason: "the sandbox was created without the docker driver's current safeguards (limits, dropped capabilities, read-only declaration, log rotation)"},
 		FieldStatus:          InPlaceCap("docker start starts the stopped containers", true),
+		FieldKubernetes:      KubernetesOnlyCap("the kubernetes block"),
+		FieldEgressMode:      KubernetesOnlyCap("kubernetes.egress"),
+		FieldWarmPool:        KubernetesOnlyCap("kubernetes.warmPool"),
 	}, ByRuntime: map[string]map[Field]Cap{
 		// runsc (as Debian packages it) has no update command, so
 		// docker update fails for a sandbox under gVisor.

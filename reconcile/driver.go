@@ -79,6 +79,9 @@ type Live struct {
 	NoNewPrivileges bool   `json:"noNewPrivileges,omitempty"`
 	Protect         bool   `json:"protect,omitempty"`
 	Hardening       string `json:"hardening,omitempty"`
+	// Kubernetes is what the kubernetes driver reads back of its options
+	// (FieldKubernetes, FieldEgressMode, FieldWarmPool), defaults filled in.
+	Kubernetes spec.Kubernetes `json:"kubernetes,omitzero"`
 	// Unreported lists readable fields this observation did not report (the
 	// plugin lists no workspaces for a stopped VM): the planner compares
 	// them with the record, as if the backend could not read them back.
@@ -260,6 +263,14 @@ const (
 	// stopped (Live.Stopped). InPlace: apply starts it (StepStart);
 	// Ignored: the backend stops and starts sandboxes itself.
 	FieldStatus
+	// FieldKubernetes is the kubernetes driver's pod and volume options
+	// (kubernetes.runtimeClassName, workspaceSize, storageClass).
+	FieldKubernetes
+	// FieldEgressMode is kubernetes.egress: whether the sandbox's pinning
+	// to its egress proxy must be shown enforced.
+	FieldEgressMode
+	// FieldWarmPool is kubernetes.warmPool.
+	FieldWarmPool
 )
 
 var fieldNames = map[Field]string{
@@ -269,7 +280,8 @@ var fieldNames = map[Field]string{
 	FieldRuntime: "docker.runtime", FieldResourcesUnset: "resources-unset",
 	FieldNoNewPrivileges: "docker.noNewPrivileges", FieldProtect: "workspace.protect",
 	FieldHardening: "hardening", FieldTemplateBuild: "template.build", FieldPids: "resources.pids",
-	FieldStatus: "status",
+	FieldStatus: "status", FieldKubernetes: "kubernetes", FieldEgressMode: "kubernetes.egress",
+	FieldWarmPool: "kubernetes.warmPool",
 }
 
 func (f Field) String() string {
@@ -379,4 +391,10 @@ var PerExecCap = Cap{Mode: PerExec, Reason: "secrets are passed to each exec, ne
 // driver reads.
 func DockerOnlyCap(what string) Cap {
 	return Cap{Mode: Ignored, Reason: what + " applies only to the docker driver"}
+}
+
+// KubernetesOnlyCap is the row, on other drivers, of a field only the
+// kubernetes driver reads.
+func KubernetesOnlyCap(what string) Cap {
+	return Cap{Mode: Ignored, Reason: what + " applies only to the kubernetes driver"}
 }

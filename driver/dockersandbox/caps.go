@@ -29,5 +29,8 @@ func Capabilities() reconcile.Caps {
 		reconcile.FieldProtect:         {Mode: reconcile.Ignored, Reason: "the docker-sandbox backend cannot mount the declaration read-only; sbx flags every widening it causes instead"},
 		reconcile.FieldHardening:       {Mode: reconcile.Ignored},
 		reconcile.FieldStatus:          {Mode: reconcile.Ignored, Reason: "the docker sandbox plugin has no start command; sbx shell and sbx loop run in the sandbox as the plugin does"},
+		reconcile.FieldKubernetes:      reconcile.KubernetesOnlyCap("the kubernetes block"),
+		reconcile.FieldEgressMode:      reconcile.KubernetesOnlyCap("kubernetes.egress"),
+		reconcile.FieldWarmPool:        reconcile.KubernetesOnlyCap("kubernetes.warmPool"),
 	}}
 }
