@@ -338,23 +338,6 @@ func (d *Driver) readPolicy(ctx context.Context, name string) (pol *egress.Polic
 	return &p, eg, nil
 }
 
-// policyOf is the proxy's policy for a sandbox: the file's rules with the
-// agent's hosts and presets, the blocked ranges, and the Docker host's
-// addresses (always refused).
-func policyOf(sp *spec.Spec, hostAddrs []string) egress.Policy {
-	p := egress.Policy{Default: sp.Network.Policy, Allow: []string{}, Deny: []string{}, BlockCIDRs: []string{}, HostAddrs: hostAddrs}
-	for _, r := range sp.Network.AllowRules(sp.Agent) {
-		p.Allow = append(p.Allow, r.Host)
-	}
-	p.Deny = append(p.Deny, sp.Network.Deny...)
-	sort.Strings(p.Deny)
-	for _, c := range sp.Network.BlockCIDRs {
-		p.BlockCIDRs = append(p.BlockCIDRs, c.String())
-	}
-	sort.Strings(p.BlockCIDRs)
-	return p
-}
-
 // remove deletes every object labelled as this sandbox's: the containers
 // (together), then the volumes they used.
 func (d *Driver) remove(ctx context.Context, name string) error {
@@ -624,7 +607,7 @@ func resourceArgs(sp *spec.Spec) []string {
 // the policy onto its volume at first start (--init-policy); later changes
 // reach it through its control channel.
 func (d *Driver) egressArgs(ctx context.Context, sp *spec.Spec, image string) ([]string, error) {
-	pol, err := json.Marshal(policyOf(sp, d.hostAddrs(ctx)))
+	pol, err := json.Marshal(egress.PolicyOf(sp, d.hostAddrs(ctx)))
 	if err != nil {
 		return nil, err
 	}
@@ -701,18 +684,6 @@ func (d *Driver) Exec(ctx context.Context, name string, argv []string, o cliutil
 	return cliutil.ExitCode(d.opts.Runner.Run(ctx, runner.Cmd{Args: args, Env: env, Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr}))
 }
 
-// logEntry is a decision line of the proxy's log (see egress).
-type logEntry struct {
-	Time     time.Time `json:"time"`
-	Method   string    `json:"method"`
-	Host     string    `json:"host"`
-	Port     int       `json:"port"`
-	Decision string    `json:"decision"`
-	Reason   string    `json:"reason"`
-	Rule     string    `json:"rule"`
-	Status   int       `json:"status"`
-}
-
 // readLog returns the proxy's decision lines (its container log), those
 // since a time when since is not zero.
 func (d *Driver) readLog(ctx context.Context, name string, since time.Time) ([]string, error) {
@@ -725,45 +696,14 @@ func (d *Driver) readLog(ctx context.Context, name string, since time.Time) ([]s
 	if err != nil {
 		return nil, err
 	}
-	var lines []string
-	for _, l := range strings.Split(out.String(), "\n") {
-		if strings.Contains(l, `"decision"`) {
-			lines = append(lines, l)
-		}
-	}
-	return lines, nil
+	return egress.DecisionLines(out.String()), nil
 }
 
 // NetLog prints the proxy's decisions: JSON lines with asJSON, else one
 // readable line each; with follow it keeps printing new ones until ctx
 // ends.
 func (d *Driver) NetLog(ctx context.Context, name string, asJSON, follow bool, w io.Writer) error {
-	seen := 0
-	for {
-		lines, err := d.readLog(ctx, name, time.Time{})
-		if err != nil {
-			return err
-		}
-		for _, l := range lines[min(seen, len(lines)):] {
-			if asJSON {
-				fmt.Fprintln(w, l)
-				continue
-			}
-			var e logEntry
-			if json.Unmarshal([]byte(l), &e) == nil {
-				fmt.Fprintf(w, "%s %-5s %s %s:%d (%s; rule %s)\n", e.Time.Format(time.RFC3339), e.Decision, e.Method, e.Host, e.Port, e.Reason, e.Rule)
-			}
-		}
-		seen = len(lines)
-		if !follow {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(time.Second):
-		}
-	}
+	return egress.FollowLog(ctx, func(ctx context.Context) ([]string, error) { return d.readLog(ctx, name, time.Time{}) }, asJSON, follow, w)
 }
 
 // Denials counts the requests the proxy denied in [since, until].
@@ -772,14 +712,7 @@ func (d *Driver) Denials(ctx context.Context, name string, since, until time.Tim
 	if err != nil {
 		return 0, err
 	}
-	n := 0
-	for _, l := range lines {
-		var e logEntry
-		if json.Unmarshal([]byte(l), &e) == nil && e.Decision == "deny" && !e.Time.Before(since) && !e.Time.After(until) {
-			n++
-		}
-	}
-	return n, nil
+	return egress.CountDenials(lines, since, until), nil
 }
 
 // RuntimeCheck says whether the daemon has gVisor's runsc runtime, and how
