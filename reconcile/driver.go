@@ -28,7 +28,10 @@ type Driver interface {
 	Observe(ctx context.Context, names []string) (map[string]*Live, error)
 	// Calls turns one planned step into the backend calls that carry it
 	// out, decided from the step, the desired sandbox (nil in a destroy
-	// plan) and what Observe read (nil for a sandbox that did not exist):
+	// plan) and what Observe read (nil for a sandbox that did not exist,
+	// and for the steps after a create: a remove and the create after it
+	// get what was observed, so that a replacement can keep parts of the
+	// old):
 	// everything a driver decides, it decides here, before anything runs,
 	// so the plan shows every call apply will make. Calls is never asked
 	// for StepRecord or StepForget: Apply hands those to its Recorder.
@@ -129,6 +132,7 @@ const (
 	StepForget                              // delete the last-applied record
 	StepRepair                              // recreate missing parts (Step.Parts)
 	StepStart                               // start a stopped sandbox
+	StepSetWarmPool                         // make, resize or remove the sandbox's warm pool
 )
 
 var stepNames = map[StepKind]string{
@@ -136,6 +140,7 @@ var stepNames = map[StepKind]string{
 	StepSetEnv: "set-env", StepUpdateResources: "update-resources", StepSetPorts: "set-ports",
 	StepSetNetwork: "set-network", StepSetSecrets: "set-secrets", StepVerify: "verify",
 	StepRecord: "record", StepForget: "forget", StepRepair: "repair", StepStart: "start",
+	StepSetWarmPool: "set-warm-pool",
 }
 
 func (k StepKind) String() string {
@@ -204,6 +209,8 @@ func (s Step) String() string {
 		return "record sandbox " + q
 	case StepRepair:
 		return "recreate the " + strings.Join(s.Parts, ", ") + " of sandbox " + q
+	case StepSetWarmPool:
+		return "set the warm pool of sandbox " + q
 	}
 	return s.Kind.String() + " sandbox " + q
 }

@@ -431,6 +431,9 @@ func planOne(d Desired, live *Live, rec *Record, caps Caps) (*SandboxChange, []s
 		if len(sb.Secrets) > 0 && pl.capOf(FieldSecrets).Mode != PerExec {
 			step(StepSetSecrets, "set the secrets of sandbox.yaml").Secrets = &NameDelta{Set: sortedKeys(sb.Secrets)}
 		}
+		if sb.K8s().WarmPool > 0 && pl.capOf(FieldWarmPool).Mode == InPlace {
+			step(StepSetWarmPool, "keep the warm pool of sandbox.yaml")
+		}
 	}
 	var forcing []string
 	for _, df := range pl.diffs {
@@ -542,6 +545,9 @@ func (pl *planner) updateSteps(step func(StepKind, string) *Step, repaired bool)
 	}
 	if ds, r := of(func(d Diff) bool { return d.Field == FieldSecrets }); len(ds) > 0 && pl.capOf(FieldSecrets).Mode != PerExec {
 		step(StepSetSecrets, r).Secrets = names(ds, "secrets.")
+	}
+	if ds, r := of(func(d Diff) bool { return d.Field == FieldWarmPool }); len(ds) > 0 {
+		step(StepSetWarmPool, r)
 	}
 	// Last: a stopped sandbox's changes are made while it is stopped (a
 	// stopped proxy loads the policy written for it when it starts).
