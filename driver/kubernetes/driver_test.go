@@ -69,9 +69,32 @@ func TestSandbox(t *testing.T) {
 	if a := p.Sandboxes[0].Action; a != reconcile.ActionCreate {
 		t.Fatalf("first apply: %s", a)
 	}
-	if code, out := b.sh(`printf '%s %s ' "$STAGE" "$TOKEN"; cat from-host.txt; pwd; exit 7`, map[string]string{"TOKEN": "tok-123"}); code != 7 || out != "one tok-123 host file\n"+filepath.Join(b.dir, "ws")+"\n" {
+	secret := "tok-" + runID + "-secret"
+	if code, out := b.sh(`printf '%s %s ' "$STAGE" "$TOKEN"; cat from-host.txt; pwd; exit 7`, map[string]string{"TOKEN": secret}); code != 7 || out != "one "+secret+" host file\n"+filepath.Join(b.dir, "ws")+"\n" {
 		t.Errorf("exec: %d %q", code, out)
 	}
+	// A TTY exec takes the other path (the header saved to a file first).
+	var tty bytes.Buffer
+	if code, err := d.Exec(context.Background(), b.name, []string{"sh", "-c", `printf '%s' "$TOKEN"`}, cliutil.ExecOptions{TTY: true, Env: map[string]string{"TOKEN": secret}, Stdin: strings.NewReader(""), Stdout: &tty, Stderr: &tty}); err != nil || code != 0 || !strings.Contains(tty.String(), secret) {
+		t.Errorf("tty exec: %d %v %q", code, err, tty.String())
+	}
+	t.Run("the secret is in no object, event or log", func(t *testing.T) {
+		var all strings.Builder
+		all.WriteString(c.Kubectl(t, "get", "-A", "-o", "yaml",
+			"sandboxes.agents.x-k8s.io,sandboxclaims.extensions.agents.x-k8s.io,sandboxwarmpools.extensions.agents.x-k8s.io,sandboxtemplates.extensions.agents.x-k8s.io,pods,networkpolicies.networking.k8s.io,persistentvolumeclaims,configmaps,secrets,events"))
+		for _, pod := range []string{b.name, b.name + ".egress"} {
+			all.WriteString(c.Kubectl(t, "-n", c.ns, "logs", "pod/"+pod, "--all-containers"))
+		}
+		if strings.Contains(all.String(), secret) {
+			t.Errorf("the secret's value is in the cluster's objects, events or logs")
+		}
+		if !strings.Contains(all.String(), "life.egress") {
+			t.Fatalf("the listing does not hold the sandbox's objects: %.300s", all.String())
+		}
+		if _, out := b.sh(`ls -a /.sbx-run; cat /proc/1/environ | tr '\0' '\n'`, nil); strings.Contains(out, secret) || strings.Contains(out, "exec-") {
+			t.Errorf("the secret or a saved exec header stays in the sandbox: %q", out)
+		}
+	})
 	// busybox-static's wget crashes (Debian 1.35's static build), so the
 	// requests are written by hand: to the proxy, or straight to the host.
 	get := func(ip string) string {
