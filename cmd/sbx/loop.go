@@ -41,7 +41,7 @@ tripped, 5 maxDuration spent, 130 interrupted (Ctrl-C or sbx loop stop).`,
 			maxIter := fs.Int("max-iterations", 0, "override loop.maxIterations (must be > 0)")
 			ap := &approval{}
 			ap.register(fs)
-			ephemeral := fs.Bool("ephemeral", false, "create the sandbox for this run and destroy it at the end, even on failure")
+			ephemeral := fs.Bool("ephemeral", false, "create the sandbox for this run and destroy it at the end, even on failure (with kubernetes.warmPool: claim a warm sandbox and give it back)")
 			asJSON := fs.Bool("json", false, "with status: print as JSON")
 			fs.SetInterspersed(true)
 			return func(ctx context.Context, a *app, args []string) int {
@@ -163,6 +163,13 @@ func (a *app) loopRun(ctx context.Context, t *target, maxIter int, ap *approval,
 		l.MaxIterations = maxIter
 	}
 	ephemeral = ephemeral || l.Ephemeral
+	// A sandbox with a warm pool (kubernetes.warmPool) runs an ephemeral
+	// loop in a sandbox claimed from the pool, which sbx apply made.
+	cl, pooled := s.Backend.(driver.Claimer)
+	pooled = pooled && ephemeral && cl.Pooled(sp)
+	if pooled {
+		ephemeral = false
+	}
 	if ephemeral {
 		if lv := s.Live[sp.Name]; lv != nil && lv.Exists {
 			return a.errorf("sandbox %q already exists; --ephemeral creates its own for the run and destroys it after (run 'sbx destroy' first, or drop --ephemeral)", sp.Name)
@@ -179,6 +186,22 @@ func (a *app) loopRun(ctx context.Context, t *target, maxIter int, ap *approval,
 	}
 	if err := p.Err(); err != nil {
 		return a.errorf("%v", err)
+	}
+	if pooled {
+		if !p.Empty() {
+			return a.errorf("sandbox %q has a warm pool, made by 'sbx apply' from the files, and the files differ from what was applied: run 'sbx apply', then the ephemeral loop", sp.Name)
+		}
+		release, err := cl.Claim(ctx, sp, a.stderr)
+		if err != nil {
+			return a.errorf("claiming a warm sandbox: %v", err)
+		}
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+			defer cancel()
+			if err := release(ctx); err != nil {
+				a.errorf("giving the warm sandbox back: %v", err)
+			}
+		}()
 	}
 	if !p.Empty() {
 		if err := reconcile.Render(a.stdout, p, a.color(a.stdout)); err != nil {
