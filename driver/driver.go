@@ -172,3 +172,46 @@ type Checkpointer interface {
 	// private path, as checkpoint name.
 	ImportCheckpoint(ctx context.Context, name, archive string) error
 }
+
+// Configurer is a backend whose sandboxes' place depends on their files
+// (the kubernetes driver's context and namespace): the session gives it
+// the resolved files before it observes anything.
+type Configurer interface {
+	Configure(specs []*spec.Spec) error
+}
+
+// Puller is a backend whose sandboxes work on a copy of the workspace (the
+// kubernetes driver's volume): Pull copies the sandbox's copy back over
+// the host workspace, Push the host workspace over the sandbox's. What
+// Pull brings back was written by the agent: nothing may land outside the
+// workspace, in the sandbox's own declaration or .git's config and hooks
+// (while workspace.protect is on), or past size bounds. Neither deletes a
+// file the other side lacks.
+type Puller interface {
+	Pull(ctx context.Context, sp *spec.Spec, w io.Writer) error
+	Push(ctx context.Context, sp *spec.Spec, w io.Writer) error
+}
+
+// Claimer keeps started sandboxes in a warm pool (kubernetes.warmPool):
+// an ephemeral run claims one instead of creating a sandbox. Pooled says
+// whether sp has a pool; Claim takes a sandbox from it, ready for Exec
+// under sp's name, and returns the function that gives it up (pulling the
+// workspace back first). Nothing is claimed when Claim fails.
+type Claimer interface {
+	Pooled(sp *spec.Spec) bool
+	Claim(ctx context.Context, sp *spec.Spec, w io.Writer) (release func(context.Context) error, err error)
+}
+
+// Check is one line of a backend's own report in sbx doctor.
+type Check struct {
+	Name   string
+	OK     bool
+	Info   bool // neither ok nor a problem: what cannot be known yet
+	Detail string
+}
+
+// Doctor is a backend with checks of its own for sbx doctor (is the
+// cluster reachable, are the resources it needs there).
+type Doctor interface {
+	Checks(ctx context.Context) []Check
+}

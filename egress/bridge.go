@@ -1,10 +1,13 @@
 package egress
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"time"
 )
@@ -13,10 +16,39 @@ import (
 // each connection over the Unix socket shared with the egress container:
 // the sandbox has no network interface but loopback.
 func Bridge(ctx context.Context, ln net.Listener, socket string) error {
+	return bridge(ctx, ln, func() (string, string, error) { return "unix", socket, nil })
+}
+
+// BridgeFile serves the sandbox's proxy address by carrying each
+// connection over TCP to the proxy whose address (host:port) the file at
+// path holds when the connection arrives: the kubernetes driver's proxy
+// is a pod whose address is known only once it runs, and changes when the
+// pod is made again. A missing or malformed file refuses the connection.
+// (The file is no boundary: the sandbox can dial anything its network
+// policy allows without the bridge.)
+func BridgeFile(ctx context.Context, ln net.Listener, path string) error {
+	return bridge(ctx, ln, func() (string, string, error) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return "", "", err
+		}
+		addr := string(bytes.TrimSpace(b))
+		if _, _, err := net.SplitHostPort(addr); err != nil || len(addr) > 300 {
+			return "", "", fmt.Errorf("%s: not a host:port", path)
+		}
+		return "tcp", addr, nil
+	})
+}
+
+func bridge(ctx context.Context, ln net.Listener, upstream func() (network, addr string, err error)) error {
 	var buffers sync.Pool
 	return serveConns(ctx, ln, 0, nil, func(c net.Conn) {
 		defer c.Close()
-		u, err := dialRetry(ctx, socket)
+		network, addr, err := upstream()
+		if err != nil {
+			return
+		}
+		u, err := dialRetry(ctx, network, addr)
 		if err != nil {
 			return
 		}
@@ -70,13 +102,13 @@ func bridgeCopy(c, u net.Conn, buffers *sync.Pool) {
 	<-done
 }
 
-// dialRetry dials the socket, waiting briefly for a proxy that is still
+// dialRetry dials the proxy, waiting briefly for one that is still
 // starting.
-func dialRetry(ctx context.Context, socket string) (net.Conn, error) {
+func dialRetry(ctx context.Context, network, addr string) (net.Conn, error) {
 	var d net.Dialer
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		c, err := d.DialContext(ctx, "unix", socket)
+		c, err := d.DialContext(ctx, network, addr)
 		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
 			return c, err
 		}

@@ -13,20 +13,23 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// InitMain is `sbx __sandbox-init`, PID 1 of a docker-driver sandbox: it
-// runs the egress bridge on 127.0.0.1:3128, reaps the orphans that every
-// init must, and exits on SIGTERM (docker stop). The agent's processes
-// arrive through docker exec, not as its children.
+// InitMain is `sbx __sandbox-init`, PID 1 of a docker-driver or
+// kubernetes-driver sandbox: it runs the egress bridge on 127.0.0.1:3128
+// (to the proxy's Unix socket, --socket, or to the TCP address in
+// --upstream-file), reaps the orphans that every init must, and exits on
+// SIGTERM (docker stop, pod deletion). The agent's processes arrive
+// through exec, not as its children.
 func InitMain(ctx context.Context, args []string, stderr io.Writer) int {
 	fs := pflag.NewFlagSet("sbx __sandbox-init", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", "127.0.0.1:3128", "the sandbox's proxy address")
 	socket := fs.String("socket", "", "the egress proxy's Unix socket")
+	upstreamFile := fs.String("upstream-file", "", "a file holding the egress proxy's TCP address (host:port)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if *socket == "" {
-		fmt.Fprintln(stderr, "sbx __sandbox-init: --socket is required")
+	if (*socket == "") == (*upstreamFile == "") {
+		fmt.Fprintln(stderr, "sbx __sandbox-init: one of --socket and --upstream-file is required")
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
@@ -36,7 +39,11 @@ func InitMain(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sbx __sandbox-init: %v\n", err)
 		return 1
 	}
-	go Bridge(ctx, ln, *socket)
+	if *socket != "" {
+		go Bridge(ctx, ln, *socket)
+	} else {
+		go BridgeFile(ctx, ln, *upstreamFile)
+	}
 	reap(ctx)
 	return 0
 }

@@ -1,7 +1,8 @@
-// Package egress is the docker driver's network boundary: a filtering
-// HTTP/HTTPS proxy that runs in its own container, outside the sandbox's
-// reach, and the in-sandbox bridge that carries the sandbox's only way out
-// (127.0.0.1:3128) over a Unix socket to it. The proxy allows or denies each
+// Package egress is the docker and kubernetes drivers' network boundary: a
+// filtering HTTP/HTTPS proxy that runs in its own container (pod), outside
+// the sandbox's reach, and the in-sandbox bridge that carries the
+// sandbox's only way out (127.0.0.1:3128) over a Unix socket (over TCP to
+// the proxy's pod) to it. The proxy allows or denies each
 // CONNECT and absolute-URI request by host and port; refuses targets it
 // cannot read one way only (zones, percent-encoding, numeric spellings
 // other than dotted decimal); checks every resolved address, in canonical
@@ -16,6 +17,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"sort"
 
 	"github.com/sbxhq/sbx/spec"
 )
@@ -30,6 +32,23 @@ type Policy struct {
 	// daemon, always refused: they are not part of the user's declaration
 	// (and not compared by the planner), but what the driver found.
 	HostAddrs []string `json:"hostAddrs,omitempty"`
+}
+
+// PolicyOf is the proxy's policy for a sandbox: the file's rules with the
+// agent's hosts and presets, the blocked ranges, and hostAddrs (the
+// addresses of the machine the sandbox runs on, always refused).
+func PolicyOf(sp *spec.Spec, hostAddrs []string) Policy {
+	p := Policy{Default: sp.Network.Policy, Allow: []string{}, Deny: []string{}, BlockCIDRs: []string{}, HostAddrs: hostAddrs}
+	for _, r := range sp.Network.AllowRules(sp.Agent) {
+		p.Allow = append(p.Allow, r.Host)
+	}
+	p.Deny = append(p.Deny, sp.Network.Deny...)
+	sort.Strings(p.Deny)
+	for _, c := range sp.Network.BlockCIDRs {
+		p.BlockCIDRs = append(p.BlockCIDRs, c.String())
+	}
+	sort.Strings(p.BlockCIDRs)
+	return p
 }
 
 // compiled is a parsed policy, immutable once built.

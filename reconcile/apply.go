@@ -59,11 +59,6 @@ func (p *Changes) Prepare(d Driver, live map[string]*Live) error {
 		l := existing(live[c.Sandbox])
 		for i := range c.Steps {
 			s := &c.Steps[i]
-			if s.Kind == StepRemove || s.Kind == StepCreate {
-				// What follows meets the sandbox as just created, not
-				// as it was observed.
-				l = nil
-			}
 			s.Calls = nil
 			if s.Kind == StepRecord || s.Kind == StepForget {
 				continue
@@ -72,7 +67,14 @@ func (p *Changes) Prepare(d Driver, live map[string]*Live) error {
 			if sb == nil && p.Kind != "destroy" {
 				return fmt.Errorf("%s: the plan has no sandbox.yaml for it (a saved plan must be rebound first)", s)
 			}
+			// A remove and the create after it see the sandbox as
+			// observed (what a replacement may keep: the kubernetes
+			// driver's volume); what follows the create meets the
+			// sandbox as just created.
 			calls, err := d.Calls(*s, sb, l)
+			if s.Kind == StepCreate {
+				l = nil
+			}
 			if err != nil {
 				return fmt.Errorf("sandbox %q: %s: %w", s.Sandbox, s, err)
 			}

@@ -53,6 +53,9 @@ func sbxCaps() Caps {
 		FieldHardening:       {Mode: Ignored},
 		FieldStatus:          {Mode: Ignored, Reason: "Docker's sbx stops an idle sandbox itself and starts it again on exec (evidence §3.2): a stopped sandbox is not drift"},
 		FieldUser:            {Mode: PerExec, Reason: "sbx passes the user to each exec (sbx exec -u)"},
+		FieldKubernetes:      KubernetesOnlyCap("the kubernetes block"),
+		FieldEgressMode:      KubernetesOnlyCap("kubernetes.egress"),
+		FieldWarmPool:        KubernetesOnlyCap("kubernetes.warmPool"),
 	}}
 }
 
@@ -82,6 +85,9 @@ func dockerSandboxCaps() Caps {
 		FieldHardening:       {Mode: Ignored},
 		FieldStatus:          {Mode: Ignored, Reason: "the docker sandbox plugin has no start command; sbx shell and sbx loop run in the sandbox as the plugin does"},
 		FieldUser:            {Mode: PerExec, Reason: "sbx passes the user to each exec (docker sandbox exec -u)"},
+		FieldKubernetes:      KubernetesOnlyCap("the kubernetes block"),
+		FieldEgressMode:      KubernetesOnlyCap("kubernetes.egress"),
+		FieldWarmPool:        KubernetesOnlyCap("kubernetes.warmPool"),
 	}}
 }
 
@@ -122,6 +128,9 @@ func dockerCaps() Caps {
 		FieldHardening:       {Mode: Replace, Readable: true, Reason: "the sandbox was created without the docker driver's current safeguards (limits, dropped capabilities, read-only declaration, log rotation)"},
 		FieldStatus:          InPlaceCap("docker start starts the stopped containers", true),
 		FieldUser:            replace(d, "the user", true),
+		FieldKubernetes:      KubernetesOnlyCap("the kubernetes block"),
+		FieldEgressMode:      KubernetesOnlyCap("kubernetes.egress"),
+		FieldWarmPool:        KubernetesOnlyCap("kubernetes.warmPool"),
 	}, ByRuntime: map[string]map[Field]Cap{
 		// runsc (as Debian packages it) has no update command, so
 		// docker update fails for a sandbox under gVisor.

@@ -23,6 +23,10 @@ type Constraints struct {
 	// NoCheckpoints, when set, says why the backend cannot save or
 	// restore checkpoints (template.checkpoint).
 	NoCheckpoints string
+	// DNSLabelNames, when set, is the longest sandbox name the backend
+	// takes, and names must be DNS labels (lowercase letters, digits and
+	// hyphens): the kubernetes driver names objects after the sandbox.
+	DNSLabelNames int
 }
 
 // Problem is one thing a sandbox asks of a backend that the backend
@@ -47,9 +51,13 @@ func Check(sb *spec.Spec, caps Caps) []Problem {
 	unsupported(FieldPids, "resources.pids", sb.Resources.Pids > 0)
 	unsupported(FieldTemplateBuild, "template.build", sb.Template.Build != nil)
 	unsupported(FieldMounts, "mounts", len(sb.Mounts) > 0)
+	unsupported(FieldRuntime, "docker.runtime", sb.Docker.Runtime != "")
 	c := caps.Constraints
 	if c.NoCheckpoints != "" && sb.Template.Checkpoint != "" {
 		ps = append(ps, Problem{Path: "template.checkpoint", Message: c.NoCheckpoints})
+	}
+	if n := c.DNSLabelNames; n > 0 && !dnsLabel(sb.Name, n) {
+		ps = append(ps, Problem{Path: "name", Message: fmt.Sprintf("the %s backend names objects after the sandbox: the name must be at most %d lowercase letters, digits and hyphens", caps.Driver, n)})
 	}
 	if why, ok := c.Agents[sb.Agent]; ok {
 		ps = append(ps, Problem{Path: "agent", Message: why})
@@ -72,4 +80,18 @@ func Check(sb *spec.Spec, caps Caps) []Problem {
 	}
 	sort.SliceStable(ps, func(i, j int) bool { return ps[i].Path < ps[j].Path })
 	return ps
+}
+
+// dnsLabel reports whether name is a DNS label (RFC 1123, as Kubernetes
+// names objects) of at most max characters.
+func dnsLabel(name string, max int) bool {
+	if name == "" || len(name) > max || name[0] == '-' || name[len(name)-1] == '-' {
+		return false
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-') {
+			return false
+		}
+	}
+	return true
 }

@@ -28,7 +28,10 @@ type Driver interface {
 	Observe(ctx context.Context, names []string) (map[string]*Live, error)
 	// Calls turns one planned step into the backend calls that carry it
 	// out, decided from the step, the desired sandbox (nil in a destroy
-	// plan) and what Observe read (nil for a sandbox that did not exist):
+	// plan) and what Observe read (nil for a sandbox that did not exist,
+	// and for the steps after a create: a remove and the create after it
+	// get what was observed, so that a replacement can keep parts of the
+	// old):
 	// everything a driver decides, it decides here, before anything runs,
 	// so the plan shows every call apply will make. Calls is never asked
 	// for StepRecord or StepForget: Apply hands those to its Recorder.
@@ -86,6 +89,9 @@ type Live struct {
 	NoNewPrivileges bool   `json:"noNewPrivileges,omitempty"`
 	Protect         bool   `json:"protect,omitempty"`
 	Hardening       string `json:"hardening,omitempty"`
+	// Kubernetes is what the kubernetes driver reads back of its options
+	// (FieldKubernetes, FieldEgressMode, FieldWarmPool), defaults filled in.
+	Kubernetes spec.Kubernetes `json:"kubernetes,omitzero"`
 	// Unreported lists readable fields this observation did not report (the
 	// plugin lists no workspaces for a stopped VM): the planner compares
 	// them with the record, as if the backend could not read them back.
@@ -133,6 +139,7 @@ const (
 	StepForget                              // delete the last-applied record
 	StepRepair                              // recreate missing parts (Step.Parts)
 	StepStart                               // start a stopped sandbox
+	StepSetWarmPool                         // make, resize or remove the sandbox's warm pool
 )
 
 var stepNames = map[StepKind]string{
@@ -140,6 +147,7 @@ var stepNames = map[StepKind]string{
 	StepSetEnv: "set-env", StepUpdateResources: "update-resources", StepSetPorts: "set-ports",
 	StepSetNetwork: "set-network", StepSetSecrets: "set-secrets", StepVerify: "verify",
 	StepRecord: "record", StepForget: "forget", StepRepair: "repair", StepStart: "start",
+	StepSetWarmPool: "set-warm-pool",
 }
 
 func (k StepKind) String() string {
@@ -229,6 +237,8 @@ func (s Step) String() string {
 		return "record sandbox " + q
 	case StepRepair:
 		return "recreate the " + strings.Join(s.Parts, ", ") + " of sandbox " + q
+	case StepSetWarmPool:
+		return "set the warm pool of sandbox " + q
 	}
 	return s.Kind.String() + " sandbox " + q
 }
@@ -289,6 +299,14 @@ const (
 	// Ignored: the backend stops and starts sandboxes itself.
 	FieldStatus
 	FieldUser // user
+	// FieldKubernetes is the kubernetes driver's pod and volume options
+	// (kubernetes.runtimeClassName, workspaceSize, storageClass).
+	FieldKubernetes
+	// FieldEgressMode is kubernetes.egress: whether the sandbox's pinning
+	// to its egress proxy must be shown enforced.
+	FieldEgressMode
+	// FieldWarmPool is kubernetes.warmPool.
+	FieldWarmPool
 )
 
 var fieldNames = map[Field]string{
@@ -298,7 +316,8 @@ var fieldNames = map[Field]string{
 	FieldRuntime: "docker.runtime", FieldResourcesUnset: "resources-unset",
 	FieldNoNewPrivileges: "docker.noNewPrivileges", FieldProtect: "workspace.protect",
 	FieldHardening: "hardening", FieldTemplateBuild: "template.build", FieldPids: "resources.pids",
-	FieldStatus: "status", FieldUser: "user",
+	FieldStatus: "status", FieldUser: "user", FieldKubernetes: "kubernetes", FieldEgressMode: "kubernetes.egress",
+	FieldWarmPool: "kubernetes.warmPool",
 }
 
 func (f Field) String() string {
@@ -412,4 +431,10 @@ var PerExecCap = Cap{Mode: PerExec, Reason: "secrets are passed to each exec, ne
 // driver reads.
 func DockerOnlyCap(what string) Cap {
 	return Cap{Mode: Ignored, Reason: what + " applies only to the docker driver"}
+}
+
+// KubernetesOnlyCap is the row, on other drivers, of a field only the
+// kubernetes driver reads.
+func KubernetesOnlyCap(what string) Cap {
+	return Cap{Mode: Ignored, Reason: what + " applies only to the kubernetes driver"}
 }

@@ -374,6 +374,12 @@ func planOne(d Desired, live *Live, rec *Record, caps Caps) (*SandboxChange, []s
 	pl.scalar(FieldRuntime, "docker.runtime", sb.Docker.Runtime, l.Runtime, rc.Docker.Runtime)
 	pl.scalar(FieldNoNewPrivileges, "docker.noNewPrivileges", boolString(sb.Docker.NoNewPrivileges), boolString(l.NoNewPrivileges), boolString(rc.Docker.NoNewPrivileges))
 	pl.scalar(FieldProtect, "workspace.protect", boolString(sb.Protect), boolString(l.Protect), boolString(rc.Protect))
+	k, lk, rk := sb.K8s(), l.Kubernetes, rc.K8s()
+	pl.scalar(FieldKubernetes, "kubernetes.runtimeClassName", k.RuntimeClassName, lk.RuntimeClassName, rk.RuntimeClassName)
+	pl.scalar(FieldKubernetes, "kubernetes.workspaceSize", k.WorkspaceSize, lk.WorkspaceSize, rk.WorkspaceSize)
+	pl.scalar(FieldKubernetes, "kubernetes.storageClass", k.StorageClass, lk.StorageClass, rk.StorageClass)
+	pl.scalar(FieldEgressMode, "kubernetes.egress", k.Egress, lk.Egress, rk.Egress)
+	pl.scalar(FieldWarmPool, "kubernetes.warmPool", poolString(k.WarmPool), poolString(lk.WarmPool), poolString(rk.WarmPool))
 	if caps.Hardening != "" && live != nil && pl.readable(FieldHardening) && l.Hardening != caps.Hardening {
 		before := l.Hardening
 		if before == "" {
@@ -429,6 +435,9 @@ func planOne(d Desired, live *Live, rec *Record, caps Caps) (*SandboxChange, []s
 		}
 		if len(sb.Secrets) > 0 && pl.capOf(FieldSecrets).Mode != PerExec {
 			step(StepSetSecrets, "set the secrets of sandbox.yaml").Secrets = &NameDelta{Set: sortedKeys(sb.Secrets)}
+		}
+		if sb.K8s().WarmPool > 0 && pl.capOf(FieldWarmPool).Mode == InPlace {
+			step(StepSetWarmPool, "keep the warm pool of sandbox.yaml")
 		}
 	}
 	var forcing []string
@@ -548,6 +557,9 @@ func (pl *planner) updateSteps(step func(StepKind, string) *Step, repaired bool)
 	if ds, r := of(func(d Diff) bool { return d.Field == FieldSecrets }); len(ds) > 0 && pl.capOf(FieldSecrets).Mode != PerExec {
 		step(StepSetSecrets, r).Secrets = names(ds, "secrets.")
 	}
+	if ds, r := of(func(d Diff) bool { return d.Field == FieldWarmPool }); len(ds) > 0 {
+		step(StepSetWarmPool, r)
+	}
 	// Last: a stopped sandbox's changes are made while it is stopped (a
 	// stopped proxy loads the policy written for it when it starts).
 	if ds, r := of(func(d Diff) bool { return d.Field == FieldStatus }); len(ds) > 0 {
@@ -658,7 +670,8 @@ func (pl *planner) scalar(f Field, path, dv, lv, rv string) {
 	if recRedacted {
 		recIsDesired = pl.rec.Fingerprints[path] != "" && pl.rec.Fingerprints[path] == pl.d.Fingerprints[path]
 	}
-	widens := path == "network.policy"
+	// The values that let the sandbox reach more than before.
+	widens := map[string]string{"network.policy": "allow", "kubernetes.egress": spec.EgressAdvisory}[path]
 	if pl.readable(f) {
 		if dv == lv {
 			return
@@ -674,13 +687,13 @@ func (pl *planner) scalar(f Field, path, dv, lv, rv string) {
 			pl.drift = append(pl.drift, redacted(Diff{Op: opOf(rv, lv), Field: f, Path: path, Before: rv, After: lv, Sensitive: sens}))
 		}
 		pl.add(Diff{Op: opOf(lv, dv), Field: f, Path: path, Before: lv, After: dv, Sensitive: sens, Restores: drift,
-			WidensEgress: widens && dv == "allow"})
+			WidensEgress: widens != "" && dv == widens})
 		return
 	}
 	if pl.rec == nil {
 		if dv != "" {
 			pl.add(Diff{Op: Add, Field: f, Path: path, After: dv, Sensitive: sens,
-				WidensEgress: widens && dv == "allow" && pl.live != nil})
+				WidensEgress: widens != "" && dv == widens && pl.live != nil})
 		}
 		return
 	}
@@ -688,7 +701,7 @@ func (pl *planner) scalar(f Field, path, dv, lv, rv string) {
 		return
 	}
 	pl.add(Diff{Op: opOf(rv, dv), Field: f, Path: path, Before: rv, After: dv, Sensitive: sens,
-		WidensEgress: widens && dv == "allow"})
+		WidensEgress: widens != "" && dv == widens})
 }
 
 func redacted(d Diff) Diff {
@@ -955,6 +968,9 @@ func pidsString(n int) string {
 	}
 	return strconv.Itoa(n)
 }
+
+// poolString is a warm pool's size as plans show it ("" for none).
+func poolString(n int) string { return pidsString(n) }
 
 func unionKeys[V any](a, b map[string]V) []string {
 	seen := map[string]bool{}

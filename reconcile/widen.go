@@ -357,6 +357,18 @@ func (w *widener) hardening() {
 		}
 		w.at("user", what)
 	}
+	if w.applies(FieldKubernetes) {
+		if rc, base := w.d.K8s().RuntimeClassName, w.base.K8s().RuntimeClassName; base != "" && rc != base {
+			what := "RuntimeClass " + rc + " instead of " + base
+			if rc == "" {
+				what = "the cluster's default runtime instead of RuntimeClass " + base
+			}
+			w.at("kubernetes.runtimeClassName", what)
+		}
+	}
+	if w.applies(FieldEgressMode) && w.d.K8s().Egress == spec.EgressAdvisory && w.base.K8s().Egress != spec.EgressAdvisory {
+		w.at("kubernetes.egress", "kubernetes.egress advisory: the sandbox may bypass its egress proxy on a cluster that does not enforce NetworkPolicy")
+	}
 }
 
 // rootUser reports whether a user: value names root (uid 0 or the name).

@@ -13,6 +13,7 @@ import (
 	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/driver/docker"
 	"github.com/sbxhq/sbx/driver/dockersandbox"
+	"github.com/sbxhq/sbx/driver/kubernetes"
 	"github.com/sbxhq/sbx/driver/runner"
 	"github.com/sbxhq/sbx/driver/sbx"
 	"github.com/sbxhq/sbx/reconcile"
@@ -32,7 +33,9 @@ type Driver struct {
 	New func(env driver.Env) (driver.Backend, error)
 }
 
-// Drivers is the registry, in `driver: auto`'s order.
+// Drivers is the registry, in `driver: auto`'s order. The kubernetes
+// driver is only ever named: a kubeconfig on the machine says nothing
+// about where the user wants sandboxes.
 var Drivers = []Driver{
 	{Name: "sbx", Auto: true, New: func(env driver.Env) (driver.Backend, error) {
 		bin, err := DockerSbx(env)
@@ -47,6 +50,18 @@ var Drivers = []Driver{
 			bin = env.Self
 		}
 		return docker.New(docker.Options{Runner: env.Runner, Docker: dockerCLI(env), Binary: bin}), nil
+	}},
+	{Name: "kubernetes", New: func(env driver.Env) (driver.Backend, error) {
+		bin := env.Getenv("SBX_STATIC_BINARY")
+		if bin == "" {
+			bin = env.Self
+		}
+		kubectl := env.Getenv("SBX_KUBECTL")
+		if kubectl == "" {
+			kubectl = "kubectl"
+		}
+		return kubernetes.New(kubernetes.Options{Runner: env.Runner, Kubectl: kubectl, Docker: dockerCLI(env), Binary: bin,
+			HelperImage: env.Getenv("SBX_K8S_HELPER_IMAGE")}), nil
 	}},
 	{Name: "docker-sandbox", Legacy: "Docker removed the docker sandbox plugin from Docker Desktop (2026-07); sbx keeps this driver for those who still have it. Docker's standalone sbx (driver: sbx) is its successor.",
 		New: func(env driver.Env) (driver.Backend, error) {

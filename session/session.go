@@ -166,6 +166,11 @@ func Open(ctx context.Context, opts Options) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
+	if c, ok := chosen.Backend.(driver.Configurer); ok {
+		if err := c.Configure(res.Specs); err != nil {
+			return nil, err
+		}
+	}
 	// What the backend cannot do is refused before anything else runs.
 	var problems []string
 	for _, sp := range res.Specs {

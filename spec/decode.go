@@ -50,6 +50,7 @@ func (st *state) decode(root *yaml.Node) *Spec {
 		s.Docker.Runtime, _ = st.str(d, "runtime", s, "docker")
 		s.Docker.NoNewPrivileges = st.boolean(d, "noNewPrivileges", true)
 	}
+	st.kubernetes(root, s)
 	st.loop(root, s)
 	if s.Docker.Runtime == "runsc" && s.Resources.Pids > 0 && s.Resources.Pids < MinPidsGVisor {
 		_, r := lookupKey(root, "resources")
@@ -628,4 +629,26 @@ func (st *state) duration(m *yaml.Node, key string, s *Spec, def time.Duration) 
 		return d
 	}
 	return def
+}
+
+// kubernetes reads the kubernetes driver's block. Its shapes are the
+// schema's; what depends on other fields is checked here.
+func (st *state) kubernetes(root *yaml.Node, s *Spec) {
+	if _, k := lookupKey(root, "kubernetes"); k != nil && k.Kind == yaml.MappingNode {
+		o := &Kubernetes{}
+		o.Context, _ = st.str(k, "context", s, "kubernetes")
+		o.Namespace, _ = st.str(k, "namespace", s, "kubernetes")
+		o.Registry, _ = st.str(k, "registry", s, "kubernetes")
+		o.RuntimeClassName, _ = st.str(k, "runtimeClassName", s, "kubernetes")
+		o.Egress, _ = st.str(k, "egress", s, "kubernetes")
+		o.WarmPool = st.integer(k, "warmPool", 0)
+		o.WorkspaceSize, _ = st.str(k, "workspaceSize", s, "kubernetes")
+		o.StorageClass, _ = st.str(k, "storageClass", s, "kubernetes")
+		s.Kubernetes = o
+	}
+	if s.Driver == "kubernetes" && s.Template.Build != nil && s.K8s().Registry == "" {
+		_, t := lookupKey(root, "template")
+		bk, _ := lookupKey(t, "build")
+		st.errorf(bk, "template.build", "the kubernetes driver pushes a built template to kubernetes.registry for the cluster to pull; name a registry the nodes can pull from, or give template.image")
+	}
 }

@@ -22,7 +22,7 @@ const Version = 1
 var Agents = []string{"claude", "codex", "copilot", "cursor", "devin", "gemini", "kiro", "opencode", "droid", "docker-agent", "shell"}
 
 // Drivers lists the accepted values of the driver field.
-var Drivers = []string{"auto", "sbx", "docker-sandbox", "docker"}
+var Drivers = []string{"auto", "sbx", "docker-sandbox", "docker", "kubernetes"}
 
 // Spec is one resolved sandbox: every default applied, every path absolute.
 type Spec struct {
@@ -47,7 +47,10 @@ type Spec struct {
 	Ports     []Port            `json:"ports,omitempty"`
 	Network   Network           `json:"network"`
 	Docker    Docker            `json:"docker"`
-	Loop      *Loop             `json:"loop,omitempty"`
+	// Kubernetes holds the kubernetes driver's options; nil when the file
+	// has no kubernetes block (K8s gives them with defaults).
+	Kubernetes *Kubernetes `json:"kubernetes,omitempty"`
+	Loop       *Loop       `json:"loop,omitempty"`
 	// Protect makes the sandbox's own declaration (every layer,
 	// sandbox.local.yaml, the prompt, the build context) and .git/config
 	// and .git/hooks read-only inside the sandbox, where the driver can
@@ -231,6 +234,53 @@ type Docker struct {
 	// NoNewPrivileges runs the sandbox with no-new-privileges (default
 	// true): setuid programs such as sudo cannot raise privileges.
 	NoNewPrivileges bool `json:"noNewPrivileges"`
+}
+
+// Kubernetes holds options only the kubernetes driver reads.
+type Kubernetes struct {
+	// Context is the kubeconfig context ("": the current one).
+	Context string `json:"context,omitempty"`
+	// Namespace holds the sandbox's objects ("": the context's namespace).
+	Namespace string `json:"namespace,omitempty"`
+	// Registry is where sbx pushes the images the cluster pulls: a
+	// built template and sbx's own helper image.
+	Registry string `json:"registry,omitempty"`
+	// RuntimeClassName is the sandbox pod's RuntimeClass (gvisor, kata):
+	// what docker.runtime is to the docker driver.
+	RuntimeClassName string `json:"runtimeClassName,omitempty"`
+	// Egress is "enforced" (the default: apply fails unless a probe
+	// inside the sandbox shows the cluster enforces the NetworkPolicy that
+	// pins the sandbox to its egress proxy) or "advisory" (the sandbox
+	// may bypass the proxy; the plan says so).
+	Egress string `json:"egress,omitempty"`
+	// WarmPool is how many sandboxes the driver keeps started for
+	// `sbx loop --ephemeral` to claim (0: none).
+	WarmPool int `json:"warmPool,omitempty"`
+	// WorkspaceSize and StorageClass describe the workspace volume.
+	WorkspaceSize string `json:"workspaceSize,omitempty"`
+	StorageClass  string `json:"storageClass,omitempty"`
+}
+
+// The kubernetes driver's defaults.
+const (
+	EgressEnforced       = "enforced"
+	EgressAdvisory       = "advisory"
+	DefaultWorkspaceSize = "10Gi"
+)
+
+// K8s returns the kubernetes options with their defaults filled in.
+func (s *Spec) K8s() Kubernetes {
+	var k Kubernetes
+	if s.Kubernetes != nil {
+		k = *s.Kubernetes
+	}
+	if k.Egress == "" {
+		k.Egress = EgressEnforced
+	}
+	if k.WorkspaceSize == "" {
+		k.WorkspaceSize = DefaultWorkspaceSize
+	}
+	return k
 }
 
 // Loop configures `sbx loop`.

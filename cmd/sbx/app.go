@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/sbxhq/sbx/driver/kubernetes/inpod"
 	"github.com/sbxhq/sbx/driver/runner"
 	"github.com/sbxhq/sbx/schema"
 	"github.com/sbxhq/sbx/session"
@@ -78,6 +79,8 @@ func verbs() []*verb {
 		loopVerb(),
 		shellVerb(),
 		netlogVerb(),
+		pullVerb(),
+		pushVerb(),
 		validateVerb(),
 		initVerb(),
 		schemaVerb(),
@@ -119,6 +122,9 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	}
 	if h, ok := hiddenVerbs()[name]; ok {
 		return h(ctx, a, args[1:])
+	}
+	if h, ok := inpod.Verbs()[name]; ok {
+		return h(ctx, args[1:], stdin, stdout, stderr)
 	}
 	v := findVerb(name)
 	if v == nil {

@@ -21,7 +21,9 @@ func doctorVerb() *verb {
 		usage:   "",
 		help: `Reports each driver (usable, with its version, or why not), whether Docker's
 own sbx shadows this one on PATH, the state directory's permissions, and
-for the docker driver whether the daemon has gVisor's runsc runtime. Exit
+for the docker driver whether the daemon has gVisor's runsc runtime, for
+the kubernetes driver whether kubectl's current context answers and has
+agent-sandbox's resources and the permissions the driver needs. Exit
 status 0 when at least one driver is usable.
 
 With --probe, runs read-only commands of Docker's sbx and of the docker
@@ -72,6 +74,18 @@ func (a *app) doctor(ctx context.Context) int {
 				mark = "missing"
 			}
 			fmt.Fprintf(a.stdout, "  %-15s gVisor runtime (runsc): %s\n%s", "", mark, indent(detail, "    "))
+		}
+		if dc, ok := b.(driver.Doctor); ok {
+			for _, c := range dc.Checks(ctx) {
+				mark := "ok"
+				switch {
+				case c.Info:
+					mark = "note"
+				case !c.OK:
+					mark = "PROBLEM"
+				}
+				fmt.Fprintf(a.stdout, "  %-15s %s: %s: %s\n", "", c.Name, mark, c.Detail)
+			}
 		}
 	}
 

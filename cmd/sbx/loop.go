@@ -97,7 +97,7 @@ func (o *loopFlags) register(fs *pflag.FlagSet) {
 	o.t.registerLock(fs)
 	fs.IntVar(&o.maxIter, "max-iterations", 0, "override loop.maxIterations (must be > 0)")
 	o.ap.register(fs)
-	fs.BoolVar(&o.ephemeral, "ephemeral", false, "create the sandbox for this run and destroy it at the end, even on failure")
+	fs.BoolVar(&o.ephemeral, "ephemeral", false, "create the sandbox for this run and destroy it at the end, even on failure (with kubernetes.warmPool: claim a warm sandbox and give it back)")
 	fs.BoolVar(&o.detach, "detach", false, "run in the background once converged: print the run id and return")
 }
 
@@ -501,6 +501,13 @@ func (a *app) loopDrive(ctx context.Context, run *loop.Run, specs []*spec.Spec, 
 		return a.errorf("%v", err)
 	}
 	ephemeral := o.ephemeral || lead.Loop.Ephemeral
+	// A sandbox with a warm pool (kubernetes.warmPool) runs an ephemeral
+	// loop in a sandbox claimed from the pool, which sbx apply made.
+	cl, pooled := s.Backend.(driver.Claimer)
+	pooled = pooled && ephemeral && len(s.Specs) == 1 && cl.Pooled(lead)
+	if pooled {
+		ephemeral = false
+	}
 	if ephemeral && !resumed {
 		for _, sp := range s.Specs {
 			if lv := s.Live[sp.Name]; lv != nil && lv.Exists {
@@ -526,6 +533,9 @@ func (a *app) loopDrive(ctx context.Context, run *loop.Run, specs []*spec.Spec, 
 	if err := p.Err(); err != nil {
 		return a.errorf("%v", err)
 	}
+	if pooled && !p.Empty() {
+		return a.errorf("sandbox %q has a warm pool, made by 'sbx apply' from the files, and the files differ from what was applied: run 'sbx apply', then the ephemeral loop", lead.Name)
+	}
 	if !p.Empty() {
 		if err := reconcile.Render(a.stdout, p, false); err != nil {
 			return a.errorf("%v", err)
@@ -547,6 +557,21 @@ func (a *app) loopDrive(ctx context.Context, run *loop.Run, specs []*spec.Spec, 
 		code := a.detach(ctx, run, o, term)
 		handedOff = code == exitOK
 		return code
+	}
+	if pooled {
+		// Claimed here, in the process that runs the loop (the detached
+		// one after --detach), and given back when it ends.
+		release, err := cl.Claim(ctx, lead, term.err)
+		if err != nil {
+			return a.errorf("claiming a warm sandbox: %v", err)
+		}
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+			defer cancel()
+			if err := release(ctx); err != nil {
+				a.errorf("giving the warm sandbox back: %v", err)
+			}
+		}()
 	}
 	cfg, err := a.loopConfig(ctx, s, o, term)
 	if err != nil {

@@ -185,7 +185,7 @@ func (d *Driver) policyCalls(sp *spec.Spec, live *reconcile.Live) ([]reconcile.C
 	if eg == nil {
 		return nil, fmt.Errorf("sandbox %q has no egress container (%s) to change", sp.Name, name)
 	}
-	policy := func(ctx context.Context) ([]byte, error) { return json.Marshal(policyOf(sp, d.hostAddrs(ctx))) }
+	policy := func(ctx context.Context) ([]byte, error) { return json.Marshal(egress.PolicyOf(sp, d.hostAddrs(ctx))) }
 	if controllable(eg) {
 		return []reconcile.Call{{Desc: "attach to " + name + ": set the policy of sandbox.yaml, in force when the proxy answers (Engine API)",
 			Run: func(ctx context.Context) error {

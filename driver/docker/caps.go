@@ -43,6 +43,9 @@ func Capabilities() reconcile.Caps {
 			reconcile.FieldHardening:       {Mode: reconcile.Replace, Readable: true, Reason: "the sandbox was created without the docker driver's current safeguards (limits, dropped capabilities, read-only declaration, log rotation)"},
 			reconcile.FieldStatus:          reconcile.InPlaceCap("docker start starts the stopped containers", true),
 			reconcile.FieldUser:            reconcile.ReplaceCap(d, "the user", true),
+			reconcile.FieldKubernetes:      reconcile.KubernetesOnlyCap("the kubernetes block"),
+			reconcile.FieldEgressMode:      reconcile.KubernetesOnlyCap("kubernetes.egress"),
+			reconcile.FieldWarmPool:        reconcile.KubernetesOnlyCap("kubernetes.warmPool"),
 		}, ByRuntime: map[string]map[reconcile.Field]reconcile.Cap{
 			// runsc (as Debian packages it) has no update command, so
 			// docker update fails for a sandbox under gVisor.

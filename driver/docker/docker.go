@@ -350,23 +350,6 @@ func (d *Driver) readPolicy(ctx context.Context, name string) (pol *egress.Polic
 	return &p, eg, nil
 }
 
-// policyOf is the proxy's policy for a sandbox: the file's rules with the
-// agent's hosts and presets, the blocked ranges, and the Docker host's
-// addresses (always refused).
-func policyOf(sp *spec.Spec, hostAddrs []string) egress.Policy {
-	p := egress.Policy{Default: sp.Network.Policy, Allow: []string{}, Deny: []string{}, BlockCIDRs: []string{}, HostAddrs: hostAddrs}
-	for _, r := range sp.Network.AllowRules(sp.Agent) {
-		p.Allow = append(p.Allow, r.Host)
-	}
-	p.Deny = append(p.Deny, sp.Network.Deny...)
-	sort.Strings(p.Deny)
-	for _, c := range sp.Network.BlockCIDRs {
-		p.BlockCIDRs = append(p.BlockCIDRs, c.String())
-	}
-	sort.Strings(p.BlockCIDRs)
-	return p
-}
-
 // remove deletes every object labelled as this sandbox's: the containers
 // (together), then the volumes they used.
 func (d *Driver) remove(ctx context.Context, name string) error {
@@ -758,7 +741,7 @@ func setResources(h *hostConfig, sp *spec.Spec) error {
 // --detach --interactive` keeps it (`docker create -i` would close it
 // after the first attach).
 func (d *Driver) startEgress(ctx context.Context, sp *spec.Spec, image string) error {
-	pol, err := json.Marshal(policyOf(sp, d.hostAddrs(ctx)))
+	pol, err := json.Marshal(egress.PolicyOf(sp, d.hostAddrs(ctx)))
 	if err != nil {
 		return err
 	}
@@ -840,18 +823,6 @@ func (d *Driver) Exec(ctx context.Context, name string, argv []string, o cliutil
 	return cliutil.ExitCode(d.opts.Runner.Run(ctx, runner.Cmd{Args: args, Env: env, Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr}))
 }
 
-// logEntry is a decision line of the proxy's log (see egress).
-type logEntry struct {
-	Time     time.Time `json:"time"`
-	Method   string    `json:"method"`
-	Host     string    `json:"host"`
-	Port     int       `json:"port"`
-	Decision string    `json:"decision"`
-	Reason   string    `json:"reason"`
-	Rule     string    `json:"rule"`
-	Status   int       `json:"status"`
-}
-
 // readLog returns the proxy's decision lines (its container log), those
 // since a time when since is not zero.
 func (d *Driver) readLog(ctx context.Context, name string, since time.Time) ([]string, error) {
@@ -867,36 +838,7 @@ func (d *Driver) readLog(ctx context.Context, name string, since time.Time) ([]s
 // NetLog reads the proxy's decisions; with follow it keeps reading new
 // ones until ctx ends.
 func (d *Driver) NetLog(ctx context.Context, name string, follow bool, emit func(driver.NetEntry) error) error {
-	seen := 0
-	for {
-		lines, err := d.readLog(ctx, name, time.Time{})
-		if err != nil {
-			return err
-		}
-		for _, l := range lines[min(seen, len(lines)):] {
-			// The container log also carries the proxy's stderr, whose
-			// messages can quote what the agent sent: only a line that is
-			// a decision object is one.
-			var e logEntry
-			if json.Unmarshal([]byte(l), &e) != nil || e.Decision == "" {
-				continue
-			}
-			n := driver.NetEntry{Time: e.Time.Format(time.RFC3339Nano), Decision: e.Decision, Method: e.Method,
-				Host: e.Host, Port: e.Port, Reason: e.Reason, Rule: e.Rule}
-			if err := emit(n); err != nil {
-				return err
-			}
-		}
-		seen = len(lines)
-		if !follow {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(time.Second):
-		}
-	}
+	return egress.FollowLog(ctx, func(ctx context.Context) ([]string, error) { return d.readLog(ctx, name, time.Time{}) }, follow, emit)
 }
 
 // Denials counts the requests the proxy denied in [since, until] and
@@ -905,15 +847,12 @@ func (d *Driver) Denials(ctx context.Context, name string, since, until time.Tim
 	n := 0
 	var first []driver.Denial
 	err := d.api.logLines(ctx, egressName(name), since, func(l []byte) {
-		if !bytes.Contains(l, []byte(`"decision"`)) {
-			return
-		}
-		var e logEntry
-		if json.Unmarshal(l, &e) != nil || e.Decision != "deny" || e.Time.Before(since) || e.Time.After(until) {
+		dn, ok := egress.Denial(l, since, until)
+		if !ok {
 			return
 		}
 		if n++; len(first) < max {
-			first = append(first, driver.Denial{Time: e.Time, Method: e.Method, Host: e.Host, Port: e.Port, Reason: e.Reason, Rule: e.Rule})
+			first = append(first, dn)
 		}
 	})
 	return n, first, err

@@ -38,7 +38,10 @@ func Capabilities() reconcile.Caps {
 		// The plugin has stop but no start (§1.2, noStart): a stopped
 		// sandbox is left as it is, and exec runs in it as the plugin
 		// does.
-		reconcile.FieldStatus: {Mode: reconcile.Ignored, Reason: "the docker sandbox plugin has no start command (docker-sandboxes-cli.md §1.2: create, exec, ls, network, reset, rm, run, save, stop, version): a stopped sandbox is not drift; sbx shell and sbx loop run in it as the plugin's exec does"},
-		reconcile.FieldUser:   {Mode: reconcile.PerExec, Reason: "sbx passes the user to each exec (docker sandbox exec -u)"},
+		reconcile.FieldStatus:     {Mode: reconcile.Ignored, Reason: "the docker sandbox plugin has no start command (docker-sandboxes-cli.md §1.2: create, exec, ls, network, reset, rm, run, save, stop, version): a stopped sandbox is not drift; sbx shell and sbx loop run in it as the plugin's exec does"},
+		reconcile.FieldUser:       {Mode: reconcile.PerExec, Reason: "sbx passes the user to each exec (docker sandbox exec -u)"},
+		reconcile.FieldKubernetes: reconcile.KubernetesOnlyCap("the kubernetes block"),
+		reconcile.FieldEgressMode: reconcile.KubernetesOnlyCap("kubernetes.egress"),
+		reconcile.FieldWarmPool:   reconcile.KubernetesOnlyCap("kubernetes.warmPool"),
 	}}
 }

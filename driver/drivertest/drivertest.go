@@ -64,7 +64,8 @@ var allFields = []reconcile.Field{
 	reconcile.FieldMounts, reconcile.FieldEnv, reconcile.FieldSecrets, reconcile.FieldResources,
 	reconcile.FieldResourcesUnset, reconcile.FieldPids, reconcile.FieldPorts, reconcile.FieldNetworkAdd,
 	reconcile.FieldNetworkRemove, reconcile.FieldRuntime, reconcile.FieldNoNewPrivileges, reconcile.FieldProtect,
-	reconcile.FieldHardening, reconcile.FieldStatus, reconcile.FieldUser,
+	reconcile.FieldHardening, reconcile.FieldStatus, reconcile.FieldUser, reconcile.FieldKubernetes, reconcile.FieldEgressMode,
+	reconcile.FieldWarmPool,
 }
 
 func capabilities(t *testing.T, d driver.Backend) {

@@ -48,6 +48,10 @@ type Cmd struct {
 	Env    []string // extra NAME=VALUE entries on top of the runner's
 	Stdout io.Writer
 	Stderr io.Writer
+	// StreamStdout marks stdout as a data stream (an archive): it goes
+	// to Stdout only, not into the trace, which says how many bytes it
+	// was.
+	StreamStdout bool
 }
 
 // Error is a failed command: what ran, how it ended and what it said.
@@ -179,9 +183,17 @@ func (r *Runner) Run(ctx context.Context, c Cmd) error {
 	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout = tee(&stdout, c.Stdout)
+	var streamed *countingWriter
+	if c.StreamStdout && c.Stdout != nil {
+		streamed = &countingWriter{w: c.Stdout}
+		cmd.Stdout = streamed
+	}
 	cmd.Stderr = tee(&stderr, c.Stderr)
 	start := time.Now()
 	err := cmd.Run()
+	if streamed != nil {
+		fmt.Fprintf(&stdout, "(%d bytes streamed)\n", streamed.n)
+	}
 	code := -1
 	if ps := cmd.ProcessState; ps != nil {
 		code = ps.ExitCode()
@@ -195,6 +207,18 @@ func (r *Runner) Run(ctx context.Context, c Cmd) error {
 		return &Error{Args: r.scrubAll(c.Args), ExitCode: code, Stderr: r.scrub(stderr.String()), Err: err}
 	}
 	return nil
+}
+
+// countingWriter counts what passes through it.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
+	c.n += int64(n)
+	return n, err
 }
 
 func tee(buf *bytes.Buffer, w io.Writer) io.Writer {

@@ -37,6 +37,9 @@ func Capabilities(v cliutil.Version) reconcile.Caps {
 		reconcile.FieldHardening:       {Mode: reconcile.Ignored},
 		reconcile.FieldStatus:          {Mode: reconcile.Ignored, Reason: "Docker's sbx stops an idle sandbox itself and starts it again on exec (evidence §3.2): a stopped sandbox is not drift"},
 		reconcile.FieldUser:            {Mode: reconcile.PerExec, Reason: "sbx passes the user to each exec (sbx exec -u)"},
+		reconcile.FieldKubernetes:      reconcile.KubernetesOnlyCap("the kubernetes block"),
+		reconcile.FieldEgressMode:      reconcile.KubernetesOnlyCap("kubernetes.egress"),
+		reconcile.FieldWarmPool:        reconcile.KubernetesOnlyCap("kubernetes.warmPool"),
 	}}
 	if !v.Less(geminiRetired) {
 		c.Constraints.Agents = map[string]string{"gemini": fmt.Sprintf("Docker's sbx %s no longer has the gemini agent (retired in %s); pick another agent, or use the docker driver, which can still run a gemini template", v, geminiRetired)}

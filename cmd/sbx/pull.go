@@ -1,0 +1,59 @@
+package main
+
+import (
+	"context"
+
+	"github.com/spf13/pflag"
+
+	"github.com/sbxhq/sbx/driver"
+)
+
+// pullVerb and pushVerb copy the workspace between the host and a
+// sandbox that works on a copy of it (the kubernetes driver's volume).
+func pullVerb() *verb { return copyVerb("pull", true) }
+func pushVerb() *verb { return copyVerb("push", false) }
+
+func copyVerb(name string, pull bool) *verb {
+	summary, help := "copy the sandbox's workspace back over the host's (kubernetes driver)",
+		`Copies the sandbox's copy of the workspace over the host workspace. What
+comes back was written by the agent: nothing lands outside the workspace,
+nothing is written through a symlink, devices and FIFOs are skipped, and
+while workspace.protect is on the sandbox's own declaration, its prompt,
+.git/config and .git/hooks are never written. Nothing is deleted.`
+	if !pull {
+		summary, help = "copy the host workspace over the sandbox's (kubernetes driver)",
+			`Copies the host workspace over the sandbox's copy of it. Nothing in the
+sandbox is deleted.`
+	}
+	return &verb{
+		name:    name,
+		summary: summary,
+		usage:   "[flags]",
+		help:    help,
+		setup: func(fs *pflag.FlagSet) runFunc {
+			t := &target{}
+			t.register(fs)
+			return func(ctx context.Context, a *app, args []string) int {
+				if len(args) > 0 {
+					return a.errorf("%s takes no arguments; name files with -f", name)
+				}
+				s, sp, err := a.one(ctx, t)
+				if err != nil {
+					return a.fail(err)
+				}
+				p, ok := s.Backend.(driver.Puller)
+				if !ok {
+					return a.errorf("the %s driver shares the workspace with the sandbox: there is nothing to %s", s.Backend.Name(), name)
+				}
+				copyFn := p.Push
+				if pull {
+					copyFn = p.Pull
+				}
+				if err := copyFn(ctx, sp, a.stdout); err != nil {
+					return a.errorf("%v", err)
+				}
+				return exitOK
+			}
+		},
+	}
+}

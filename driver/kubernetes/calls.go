@@ -1,0 +1,682 @@
+package kubernetes
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sbxhq/sbx/driver/buildctx"
+	"github.com/sbxhq/sbx/driver/kubernetes/inpod"
+	"github.com/sbxhq/sbx/driver/runner"
+	"github.com/sbxhq/sbx/egress"
+	"github.com/sbxhq/sbx/internal/tarball"
+	"github.com/sbxhq/sbx/reconcile"
+	"github.com/sbxhq/sbx/spec"
+)
+
+// waitTimeout bounds each wait for a pod or Sandbox to be Ready or gone.
+const waitTimeout = "180s"
+
+// Calls turns a step into kubectl (and, for builds, docker) commands.
+func (d *Driver) Calls(s reconcile.Step, sp *spec.Spec, live *reconcile.Live) ([]reconcile.Call, error) {
+	name := s.Sandbox
+	p := d.where(name)
+	if sp != nil {
+		p = d.placeOf(sp)
+	}
+	o := detailOf(live)
+	switch s.Kind {
+	case reconcile.StepBuild:
+		return d.buildCalls(sp, s.Record)
+	case reconcile.StepStop:
+		patch := d.command(p, "patch", "sandboxes.agents.x-k8s.io", name, "--type=merge", "-p", `{"spec":{"operatingMode":"Suspended"}}`)
+		if sp == nil {
+			// Destroying: the pod stops while the rest is removed.
+			return []reconcile.Call{patch}, nil
+		}
+		return []reconcile.Call{patch, d.command(p, "wait", "--for=delete", "pod/"+sandboxPodName(name), "--timeout="+waitTimeout)}, nil
+	case reconcile.StepRemove:
+		if sp != nil && o != nil && keepsVolume(sp, o) {
+			// A replacement whose workspace volume stays: the Sandbox
+			// (suspended by the stop before) is updated by the create
+			// after, the proxy is made again with the file's policy.
+			return []reconcile.Call{d.command(p, "delete", "pod/"+egressPodName(name), "--ignore-not-found", "--wait=true", "--timeout="+waitTimeout)}, nil
+		}
+		return []reconcile.Call{d.removeCall(p, name)}, nil
+	case reconcile.StepCreate:
+		return d.createCalls(sp, s.Record, live)
+	case reconcile.StepStart:
+		return []reconcile.Call{
+			d.command(p, "patch", "sandboxes.agents.x-k8s.io", name, "--type=merge", "-p", `{"spec":{"operatingMode":"Running"}}`),
+			d.command(p, "wait", "--for=condition=Ready", "sandboxes.agents.x-k8s.io/"+name, "--timeout="+waitTimeout),
+			d.prepareCall(sp, p, false),
+		}, nil
+	case reconcile.StepSetNetwork:
+		return d.policyCalls(sp, p)
+	case reconcile.StepRepair:
+		return d.repairCalls(sp, p, s.Parts)
+	case reconcile.StepSetWarmPool:
+		return d.poolCalls(sp, p, o)
+	case reconcile.StepVerify:
+		return []reconcile.Call{
+			d.command(p, "wait", "--for=condition=Ready", "sandboxes.agents.x-k8s.io/"+name, "pod/"+egressPodName(name), "--timeout="+waitTimeout),
+			d.prepareCall(sp, p, false),
+		}, nil
+	}
+	return nil, fmt.Errorf("the kubernetes driver cannot %s", s.Kind)
+}
+
+// command is one kubectl command of a plan.
+func (d *Driver) command(p place, args ...string) reconcile.Call {
+	argv := d.kubectl(p, args...)
+	return reconcile.Call{Desc: runner.Quote(argv), Run: func(ctx context.Context) error {
+		_, err := d.opts.Runner.Output(ctx, argv...)
+		return err
+	}}
+}
+
+// removeKinds are every kind the driver makes, for removal by label.
+func (d *Driver) removeKinds(p place) string {
+	kinds := "sandboxclaims.extensions.agents.x-k8s.io,sandboxwarmpools.extensions.agents.x-k8s.io,sandboxtemplates.extensions.agents.x-k8s.io,"
+	d.mu.Lock()
+	if d.noPools[p] {
+		kinds = ""
+	}
+	d.mu.Unlock()
+	return kinds + "sandboxes.agents.x-k8s.io,pods,networkpolicies.networking.k8s.io,persistentvolumeclaims"
+}
+
+// removeCall deletes everything labelled as the sandbox's, and waits
+// until it is gone (the workspace claim last: it goes once no pod uses
+// it).
+func (d *Driver) removeCall(p place, name string) reconcile.Call {
+	return d.command(p, "delete", d.removeKinds(p), "-l", LabelSandbox+"="+name, "--ignore-not-found", "--wait=true", "--timeout="+waitTimeout)
+}
+
+// keepsVolume reports whether a replacement can keep the sandbox's
+// workspace volume: the file wants the same workspace, claim size and
+// class (agent-sandbox's volumeClaimTemplates are immutable), so the
+// agent's work in it survives an env or template change, as it does
+// with the docker driver's bind mount.
+func keepsVolume(sp *spec.Spec, o *observed) bool {
+	k := sp.K8s()
+	return o.workspace.Path == sp.Workspace.Path && o.size == k.WorkspaceSize && o.class == k.StorageClass
+}
+
+func (d *Driver) buildCalls(sp *spec.Spec, rec *reconcile.Record) ([]reconcile.Call, error) {
+	if sp.K8s().Registry == "" {
+		return nil, fmt.Errorf("sandbox %q: the kubernetes driver pushes a built template to kubernetes.registry; name one", sp.Name)
+	}
+	hash := ""
+	if rec != nil {
+		hash = rec.BuildHash
+	}
+	if hash == "" {
+		var err error
+		if hash, err = d.BuildHash(sp); err != nil {
+			return nil, err
+		}
+	}
+	image := templateImage(sp, hash)
+	args := buildctx.DockerArgs(sp.Template.Build, image)
+	build := append([]string{d.opts.Docker, args[0], "-q"}, args[1:]...)
+	push := []string{d.opts.Docker, "push", "-q", image}
+	call := func(argv []string) reconcile.Call {
+		return reconcile.Call{Desc: runner.Quote(argv), Run: func(ctx context.Context) error {
+			_, err := d.opts.Runner.Output(ctx, argv...)
+			return err
+		}}
+	}
+	return []reconcile.Call{call(build), call(push)}, nil
+}
+
+// buildHash is the record's build hash (the build step before the create
+// made it), else the file's.
+func (d *Driver) buildHash(sp *spec.Spec, rec *reconcile.Record) string {
+	if sp.Template.Build == nil {
+		return ""
+	}
+	if rec != nil && rec.BuildHash != "" {
+		return rec.BuildHash
+	}
+	h, _ := d.BuildHash(sp)
+	return h
+}
+
+// createCalls make the sandbox. It is one call: what a create cut short
+// left is removed first, and a create that fails (the enforcement probe
+// included) removes what it made, so nothing half-made or unproven
+// stays. A replacement that keeps the workspace volume updates the
+// suspended Sandbox instead, and does not copy the workspace again.
+func (d *Driver) createCalls(sp *spec.Spec, rec *reconcile.Record, live *reconcile.Live) ([]reconcile.Call, error) {
+	n := sp.Name
+	p := d.placeOf(sp)
+	replace := live != nil && live.Exists && detailOf(live) != nil && keepsVolume(sp, detailOf(live))
+	helper, err := d.helperImage(sp.K8s().Registry)
+	if err != nil {
+		return nil, err
+	}
+	image := templateImage(sp, d.buildHash(sp, rec))
+	var steps []string
+	if !replace {
+		steps = append(steps, "remove anything labelled "+LabelSandbox+"="+n+" (what a create cut short left)")
+	}
+	if sp.K8s().Registry != "" {
+		steps = append(steps, "docker build "+helper+" (FROM scratch: this sbx) unless present; docker push "+helper)
+	} else {
+		steps = append(steps, "(no kubernetes.registry: the nodes must already have "+helper+")")
+	}
+	steps = append(steps,
+		"kubectl get nodes (their addresses, which the proxy always refuses)",
+		runner.Quote(d.kubectl(p, "apply", "--server-side", "--field-manager=sbx", "--force-conflicts", "-f", "-"))+
+			"  # Pod "+egressPodName(n)+" (sbx __egress-proxy, the policy of sandbox.yaml), NetworkPolicy "+sandboxPolicyName(n)+" and "+egressPolicyName(n)+
+			", Sandbox "+n+" ("+image+", workspace claim "+claimName(n)+")",
+		runner.Quote(d.kubectl(p, "wait", "--for=condition=Ready", "pod/"+egressPodName(n), "sandboxes.agents.x-k8s.io/"+n, "--timeout="+waitTimeout)))
+	if replace {
+		steps = append(steps, "the workspace volume "+claimName(n)+" is kept, with the agent's work")
+	} else {
+		steps = append(steps, "kubectl exec -i "+n+" -c agent -- "+helperPath+" __k8s-prepare --untar "+sp.Workspace.Path+" …  # the workspace, as a tar stream")
+	}
+	steps = append(steps, d.prepareDesc(sp, p))
+	desc := strings.Join(steps, "\n")
+	return []reconcile.Call{{Desc: desc, Run: func(ctx context.Context) error {
+		return d.create(ctx, sp, p, rec, helper, image, replace)
+	}}}, nil
+}
+
+// create runs createCalls' call.
+func (d *Driver) create(ctx context.Context, sp *spec.Spec, p place, rec *reconcile.Record, helper, image string, replace bool) error {
+	if !replace {
+		if _, err := d.run(ctx, p, "delete", d.removeKinds(p), "-l", LabelSandbox+"="+sp.Name, "--ignore-not-found", "--wait=true", "--timeout="+waitTimeout); err != nil {
+			return err
+		}
+	}
+	err := d.createObjects(ctx, sp, p, rec, helper, image, !replace)
+	if err != nil && !replace {
+		// Nothing half-made stays (even after Ctrl-C, within a bound).
+		cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+		defer cancel()
+		if _, rmErr := d.run(cleanup, p, "delete", d.removeKinds(p), "-l", LabelSandbox+"="+sp.Name, "--ignore-not-found", "--wait=true", "--timeout=100s"); rmErr != nil {
+			return fmt.Errorf("%w (and removing what was made: %v)", err, rmErr)
+		}
+	}
+	return err
+}
+
+func (d *Driver) createObjects(ctx context.Context, sp *spec.Spec, p place, rec *reconcile.Record, helper, image string, seed bool) error {
+	if reg := sp.K8s().Registry; reg != "" {
+		if err := BuildHelperImage(ctx, d.opts.Runner, d.opts.Docker, d.opts.Binary, helper); err != nil {
+			return err
+		}
+		if _, err := d.opts.Runner.Output(ctx, d.opts.Docker, "push", "-q", helper); err != nil {
+			return err
+		}
+	}
+	objs, err := d.sandboxObjects(ctx, sp, p, rec, helper, image)
+	if err != nil {
+		return err
+	}
+	doc, err := applyList(objs...)
+	if err != nil {
+		return err
+	}
+	if _, err := d.runInput(ctx, p, bytes.NewReader(doc), "apply", "--server-side", "--field-manager=sbx", "--force-conflicts", "-f", "-"); err != nil {
+		return err
+	}
+	if err := d.waitReady(ctx, p, sp.Name, "pod/"+egressPodName(sp.Name), "sandboxes.agents.x-k8s.io/"+sp.Name); err != nil {
+		return err
+	}
+	if seed {
+		seeded, err := d.seeded(ctx, p, sp.Name)
+		if err != nil {
+			return err
+		}
+		seed = !seeded
+	}
+	if err := d.prepare(ctx, sp, p, sandboxPodName(sp.Name), seed); err != nil {
+		return err
+	}
+	if seed {
+		_, err := d.run(ctx, p, "annotate", "persistentvolumeclaims/"+claimName(sp.Name), annSeeded+"="+time.Now().UTC().Format(time.RFC3339), "--overwrite")
+		return err
+	}
+	return nil
+}
+
+// sandboxObjects are the objects of a new sandbox: its proxy, its
+// policies and the Sandbox.
+func (d *Driver) sandboxObjects(ctx context.Context, sp *spec.Spec, p place, rec *reconcile.Record, helper, image string) ([]object, error) {
+	proxy, err := proxyPod(sp, egressPodName(sp.Name), p.namespace, helper, roleEgress, egress.PolicyOf(sp, d.nodeAddrs(ctx, p)))
+	if err != nil {
+		return nil, err
+	}
+	sb, err := sandboxObject(sp, p.namespace, image, helper, rec)
+	if err != nil {
+		return nil, err
+	}
+	objs := []object{proxy}
+	objs = append(objs, policies(sp, p.namespace, roleAgent, roleEgress, sandboxPolicyName(sp.Name), egressPolicyName(sp.Name))...)
+	return append(objs, sb), nil
+}
+
+// nodeAddrs are the cluster's node addresses (status.addresses of
+// `kubectl get nodes -o json`), which the proxy refuses whatever the
+// policy says: a sandbox has no business with its node's kubelet. A user
+// who may not list nodes gets none (the proxy still refuses its own
+// gateway, the node's address on the pod network).
+func (d *Driver) nodeAddrs(ctx context.Context, p place) []string {
+	out, err := d.run(ctx, p, "get", "nodes", "-o", "json")
+	if err != nil {
+		return nil
+	}
+	var l struct {
+		Items []struct {
+			Status struct {
+				Addresses []struct {
+					Type    string `json:"type"`
+					Address string `json:"address"`
+				} `json:"addresses"`
+			} `json:"status"`
+		} `json:"items"`
+	}
+	if json.Unmarshal(out, &l) != nil {
+		return nil
+	}
+	var addrs []string
+	for _, n := range l.Items {
+		for _, a := range n.Status.Addresses {
+			if a.Type == "InternalIP" || a.Type == "ExternalIP" {
+				addrs = append(addrs, a.Address)
+			}
+		}
+	}
+	return hostAddrsOf(addrs)
+}
+
+// waitReady waits for objects to be Ready; when they are not, the error
+// says why as far as the cluster tells (an image that cannot be pulled,
+// a claim with no volume).
+func (d *Driver) waitReady(ctx context.Context, p place, name string, objs ...string) error {
+	args := append([]string{"wait", "--for=condition=Ready"}, objs...)
+	_, err := d.run(ctx, p, append(args, "--timeout="+waitTimeout)...)
+	if err == nil {
+		return nil
+	}
+	if why := d.whyNotReady(context.WithoutCancel(ctx), p, name); why != "" {
+		return fmt.Errorf("%w\n%s", err, why)
+	}
+	return err
+}
+
+// whyNotReady summarises the events of a sandbox's pods and claim.
+func (d *Driver) whyNotReady(ctx context.Context, p place, name string) string {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	out, err := d.run(ctx, p, "get", "events", "--field-selector", "type=Warning", "-o", "json")
+	if err != nil {
+		return ""
+	}
+	var l struct {
+		Items []struct {
+			InvolvedObject struct {
+				Kind string `json:"kind"`
+				Name string `json:"name"`
+			} `json:"involvedObject"`
+			Reason  string `json:"reason"`
+			Message string `json:"message"`
+		} `json:"items"`
+	}
+	if json.Unmarshal(out, &l) != nil {
+		return ""
+	}
+	var lines []string
+	seen := map[string]bool{}
+	for _, e := range l.Items {
+		o := e.InvolvedObject.Name
+		if o != name && o != egressPodName(name) && o != claimName(name) {
+			continue
+		}
+		line := fmt.Sprintf("  %s %s: %s: %s", e.InvolvedObject.Kind, o, e.Reason, e.Message)
+		if !seen[line] {
+			seen[line] = true
+			lines = append(lines, line)
+		}
+	}
+	if len(lines) > 10 {
+		lines = lines[len(lines)-10:]
+	}
+	if len(lines) == 0 {
+		return ""
+	}
+	return "the cluster's warnings:\n" + strings.Join(lines, "\n")
+}
+
+// seeded reports whether the sandbox's workspace claim holds the host
+// workspace already (annSeeded).
+func (d *Driver) seeded(ctx context.Context, p place, name string) (bool, error) {
+	out, err := d.run(ctx, p, "get", "persistentvolumeclaims/"+claimName(name), "-o", "json")
+	if err != nil {
+		return false, err
+	}
+	var o object
+	if err := json.Unmarshal(out, &o); err != nil || o.Kind != "PersistentVolumeClaim" {
+		return false, fmt.Errorf("kubectl get persistentvolumeclaims/%s -o json: not a PersistentVolumeClaim (%v)", claimName(name), err)
+	}
+	return o.Metadata.Annotations[annSeeded] != "", nil
+}
+
+// prepareDesc is how the plan shows the prepare exec.
+func (d *Driver) prepareDesc(sp *spec.Spec, p place) string {
+	desc := runner.Quote(d.kubectl(p, "exec", "-i", sandboxPodName(sp.Name), "-c", agentName, "--", helperPath, "__k8s-prepare", "--upstream", "<proxy pod address>:3128", "--upstream-file", upstreamFile))
+	if sp.K8s().Egress == spec.EgressEnforced {
+		desc += " --probe-open <proxy>:3128 --probe-closed <proxy>:3129  # refuses unless the cluster enforces the NetworkPolicy"
+	} else {
+		desc += "  # egress advisory: no enforcement probe"
+	}
+	return desc
+}
+
+// prepareCall points the sandbox's bridge at its proxy and, unless egress
+// is advisory, probes that the policy is enforced.
+func (d *Driver) prepareCall(sp *spec.Spec, p place, seed bool) reconcile.Call {
+	return reconcile.Call{Desc: d.prepareDesc(sp, p), Run: func(ctx context.Context) error {
+		return d.prepare(ctx, sp, p, sandboxPodName(sp.Name), seed)
+	}}
+}
+
+// EnforcementError is a cluster that does not enforce the NetworkPolicy
+// pinning a sandbox to its proxy.
+type EnforcementError struct {
+	Sandbox string
+	Detail  string
+}
+
+func (e *EnforcementError) Error() string {
+	return fmt.Sprintf("sandbox %q: the cluster does not enforce the NetworkPolicy that pins the sandbox to its egress proxy: from inside the sandbox, %s. "+
+		"Its network plugin ignores NetworkPolicy (a plain bridge, flannel alone, …): with it, the agent could bypass the proxy and its allow-list. "+
+		"Use a cluster whose CNI enforces NetworkPolicy (Calico, Cilium, …), or accept advisory egress with kubernetes.egress: advisory (the plan will say so)", e.Sandbox, e.Detail)
+}
+
+// prepare runs __k8s-prepare in a sandbox pod: the proxy's address for its
+// bridge, the workspace when seed is set, and the enforcement probe.
+func (d *Driver) prepare(ctx context.Context, sp *spec.Spec, p place, pod string, seed bool) error {
+	ip, err := d.podIP(ctx, p, egressPodName(sp.Name))
+	if err != nil {
+		return err
+	}
+	return d.prepareAt(ctx, sp, p, pod, ip, seed)
+}
+
+func (d *Driver) prepareAt(ctx context.Context, sp *spec.Spec, p place, pod, proxyIP string, seed bool) error {
+	proxy := joinHostPort(proxyIP, proxyPort)
+	args := []string{"exec", "-i", pod, "-c", agentName, "--", helperPath, "__k8s-prepare", "--upstream", proxy, "--upstream-file", upstreamFile}
+	enforced := sp.K8s().Egress == spec.EgressEnforced
+	if enforced {
+		args = append(args, "--probe-open", proxy, "--probe-closed", joinHostPort(proxyIP, canaryPort), "--probe-for", d.opts.ProbeFor.String())
+	}
+	var stdin io.Reader = strings.NewReader("")
+	var werr chan error
+	if seed {
+		args = append(args, "--untar", sp.Workspace.Path)
+		pr, pw := io.Pipe()
+		stdin = pr
+		werr = make(chan error, 1)
+		go func() {
+			err := writeWorkspace(ctx, sp.Workspace.Path, pw)
+			pw.CloseWithError(err)
+			werr <- err
+		}()
+	}
+	out, err := d.runInput(ctx, p, stdin, args...)
+	if werr != nil {
+		if wErr := <-werr; wErr != nil && err == nil {
+			err = fmt.Errorf("copying the workspace %s: %v", sp.Workspace.Path, wErr)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	var rep inpod.Report
+	if err := json.Unmarshal(out, &rep); err != nil {
+		return fmt.Errorf("sbx __k8s-prepare in sandbox %q: %v (output %q)", sp.Name, err, truncate(out))
+	}
+	if enforced {
+		switch {
+		case rep.Probe == nil:
+			return fmt.Errorf("sbx __k8s-prepare in sandbox %q ran no probe", sp.Name)
+		case !rep.Probe.ProxyReached:
+			return fmt.Errorf("sandbox %q cannot reach its egress proxy: %s", sp.Name, rep.Probe.Detail)
+		case rep.Probe.CanaryReached:
+			return &EnforcementError{Sandbox: sp.Name, Detail: rep.Probe.Detail}
+		}
+	}
+	return nil
+}
+
+// writeWorkspace streams the host workspace as a tar (tarball.Write: no
+// link followed, nothing but directories, files and links, bounded).
+func writeWorkspace(ctx context.Context, dir string, w io.Writer) error {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	_, err = tarball.Write(ctx, root, w, tarball.DefaultLimits)
+	return err
+}
+
+// podIP reads a pod's address.
+func (d *Driver) podIP(ctx context.Context, p place, pod string) (string, error) {
+	out, err := d.run(ctx, p, "get", "pod/"+pod, "-o", "json")
+	if err != nil {
+		return "", err
+	}
+	var o object
+	var st podStatus
+	if err := json.Unmarshal(out, &o); err != nil || o.Kind != "Pod" {
+		return "", fmt.Errorf("kubectl get pod/%s -o json: not a Pod (%v)", pod, err)
+	}
+	if err := json.Unmarshal(o.Status, &st); err != nil {
+		return "", fmt.Errorf("kubectl get pod/%s -o json: status: %v", pod, err)
+	}
+	if st.PodIP == "" {
+		return "", fmt.Errorf("pod %s has no address yet (phase %s)", pod, st.Phase)
+	}
+	return st.PodIP, nil
+}
+
+func joinHostPort(ip string, port int) string {
+	if strings.Contains(ip, ":") {
+		return "[" + ip + "]:" + strconv.Itoa(port)
+	}
+	return ip + ":" + strconv.Itoa(port)
+}
+
+func truncate(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if len(s) > 300 {
+		s = s[:300] + "…"
+	}
+	return s
+}
+
+// policyCalls put the file's policy in force in place: over the proxy's
+// control channel (pods/attach to its stdin), which answers once it is in
+// force (and written to the proxy's volume for a restart of its
+// container), then on the pod's annotation, which plans read.
+func (d *Driver) policyCalls(sp *spec.Spec, p place) ([]reconcile.Call, error) {
+	pod := egressPodName(sp.Name)
+	return []reconcile.Call{{
+		Desc: runner.Quote(d.kubectl(p, "attach", "-i", pod, "-c", proxyName)) + "  # set the policy of sandbox.yaml, in force when the proxy answers",
+		Run: func(ctx context.Context) error {
+			pol := egress.PolicyOf(sp, d.nodeAddrs(ctx, p))
+			data, err := json.Marshal(pol)
+			if err != nil {
+				return err
+			}
+			rep, err := d.control(ctx, p, pod, egress.ControlRequest{Op: "set", Policy: data})
+			if err != nil {
+				return err
+			}
+			if rep.Error != "" {
+				return fmt.Errorf("the egress proxy of %q refused the new policy (the previous one stays in force): %s", sp.Name, rep.Error)
+			}
+			return nil
+		},
+	}, d.annotateCall(p, pod, sp)}, nil
+}
+
+// annotateCall records on the proxy pod the policy sbx put in force.
+func (d *Driver) annotateCall(p place, pod string, sp *spec.Spec) reconcile.Call {
+	return reconcile.Call{
+		Desc: runner.Quote(d.kubectl(p, "annotate", "pod/"+pod, annPolicy+"=<the policy>", "--overwrite")),
+		Run: func(ctx context.Context) error {
+			data, err := json.Marshal(egress.PolicyOf(sp, d.nodeAddrs(ctx, p)))
+			if err != nil {
+				return err
+			}
+			_, err = d.run(ctx, p, "annotate", "pod/"+pod, annPolicy+"="+string(data), "--overwrite")
+			return err
+		},
+	}
+}
+
+// controlTimeout bounds one exchange on the proxy's control channel.
+const controlTimeout = 60 * time.Second
+
+// control sends one request on a proxy's control channel (kubectl attach
+// -i: the container's stdin, kept open across attaches, and its stdout)
+// and returns the reply with the request's id.
+func (d *Driver) control(ctx context.Context, p place, pod string, req egress.ControlRequest) (*egress.ControlReply, error) {
+	ctx, cancel := context.WithTimeout(ctx, controlTimeout)
+	defer cancel()
+	req.ID = strconv.FormatInt(time.Now().UnixNano(), 36)
+	line, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	go pw.Write(append(line, '\n'))
+	found := make(chan *egress.ControlReply, 1)
+	w := &replyWriter{id: req.ID, found: found}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	go func() {
+		done <- d.opts.Runner.Run(runCtx, runner.Cmd{Args: d.kubectl(p, "attach", "-i", pod, "-c", proxyName), Stdin: pr, Stdout: w})
+	}()
+	select {
+	case rep := <-found:
+		// Closing stdin ends the attach; the container's stdin stays
+		// open for the next one.
+		pw.Close()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			stop()
+			<-done
+		}
+		return rep, nil
+	case err := <-done:
+		if err == nil {
+			err = errors.New("the attach ended without an answer")
+		}
+		return nil, fmt.Errorf("the egress proxy of %s did not answer on its control channel: %w", pod, err)
+	case <-ctx.Done():
+		stop()
+		<-done
+		return nil, fmt.Errorf("the egress proxy of %s did not answer on its control channel: %w", pod, ctx.Err())
+	}
+}
+
+// replyWriter watches an attach's stdout for the reply to one request.
+type replyWriter struct {
+	id    string
+	buf   []byte
+	found chan *egress.ControlReply
+	done  bool
+}
+
+func (w *replyWriter) Write(b []byte) (int, error) {
+	w.buf = append(w.buf, b...)
+	for !w.done {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			break
+		}
+		line := w.buf[:i]
+		w.buf = w.buf[i+1:]
+		var rep egress.ControlReply
+		if json.Unmarshal(line, &rep) == nil && rep.ID == w.id {
+			w.done = true
+			w.found <- &rep
+		}
+	}
+	if len(w.buf) > 8<<20 {
+		w.buf = nil
+	}
+	return len(b), nil
+}
+
+// repairCalls make again what Observe found gone: the proxy (with the
+// file's policy) and the policies; then the sandbox's bridge learns the
+// new proxy's address, and the probe runs again.
+func (d *Driver) repairCalls(sp *spec.Spec, p place, parts []string) ([]reconcile.Call, error) {
+	n := sp.Name
+	var kinds []string
+	proxy, pols := false, false
+	for _, part := range parts {
+		switch part {
+		case "egress proxy":
+			proxy = true
+			kinds = append(kinds, "Pod "+egressPodName(n))
+		case "network policy":
+			pols = true
+			kinds = append(kinds, "NetworkPolicy "+sandboxPolicyName(n)+" and "+egressPolicyName(n))
+		default:
+			return nil, fmt.Errorf("the kubernetes driver cannot recreate %s", part)
+		}
+	}
+	apply := reconcile.Call{
+		Desc: runner.Quote(d.kubectl(p, "apply", "--server-side", "--field-manager=sbx", "--force-conflicts", "-f", "-")) + "  # " + strings.Join(kinds, ", "),
+		Run: func(ctx context.Context) error {
+			helper, err := d.helperImage(sp.K8s().Registry)
+			if err != nil {
+				return err
+			}
+			var objs []object
+			if proxy {
+				pod, err := proxyPod(sp, egressPodName(n), p.namespace, helper, roleEgress, egress.PolicyOf(sp, d.nodeAddrs(ctx, p)))
+				if err != nil {
+					return err
+				}
+				objs = append(objs, pod)
+			}
+			if pols {
+				objs = append(objs, policies(sp, p.namespace, roleAgent, roleEgress, sandboxPolicyName(n), egressPolicyName(n))...)
+			}
+			doc, err := applyList(objs...)
+			if err != nil {
+				return err
+			}
+			_, err = d.runInput(ctx, p, bytes.NewReader(doc), "apply", "--server-side", "--field-manager=sbx", "--force-conflicts", "-f", "-")
+			return err
+		},
+	}
+	calls := []reconcile.Call{apply}
+	if proxy {
+		calls = append(calls, reconcile.Call{
+			Desc: runner.Quote(d.kubectl(p, "wait", "--for=condition=Ready", "pod/"+egressPodName(n), "--timeout="+waitTimeout)),
+			Run:  func(ctx context.Context) error { return d.waitReady(ctx, p, n, "pod/"+egressPodName(n)) },
+		})
+	}
+	return calls, nil
+}

@@ -1,0 +1,58 @@
+package kubernetes
+
+import (
+	"github.com/sbxhq/sbx/reconcile"
+	"github.com/sbxhq/sbx/spec"
+)
+
+// MaxName is the longest sandbox name the driver takes: the names of the
+// objects and labels made from it must stay DNS labels of 63 characters
+// (agent-sandbox names a pool's sandboxes <pool>-<suffix>).
+const MaxName = 50
+
+// podTemplateReason is why a change of the pod is a replacement:
+// agent-sandbox does not touch a running sandbox's pod when its template
+// changes (kubernetes.md §1.2), so sbx suspends the sandbox, updates it
+// and resumes it, keeping its workspace volume.
+const podTemplateReason = "agent-sandbox does not change a running sandbox's pod: the sandbox is suspended, updated and resumed (its workspace volume is kept)"
+
+// Capabilities is the kubernetes driver's table. What the Sandbox and the
+// proxy's pod show is read back from one listing; env is compared with
+// the record (the pod template also shows it, but a value interpolated
+// from the host must not be read back into a plan).
+func Capabilities() reconcile.Caps {
+	const d = "kubernetes"
+	replace := func(readable bool) reconcile.Cap {
+		return reconcile.Cap{Mode: reconcile.Replace, Readable: readable, Reason: podTemplateReason}
+	}
+	return reconcile.Caps{Driver: d, Defaults: spec.Resources{Memory: DefaultMemory}, Hardening: Hardening, Protects: true, NetworkAtCreate: true,
+		Constraints: reconcile.Constraints{DNSLabelNames: MaxName,
+			NoCheckpoints: "the kubernetes driver has no checkpoints: a sandbox's pod is remade from its template, and its workspace lives in its volume"},
+		Fields: map[reconcile.Field]reconcile.Cap{
+			reconcile.FieldAgent:           replace(true),
+			reconcile.FieldTemplate:        replace(true),
+			reconcile.FieldTemplateBuild:   {Mode: reconcile.Replace, Reason: podTemplateReason},
+			reconcile.FieldWorkspace:       {Mode: reconcile.Replace, Readable: true, Reason: "a new workspace is a new volume, copied from the host"},
+			reconcile.FieldMounts:          {Mode: reconcile.Unsupported, Reason: "the kubernetes driver cannot mount host paths into a pod that may run on another machine: put what the agent needs in the workspace (copied in) or the template"},
+			reconcile.FieldEnv:             replace(false),
+			reconcile.FieldSecrets:         reconcile.PerExecCap,
+			reconcile.FieldResources:       replace(true),
+			reconcile.FieldResourcesUnset:  replace(true),
+			reconcile.FieldPids:            {Mode: reconcile.Unsupported, Reason: "Kubernetes limits processes per node (the kubelet's podPidsLimit), not per pod"},
+			reconcile.FieldPorts:           {Mode: reconcile.Unsupported, Reason: "the kubernetes driver publishes no ports: the sandbox's network policy admits nothing in, and its only way out is the egress proxy"},
+			reconcile.FieldNetworkAdd:      reconcile.InPlaceCap("the egress proxy takes the new policy over its control channel (pods/attach)", true),
+			reconcile.FieldNetworkRemove:   reconcile.InPlaceCap("the egress proxy takes the new policy over its control channel (pods/attach)", true),
+			reconcile.FieldRuntime:         {Mode: reconcile.Unsupported, Reason: "the kubernetes driver runs pods under a RuntimeClass: set kubernetes.runtimeClassName (gvisor, kata) instead of docker.runtime"},
+			reconcile.FieldNoNewPrivileges: replace(true),
+			reconcile.FieldProtect:         reconcile.InPlaceCap("sbx pull reads it: while it is on, a pull never writes the declaration, .git/config or .git/hooks", false),
+			reconcile.FieldHardening:       {Mode: reconcile.Replace, Readable: true, Reason: "the sandbox was made without the kubernetes driver's current safeguards (pod security, limits, the proxy's readiness)"},
+			reconcile.FieldStatus:          reconcile.InPlaceCap("the suspended sandbox is resumed (operatingMode: Running); its workspace volume was kept", true),
+			reconcile.FieldKubernetes:      {Mode: reconcile.Replace, Readable: true, Reason: "a sandbox's RuntimeClass and workspace volume are fixed when it is made"},
+			reconcile.FieldEgressMode:      reconcile.InPlaceCap("apply runs the enforcement probe, or stops requiring it", false),
+			reconcile.FieldWarmPool:        reconcile.InPlaceCap("the SandboxWarmPool is made, resized or removed", true),
+			reconcile.FieldUser:            {Mode: reconcile.Unsupported, Reason: "the kubernetes driver runs the agent as its template's USER; set the user in the template"},
+		}}
+}
+
+// Caps is the kubernetes driver's table.
+func (d *Driver) Caps() reconcile.Caps { return Capabilities() }

@@ -1,0 +1,129 @@
+package kubernetes
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestCLI drives the built sbx binary against the cluster as a user
+// would: apply from nothing, sbx shell -- CMD, then the agent plays
+// hostile with the workspace copy it will hand back and sbx pull must
+// keep the host safe, then sbx destroy leaves nothing labelled.
+//
+// The hostile agent (THREATS.md) writes, inside its copy: a symlink to an
+// absolute host path and one climbing out of the workspace, a file under
+// a directory it turns into a symlink to a host directory, .git/hooks and
+// .git/config entries and a changed sandbox.yaml (protected paths), a
+// FIFO, a setuid file. After the pull no host file outside the workspace
+// was written, no protected file changed, no link points out, no FIFO or
+// setuid bit landed, and the agent's plain work came back.
+func TestCLI(t *testing.T) {
+	c := newCluster(t, 1)
+	c.enforce()
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "ws")
+	outside := filepath.Join(dir, "outside") // host files the agent must not touch
+	for _, d := range []string{ws, filepath.Join(ws, ".git", "hooks"), filepath.Join(ws, "sub"), outside} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(path, s string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(ws, ".git", "config"), "[core]\n")
+	write(filepath.Join(outside, "victim"), "host secret\n")
+	// The declaration lives in the workspace, so it is protected there.
+	decl := "version: 1\nname: cli\nagent: shell\ndriver: kubernetes\nworkspace: .\n" + c.head() + "  namespace: " + c.ns + "\n"
+	write(filepath.Join(ws, "sandbox.yaml"), decl)
+	sbx := func(args ...string) (string, error) {
+		t.Helper()
+		cmd := exec.Command(env.binary, args...)
+		cmd.Dir = ws
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+c.Kubeconfig, "SBX_KUBECTL="+c.KubectlPath(),
+			"SBX_K8S_HELPER_IMAGE="+env.helper, "SBX_STATE_DIR="+filepath.Join(dir, "state"), "SBX_DOCKER_SBX=")
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		err := cmd.Run()
+		return out.String(), err
+	}
+	t.Cleanup(func() {
+		if out, err := sbx("destroy", "-y"); err != nil {
+			t.Errorf("sbx destroy: %v\n%s", err, out)
+		}
+	})
+	if out, err := sbx("apply", "-y"); err != nil {
+		t.Fatalf("sbx apply: %v\n%s", err, out)
+	}
+	if out, err := sbx("shell", "--", "sh", "-c", "echo hello from $(pwd)"); err != nil || out != "hello from "+ws+"\n" {
+		t.Fatalf("sbx shell: %v %q", err, out)
+	}
+	hostile := strings.Join([]string{
+		"set -e",
+		"echo agent work > work.txt",
+		"ln -s " + outside + "/victim abs-link",
+		"ln -s ../../outside/victim up-link",
+		"rm -rf sub && ln -s " + outside + " sub",
+		"echo 'echo pwned' > .git/hooks/post-checkout && chmod +x .git/hooks/post-checkout",
+		"echo '[core] fsmonitor = evil' > .git/config",
+		"echo 'name: widened' >> sandbox.yaml",
+		"mkfifo fifo",
+		"echo s > setuid && chmod 4755 setuid",
+	}, "\n")
+	if out, err := sbx("shell", "--", "sh", "-c", hostile); err != nil {
+		t.Fatalf("the agent's moves: %v\n%s", err, out)
+	}
+	out, err := sbx("pull")
+	if err != nil {
+		t.Fatalf("sbx pull: %v\n%s", err, out)
+	}
+	if got, _ := os.ReadFile(filepath.Join(ws, "work.txt")); string(got) != "agent work\n" {
+		t.Errorf("the agent's work did not come back: %q\n%s", got, out)
+	}
+	if got, _ := os.ReadFile(filepath.Join(outside, "victim")); string(got) != "host secret\n" {
+		t.Errorf("a host file outside the workspace changed: %q", got)
+	}
+	for _, l := range []string{"abs-link", "up-link"} {
+		if target, err := os.Readlink(filepath.Join(ws, l)); err == nil {
+			t.Errorf("%s came back pointing at %q", l, target)
+		}
+	}
+	if fi, err := os.Lstat(filepath.Join(ws, "sub")); err != nil || !fi.IsDir() {
+		t.Errorf("the workspace's directory sub was replaced: %v %v", fi, err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(ws, ".git", "config")); string(got) != "[core]\n" {
+		t.Errorf(".git/config changed: %q", got)
+	}
+	if _, err := os.Lstat(filepath.Join(ws, ".git", "hooks", "post-checkout")); err == nil {
+		t.Error("a hook came back")
+	}
+	if got, _ := os.ReadFile(filepath.Join(ws, "sandbox.yaml")); string(got) != decl {
+		t.Errorf("the declaration changed: %q", got)
+	}
+	if _, err := os.Lstat(filepath.Join(ws, "fifo")); err == nil {
+		t.Error("a FIFO came back")
+	}
+	if fi, err := os.Stat(filepath.Join(ws, "setuid")); err == nil && fi.Mode()&(os.ModeSetuid|0o022) != 0 {
+		t.Errorf("setuid came back as %v", fi.Mode())
+	}
+	// (The FIFO is not in the stream at all: sbx in the pod archives no
+	// special files, so the host side has nothing to report about it.)
+	for _, why := range []string{"abs-link", "up-link", ".git/config", "post-checkout", "sandbox.yaml"} {
+		if !strings.Contains(out, why) {
+			t.Errorf("the pull's report does not say it skipped %s:\n%s", why, out)
+		}
+	}
+	if out, err := sbx("destroy", "-y"); err != nil {
+		t.Fatalf("sbx destroy: %v\n%s", err, out)
+	}
+	if left := c.labelled("cli"); len(left) > 0 {
+		t.Errorf("destroy left: %v", left)
+	}
+}

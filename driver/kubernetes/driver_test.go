@@ -1,0 +1,232 @@
+package kubernetes
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sbxhq/sbx/driver"
+	"github.com/sbxhq/sbx/driver/cliutil"
+	"github.com/sbxhq/sbx/internal/k8stest"
+	"github.com/sbxhq/sbx/reconcile"
+)
+
+// web starts a busybox httpd pod in the test's namespace answering
+// "hello from NAME" on port 8080, and returns its address.
+func (c *cluster) web(name string) string {
+	c.t.Helper()
+	c.KubectlInput(c.t, fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: %s, namespace: %s, labels: {dev.sbx.test: web}}
+spec:
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: web
+    image: %s
+    imagePullPolicy: Never
+    command: [sh, -c, "mkdir -p /www && echo hello from %s > /www/index.html && exec httpd -f -p 8080 -h /www"]
+    readinessProbe: {tcpSocket: {port: 8080}, periodSeconds: 1}
+`, name, c.ns, k8stest.BusyboxImage, name), "create", "-f", "-")
+	c.Kubectl(c.t, "-n", c.ns, "wait", "--for=condition=Ready", "pod/"+name, "--timeout=120s")
+	return strings.TrimSpace(c.Kubectl(c.t, "-n", c.ns, "get", "pod", name, "-o", "jsonpath={.status.podIP}"))
+}
+
+// sh runs a shell command in the sandbox and returns its exit status and
+// output.
+func (b *box) sh(script string, env map[string]string) (int, string) {
+	b.t.Helper()
+	var out bytes.Buffer
+	code, err := b.d.Exec(context.Background(), b.name, []string{"sh", "-c", script}, cliutil.ExecOptions{Env: env, Stdout: &out, Stderr: &out})
+	if err != nil {
+		b.t.Fatalf("exec %q: %v", script, err)
+	}
+	return code, out.String()
+}
+
+// TestSandbox is the driver's life on the real cluster, with NetworkPolicy
+// enforcement emulated: apply from nothing (the probe passes), exec, an
+// allowed host answers through the proxy and an unlisted one is refused,
+// an allow-list change in place, an env change that replaces the sandbox
+// but keeps its workspace, stop and start keeping it too, pull, destroy
+// leaving nothing labelled.
+func TestSandbox(t *testing.T) {
+	c := newCluster(t, 1)
+	c.enforce()
+	allowed, other := c.web("web-allowed"), c.web("web-other")
+	d := c.driver(0)
+	b := newBox(t, d, "life")
+	os.WriteFile(filepath.Join(b.dir, "ws", "from-host.txt"), []byte("host file\n"), 0o644)
+	net := fmt.Sprintf("network:\n  agentHosts: false\n  blockCIDRs: [127.0.0.0/8]\n  allow: [%s:8080%%s]\n", allowed)
+	body := c.head() + "env: {STAGE: one}\n" + net
+	sp := b.spec(fmt.Sprintf(body, ""))
+	p := b.mustApply(sp)
+	if a := p.Sandboxes[0].Action; a != reconcile.ActionCreate {
+		t.Fatalf("first apply: %s", a)
+	}
+	secret := "tok-" + runID + "-secret"
+	if code, out := b.sh(`printf '%s %s ' "$STAGE" "$TOKEN"; cat from-host.txt; pwd; exit 7`, map[string]string{"TOKEN": secret}); code != 7 || out != "one "+secret+" host file\n"+filepath.Join(b.dir, "ws")+"\n" {
+		t.Errorf("exec: %d %q", code, out)
+	}
+	// A TTY exec takes the other path (the header saved to a file first).
+	var tty bytes.Buffer
+	if code, err := d.Exec(context.Background(), b.name, []string{"sh", "-c", `printf '%s' "$TOKEN"`}, cliutil.ExecOptions{TTY: true, Env: map[string]string{"TOKEN": secret}, Stdin: strings.NewReader(""), Stdout: &tty, Stderr: &tty}); err != nil || code != 0 || !strings.Contains(tty.String(), secret) {
+		t.Errorf("tty exec: %d %v %q", code, err, tty.String())
+	}
+	t.Run("the secret is in no object, event or log", func(t *testing.T) {
+		var all strings.Builder
+		all.WriteString(c.Kubectl(t, "get", "-A", "-o", "yaml",
+			"sandboxes.agents.x-k8s.io,sandboxclaims.extensions.agents.x-k8s.io,sandboxwarmpools.extensions.agents.x-k8s.io,sandboxtemplates.extensions.agents.x-k8s.io,pods,networkpolicies.networking.k8s.io,persistentvolumeclaims,configmaps,secrets,events"))
+		for _, pod := range []string{b.name, b.name + ".egress"} {
+			all.WriteString(c.Kubectl(t, "-n", c.ns, "logs", "pod/"+pod, "--all-containers"))
+		}
+		if strings.Contains(all.String(), secret) {
+			t.Errorf("the secret's value is in the cluster's objects, events or logs")
+		}
+		if !strings.Contains(all.String(), "life.egress") {
+			t.Fatalf("the listing does not hold the sandbox's objects: %.300s", all.String())
+		}
+		if _, out := b.sh(`ls -a /.sbx-run; cat /proc/1/environ | tr '\0' '\n'`, nil); strings.Contains(out, secret) || strings.Contains(out, "exec-") {
+			t.Errorf("the secret or a saved exec header stays in the sandbox: %q", out)
+		}
+	})
+	// busybox-static's wget crashes (Debian 1.35's static build), so the
+	// requests are written by hand: to the proxy, or straight to the host.
+	get := func(ip string) string {
+		_, out := b.sh(fmt.Sprintf(`printf 'GET http://%s:8080/ HTTP/1.0\r\nHost: %s:8080\r\n\r\n' | nc -w 5 127.0.0.1 3128 2>&1; echo rc=$?`, ip, ip), nil)
+		return strings.TrimSpace(out)
+	}
+	if out := get(allowed); !strings.Contains(out, "hello from web-allowed") {
+		t.Errorf("allowed host through the proxy: %q", out)
+	}
+	if out := get(other); !strings.Contains(out, "403") || strings.Contains(out, "hello") {
+		t.Errorf("unlisted host: %q, want the proxy's 403", out)
+	}
+	// Past the proxy: the emulated policy drops it.
+	if code, out := b.sh(`printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 3 `+allowed+` 8080`, nil); code == 0 || strings.Contains(out, "hello") {
+		t.Errorf("a direct connection bypassed the proxy: %q", out)
+	}
+	decisions := map[string]int{}
+	if err := d.NetLog(context.Background(), b.name, false, func(e driver.NetEntry) error { decisions[e.Decision]++; return nil }); err != nil || decisions["deny"] == 0 || decisions["allow"] == 0 {
+		t.Errorf("netlog: %v, decisions %v", err, decisions)
+	}
+	if n, first, err := d.Denials(context.Background(), b.name, time.Now().Add(-time.Hour), time.Now(), 50); err != nil || n < 1 || len(first) != min(n, 50) || first[0].Host == "" {
+		t.Errorf("denials: %d %+v, %v", n, first, err)
+	}
+
+	t.Run("allow-list change in place", func(t *testing.T) {
+		next := b.spec(fmt.Sprintf(body, ", "+other+":8080"))
+		p := b.mustApply(next)
+		if a := p.Sandboxes[0].Action; a != reconcile.ActionUpdate {
+			t.Fatalf("an added allow rule is planned as %s", a)
+		}
+		if out := get(other); !strings.Contains(out, "hello from web-other") {
+			t.Errorf("newly allowed host: %q", out)
+		}
+		sp = next
+	})
+
+	b.sh("echo agent work > agent.txt", nil)
+	t.Run("env change replaces, keeping the workspace", func(t *testing.T) {
+		next := b.spec(strings.Replace(fmt.Sprintf(body, ", "+other+":8080"), "STAGE: one", "STAGE: two", 1))
+		p := b.mustApply(next)
+		if a := p.Sandboxes[0].Action; a != reconcile.ActionReplace {
+			t.Fatalf("an env change is planned as %s", a)
+		}
+		if _, out := b.sh(`echo "$STAGE"; cat agent.txt`, nil); out != "two\nagent work\n" {
+			t.Errorf("after the replacement: %q", out)
+		}
+		sp = next
+	})
+
+	t.Run("stop and start keep the workspace", func(t *testing.T) {
+		live, _ := d.Observe(context.Background(), []string{b.name})
+		calls, err := d.Calls(reconcile.Step{Kind: reconcile.StepStop, Sandbox: b.name}, sp, live[b.name])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, call := range calls {
+			if err := call.Run(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		live, _ = d.Observe(context.Background(), []string{b.name})
+		if l := live[b.name]; l == nil || !l.Stopped {
+			t.Fatalf("after stop: %+v", l)
+		}
+		if got := c.Kubectl(t, "-n", c.ns, "get", "pods", "-l", LabelRole+"="+roleAgent, "-o", "name"); strings.TrimSpace(got) != "" {
+			t.Errorf("the sandbox's pod is still there: %s", got)
+		}
+		p := b.mustApply(sp)
+		if st := p.Sandboxes[0].Steps; len(st) == 0 || st[0].Kind != reconcile.StepStart {
+			t.Fatalf("a stopped sandbox is not started: %+v", st)
+		}
+		if _, out := b.sh("cat agent.txt", nil); out != "agent work\n" {
+			t.Errorf("after start: %q", out)
+		}
+		if out := get(allowed); !strings.Contains(out, "hello from web-allowed") {
+			t.Errorf("egress after start: %q", out)
+		}
+	})
+
+	t.Run("pull", func(t *testing.T) {
+		var rep bytes.Buffer
+		if err := d.Pull(context.Background(), sp, &rep); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := os.ReadFile(filepath.Join(b.dir, "ws", "agent.txt")); string(got) != "agent work\n" {
+			t.Errorf("pulled agent.txt: %q (%s)", got, rep.String())
+		}
+	})
+
+	t.Run("destroy leaves nothing labelled", func(t *testing.T) {
+		if err := b.destroy(); err != nil {
+			t.Fatal(err)
+		}
+		if left := c.labelled(b.name); len(left) > 0 {
+			t.Errorf("left: %v", left)
+		}
+	})
+}
+
+// TestProbeRefusesWithoutEnforcement: on this cluster, whose network
+// plugin ignores NetworkPolicy, a sandbox whose egress must be enforced
+// is not created: apply fails saying why, and removes what it made.
+func TestProbeRefusesWithoutEnforcement(t *testing.T) {
+	// Two volumes: the refused create's claim releases the first, which
+	// (Retain, no provisioner) is not bound again.
+	c := newCluster(t, 2)
+	d := c.driver(3 * time.Second)
+	b := newBox(t, d, "noenforce")
+	sp := b.spec(c.head())
+	_, err := b.apply(sp)
+	var ee *EnforcementError
+	if !errors.As(err, &ee) {
+		t.Fatalf("apply: %v, want the enforcement error", err)
+	}
+	if !strings.Contains(err.Error(), "does not enforce the NetworkPolicy") || !strings.Contains(err.Error(), "kubernetes.egress: advisory") {
+		t.Errorf("the error does not say what is wrong and what to do: %v", err)
+	}
+	if left := c.labelled(b.name); len(left) > 0 {
+		t.Errorf("a refused create left: %v", left)
+	}
+
+	t.Run("advisory", func(t *testing.T) {
+		sp := b.spec(c.head() + "  egress: advisory\n")
+		p := b.mustApply(sp)
+		var out bytes.Buffer
+		reconcile.Render(&out, p, false)
+		if !strings.Contains(out.String(), "EGRESS IS ADVISORY") {
+			t.Errorf("the plan does not say egress is advisory:\n%s", out.String())
+		}
+		if code, _ := b.sh("true", nil); code != 0 {
+			t.Errorf("exec in the advisory sandbox: %d", code)
+		}
+	})
+}

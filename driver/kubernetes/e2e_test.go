@@ -1,0 +1,362 @@
+package kubernetes
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sbxhq/sbx/driver/runner"
+	"github.com/sbxhq/sbx/internal/k8stest"
+	"github.com/sbxhq/sbx/reconcile"
+	"github.com/sbxhq/sbx/schema"
+	"github.com/sbxhq/sbx/spec"
+)
+
+// The e2e tests run against the repository's test cluster
+// (test/kubernetes/cluster): they skip without one and fail instead under
+// SBX_E2E=1. Each test works in a namespace of its own, with its own
+// PersistentVolumes (the cluster has no provisioner) and the helper image
+// built from this sbx under a tag unique to the run; everything is
+// removed when the test ends. The only servers the sandboxes reach are
+// the test's own pods.
+
+var env struct {
+	once   sync.Once
+	err    error
+	dir    string
+	binary string // static sbx
+	helper string // its helper image, tagged for this run
+}
+
+var runID = func() string {
+	b := make([]byte, 4)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}()
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if env.helper != "" {
+		exec.Command("docker", "rmi", "-f", env.helper).Run()
+	}
+	if env.dir != "" {
+		os.RemoveAll(env.dir)
+	}
+	os.Exit(code)
+}
+
+// setup builds the static sbx and its helper image once per run.
+func setup(t *testing.T) {
+	t.Helper()
+	env.once.Do(func() {
+		env.dir, env.err = os.MkdirTemp("", "sbx-k8s-e2e-")
+		if env.err != nil {
+			return
+		}
+		env.binary = filepath.Join(env.dir, "sbx")
+		build := exec.Command("go", "build", "-o", env.binary, "github.com/sbxhq/sbx/cmd/sbx")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+		if out, err := build.CombinedOutput(); err != nil {
+			env.err = fmt.Errorf("building a static sbx: %v: %s", err, out)
+			return
+		}
+		env.helper = "sbx-helper-test:" + runID
+		env.err = BuildHelperImage(context.Background(), &runner.Runner{}, "docker", env.binary, env.helper)
+	})
+	if env.err != nil {
+		t.Fatal(env.err)
+	}
+}
+
+// cluster is one test's part of the cluster: a namespace, the helper
+// image loaded, volumes for its workspaces.
+type cluster struct {
+	*k8stest.Env
+	t     *testing.T
+	ns    string
+	class string // the storage class of its volumes
+}
+
+// newCluster gives the test a namespace with the helper image and n
+// PersistentVolumes (one per workspace claim the test makes).
+func newCluster(t *testing.T, volumes int) *cluster {
+	t.Helper()
+	e := k8stest.Cluster(t)
+	setup(t)
+	e.LoadImage(t, env.helper)
+	b := make([]byte, 4)
+	rand.Read(b)
+	c := &cluster{Env: e, t: t, class: "sbx-test-" + hex.EncodeToString(b)}
+	// Registered before the namespace, so it runs after the namespace
+	// (and the claims in it) is gone.
+	dir := t.TempDir()
+	t.Cleanup(func() {
+		if _, err := c.kubectlErr("delete", "persistentvolumes", "-l", "dev.sbx.test="+c.class, "--ignore-not-found", "--wait=true", "--timeout=120s"); err != nil {
+			t.Error(err)
+		}
+	})
+	c.ns = e.Namespace(t)
+	c.volumes(dir, volumes)
+	return c
+}
+
+// volumes makes n hostPath PersistentVolumes in dir of the test's class.
+func (c *cluster) volumes(dir string, n int) {
+	c.t.Helper()
+	var docs []string
+	for i := range n {
+		docs = append(docs, fmt.Sprintf(`apiVersion: v1
+kind: PersistentVolume
+metadata:
+  name: %s-%d
+  labels: {dev.sbx.test: %s}
+spec:
+  capacity: {storage: 1Gi}
+  accessModes: [ReadWriteOnce]
+  storageClassName: %s
+  persistentVolumeReclaimPolicy: Retain
+  hostPath: {path: %s, type: DirectoryOrCreate}
+`, c.class, i, c.class, c.class, filepath.Join(dir, fmt.Sprint(i))))
+	}
+	c.KubectlInput(c.t, strings.Join(docs, "---\n"), "create", "-f", "-")
+}
+
+// driver is a kubernetes driver for the test's namespace.
+func (c *cluster) driver(probeFor time.Duration) *Driver {
+	// The driver's commands are logged when the test fails.
+	trace := &syncBuffer{}
+	c.t.Cleanup(func() {
+		if c.t.Failed() {
+			c.t.Logf("the driver's commands:\n%s", trace.String())
+		}
+	})
+	r := &runner.Runner{Env: append(os.Environ(), "KUBECONFIG="+c.Kubeconfig), Trace: trace}
+	return New(Options{Runner: r, Kubectl: c.KubectlPath(), Binary: env.binary, HelperImage: env.helper, Namespace: c.ns, ProbeFor: probeFor})
+}
+
+// head is the part of a test's sandbox.yaml that places it on the
+// cluster: the busybox template and a workspace volume of the test's
+// class.
+func (c *cluster) head() string {
+	return fmt.Sprintf("template: %s\nkubernetes:\n  storageClass: %s\n  workspaceSize: 64Mi\n", k8stest.BusyboxImage, c.class)
+}
+
+// box is one sandbox of a test, applied through reconcile as sbx apply
+// does.
+type box struct {
+	t     *testing.T
+	d     *Driver
+	store *reconcile.Store
+	key   reconcile.Key
+	dir   string // holds sandbox.yaml and the workspace ws/
+	name  string
+}
+
+func newBox(t *testing.T, d *Driver, name string) *box {
+	t.Helper()
+	store, err := reconcile.OpenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := store.Key()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "ws"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b := &box{t: t, d: d, store: store, key: key, dir: dir, name: name}
+	t.Cleanup(func() {
+		if err := b.destroy(); err != nil {
+			t.Errorf("destroying sandbox %s: %v", name, err)
+		}
+	})
+	return b
+}
+
+// spec resolves a sandbox.yaml with body for the box.
+func (b *box) spec(body string) *spec.Spec {
+	b.t.Helper()
+	sch, err := schema.Compile()
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	doc := fmt.Sprintf("version: 1\nname: %s\nagent: shell\ndriver: kubernetes\nworkspace: ws\n%s", b.name, body)
+	if err := os.WriteFile(filepath.Join(b.dir, "sandbox.yaml"), []byte(doc), 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+	res, err := spec.Load([]string{filepath.Join(b.dir, "sandbox.yaml")}, spec.Options{Schema: sch, LookupEnv: func(string) (string, bool) { return "", false }})
+	if err != nil {
+		b.t.Fatalf("spec: %v\n%s", err, doc)
+	}
+	sp := res.Specs[0]
+	if err := b.d.Configure([]*spec.Spec{sp}); err != nil {
+		b.t.Fatal(err)
+	}
+	return sp
+}
+
+// plan observes and plans sp, with the calls of each step.
+func (b *box) plan(sp *spec.Spec) (*reconcile.Changes, error) {
+	live, err := b.d.Observe(context.Background(), []string{b.name})
+	if err != nil {
+		return nil, err
+	}
+	recs, err := b.store.Records(b.d.Name(), []string{b.name})
+	if err != nil {
+		return nil, err
+	}
+	if recs[b.name] == nil && live[b.name] != nil {
+		recs[b.name] = live[b.name].Record
+	}
+	hash, err := b.d.BuildHash(sp)
+	if err != nil {
+		return nil, err
+	}
+	des, err := reconcile.NewDesired(sp, b.key, hash)
+	if err != nil {
+		return nil, err
+	}
+	p := reconcile.Plan([]reconcile.Desired{des}, live, recs, b.d.Caps(), reconcile.Options{})
+	if err := p.Err(); err != nil {
+		return nil, err
+	}
+	return p, p.Prepare(b.d, live)
+}
+
+// apply plans and applies sp; it returns the plan it applied.
+func (b *box) apply(sp *spec.Spec) (*reconcile.Changes, error) {
+	p, err := b.plan(sp)
+	if err != nil {
+		return nil, err
+	}
+	return p, reconcile.Apply(context.Background(), b.d, p, reconcile.ApplyOptions{Records: b.store})
+}
+
+func (b *box) mustApply(sp *spec.Spec) *reconcile.Changes {
+	b.t.Helper()
+	p, err := b.apply(sp)
+	if err != nil {
+		b.t.Fatalf("apply: %v", err)
+	}
+	after, err := b.plan(sp)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if err := reconcile.Converged(after); err != nil {
+		var out bytes.Buffer
+		reconcile.Render(&out, after, false)
+		b.t.Fatalf("after apply: %v\n%s", err, out.String())
+	}
+	return p
+}
+
+func (b *box) destroy() error {
+	live, err := b.d.Observe(context.Background(), []string{b.name})
+	if err != nil {
+		return err
+	}
+	recs, err := b.store.Records(b.d.Name(), []string{b.name})
+	if err != nil {
+		return err
+	}
+	p := reconcile.PlanDestroy([]string{b.name}, live, recs, b.d.Caps(), reconcile.Options{Adopt: true})
+	if err := p.Err(); err != nil {
+		return err
+	}
+	if err := p.Prepare(b.d, live); err != nil {
+		return err
+	}
+	return reconcile.Apply(context.Background(), b.d, p, reconcile.ApplyOptions{Records: b.store})
+}
+
+// labelled lists what the cluster holds labelled as a sandbox's, of
+// every kind the driver makes.
+func (c *cluster) labelled(name string) []string {
+	c.t.Helper()
+	out := c.Kubectl(c.t, "-n", c.ns, "get",
+		"sandboxes.agents.x-k8s.io,sandboxclaims.extensions.agents.x-k8s.io,sandboxwarmpools.extensions.agents.x-k8s.io,sandboxtemplates.extensions.agents.x-k8s.io,pods,networkpolicies.networking.k8s.io,persistentvolumeclaims",
+		"-l", LabelSandbox+"="+name, "-o", "name")
+	return strings.Fields(out)
+}
+
+// podsOf returns the test namespace's pods by name, with their labels
+// and address.
+func (c *cluster) pods() map[string]struct {
+	labels map[string]string
+	ip     string
+	uid    string
+} {
+	out, err := c.kubectlErr("-n", c.ns, "get", "pods", "-o", "json")
+	res := map[string]struct {
+		labels map[string]string
+		ip     string
+		uid    string
+	}{}
+	if err != nil {
+		return res
+	}
+	var l struct {
+		Items []struct {
+			Metadata struct {
+				Name   string            `json:"name"`
+				UID    string            `json:"uid"`
+				Labels map[string]string `json:"labels"`
+			} `json:"metadata"`
+			Status struct {
+				PodIP string `json:"podIP"`
+			} `json:"status"`
+		} `json:"items"`
+	}
+	json.Unmarshal([]byte(out), &l)
+	for _, it := range l.Items {
+		res[it.Metadata.Name] = struct {
+			labels map[string]string
+			ip     string
+			uid    string
+		}{it.Metadata.Labels, it.Status.PodIP, it.Metadata.UID}
+	}
+	return res
+}
+
+func (c *cluster) kubectlErr(args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	cmd := c.Command(ctx, args...)
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	if err != nil {
+		return out.String(), fmt.Errorf("kubectl %s: %v: %s", strings.Join(args, " "), err, errOut.String())
+	}
+	return out.String(), nil
+}
+
+// syncBuffer is a buffer safe for concurrent writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

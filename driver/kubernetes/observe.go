@@ -1,0 +1,406 @@
+package kubernetes
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/sbxhq/sbx/driver/runner"
+	"github.com/sbxhq/sbx/egress"
+	"github.com/sbxhq/sbx/reconcile"
+	"github.com/sbxhq/sbx/spec"
+)
+
+// observed is what Observe read of a sandbox for its Calls.
+type observed struct {
+	place     place
+	egressIP  string // the proxy pod's address, "" when it has none
+	suspended bool
+	// workspace is the sandbox's workspace volume as made: its mount
+	// path, read-only-ness and claim (a replacement keeps the volume only
+	// when the file still wants the same).
+	workspace spec.Workspace
+	size      string
+	class     string
+	pool      *poolState
+}
+
+func detailOf(live *reconcile.Live) *observed {
+	if live != nil {
+		if o, ok := live.Detail.(*observed); ok {
+			return o
+		}
+	}
+	return nil
+}
+
+// listing is one namespace's objects labelled as sbx's, by sandbox.
+type listing struct {
+	sandboxes map[string]*sandboxObj
+	proxies   map[string]*podObj // the proxy pod of each sandbox
+	policies  map[string]map[string]bool
+	pools     map[string]*poolState
+	// poolProxies are the proxy pods of warm pools.
+	poolProxies map[string]*podObj
+}
+
+type sandboxObj struct {
+	meta   meta
+	spec   sandboxSpec
+	status sandboxStatus
+}
+
+type podObj struct {
+	meta   meta
+	status podStatus
+}
+
+// poolState is a sandbox's warm pool as listed.
+type poolState struct {
+	replicas, ready int
+	template        string
+}
+
+// The listing's kinds. SandboxWarmPool is agent-sandbox's extension
+// (--extensions on the controller); a cluster without it has no pools.
+const (
+	kindsCore  = "sandboxes.agents.x-k8s.io,pods,networkpolicies.networking.k8s.io"
+	kindsPools = ",sandboxwarmpools.extensions.agents.x-k8s.io"
+	// listSelector leaves out the sandboxes' own pods, which agent-sandbox
+	// reports in each Sandbox's status.
+	listSelector = LabelManaged + "=true," + LabelRole + " notin (" + roleAgent + "," + rolePoolAgent + ")"
+)
+
+// Observe lists, once per place the sandboxes live in, every object sbx
+// labelled there (one kubectl call: one list request per kind), and
+// builds each sandbox's Live from it. Nothing is asked per sandbox: the
+// proxy's policy is the one sbx last put in force, kept on its pod.
+func (d *Driver) Observe(ctx context.Context, names []string) (map[string]*reconcile.Live, error) {
+	byPlace := map[place][]string{}
+	var places []place
+	for _, n := range names {
+		p := d.where(n)
+		if _, ok := byPlace[p]; !ok {
+			places = append(places, p)
+		}
+		byPlace[p] = append(byPlace[p], n)
+	}
+	listings := make([]*listing, len(places))
+	errs := make([]error, len(places))
+	var wg sync.WaitGroup
+	for i, p := range places {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			listings[i], errs[i] = d.list(ctx, p)
+		}()
+	}
+	wg.Wait()
+	live := map[string]*reconcile.Live{}
+	for i, p := range places {
+		if errs[i] != nil {
+			return nil, errs[i]
+		}
+		for _, n := range byPlace[p] {
+			if l := d.liveOf(n, p, listings[i]); l != nil {
+				live[n] = l
+			}
+		}
+	}
+	return live, nil
+}
+
+// list reads a place's objects.
+func (d *Driver) list(ctx context.Context, p place) (*listing, error) {
+	d.mu.Lock()
+	kinds := kindsCore
+	if !d.noPools[p] {
+		kinds += kindsPools
+	}
+	d.mu.Unlock()
+	args := []string{"get", kinds, "-l", listSelector, "-o", "json"}
+	out, err := d.run(ctx, p, args...)
+	var re *runner.Error
+	if err != nil && errors.As(err, &re) {
+		switch {
+		case strings.Contains(re.Stderr, `resource type "sandboxwarmpools`):
+			d.mu.Lock()
+			d.noPools[p] = true
+			d.mu.Unlock()
+			return d.list(ctx, p)
+		case strings.Contains(re.Stderr, `resource type "sandboxes`):
+			return nil, fmt.Errorf("the cluster (%s) has no agent-sandbox Sandbox resource (sandboxes.agents.x-k8s.io, v1beta1): install agent-sandbox v1.0 or later", p)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return parseListing(runner.Quote(d.kubectl(p, args...)), out)
+}
+
+// parseListing reads `kubectl get KINDS -o json`: a List (apiVersion v1)
+// whose items are the kinds asked for. Any other shape, an unknown kind,
+// or a field the driver relies on with another type or value is an error
+// naming the command and the object, never a guess.
+func parseListing(cmd string, out []byte) (*listing, error) {
+	var l list
+	if err := json.Unmarshal(out, &l); err != nil {
+		return nil, fmt.Errorf("%s: cannot parse its JSON: %v", cmd, err)
+	}
+	if l.APIVersion != "v1" || l.Kind != "List" {
+		return nil, fmt.Errorf("%s: expected a v1 List, got %s %s", cmd, l.APIVersion, l.Kind)
+	}
+	res := &listing{sandboxes: map[string]*sandboxObj{}, proxies: map[string]*podObj{}, policies: map[string]map[string]bool{},
+		pools: map[string]*poolState{}, poolProxies: map[string]*podObj{}}
+	for i, it := range l.Items {
+		bad := func(format string, args ...any) error {
+			return fmt.Errorf("%s: item %d (%s %s): %s", cmd, i, it.Kind, it.Metadata.Name, fmt.Sprintf(format, args...))
+		}
+		name := it.Metadata.Labels[LabelSandbox]
+		if it.Metadata.Name == "" || name == "" {
+			return nil, bad("no name or no %s label", LabelSandbox)
+		}
+		role := it.Metadata.Labels[LabelRole]
+		switch {
+		case it.Kind == "Sandbox" && it.APIVersion == apiSandbox:
+			if role != roleSandbox {
+				continue // a warm pool's sandbox (agent-sandbox labels it itself)
+			}
+			s := &sandboxObj{meta: it.Metadata}
+			if err := json.Unmarshal(it.Spec, &s.spec); err != nil {
+				return nil, bad("spec: %v", err)
+			}
+			if len(it.Status) > 0 {
+				if err := json.Unmarshal(it.Status, &s.status); err != nil {
+					return nil, bad("status: %v", err)
+				}
+			}
+			switch s.spec.OperatingMode {
+			case "", "Running", "Suspended":
+			default:
+				return nil, bad("spec.operatingMode: unknown value %q (known: Running, Suspended)", s.spec.OperatingMode)
+			}
+			for _, c := range s.status.Conditions {
+				if c.Status != "True" && c.Status != "False" && c.Status != "Unknown" {
+					return nil, bad("status.conditions: %s has status %q", c.Type, c.Status)
+				}
+			}
+			res.sandboxes[name] = s
+		case it.Kind == "Pod" && it.APIVersion == "v1":
+			p := &podObj{meta: it.Metadata}
+			if len(it.Status) > 0 {
+				if err := json.Unmarshal(it.Status, &p.status); err != nil {
+					return nil, bad("status: %v", err)
+				}
+			}
+			switch role {
+			case roleEgress:
+				res.proxies[name] = p
+			case rolePoolProxy:
+				res.poolProxies[name] = p
+			}
+		case it.Kind == "NetworkPolicy" && it.APIVersion == apiNetworking:
+			if res.policies[name] == nil {
+				res.policies[name] = map[string]bool{}
+			}
+			res.policies[name][it.Metadata.Name] = it.Metadata.DeletionTimestamp == ""
+		case it.Kind == "SandboxWarmPool" && it.APIVersion == apiExtensions:
+			var s struct {
+				Replicas           *int `json:"replicas"`
+				SandboxTemplateRef struct {
+					Name string `json:"name"`
+				} `json:"sandboxTemplateRef"`
+			}
+			var st struct {
+				ReadyReplicas int `json:"readyReplicas"`
+			}
+			if err := json.Unmarshal(it.Spec, &s); err != nil || s.Replicas == nil {
+				return nil, bad("spec.replicas: missing or not an integer (%v)", err)
+			}
+			if len(it.Status) > 0 {
+				if err := json.Unmarshal(it.Status, &st); err != nil {
+					return nil, bad("status: %v", err)
+				}
+			}
+			res.pools[name] = &poolState{replicas: *s.Replicas, ready: st.ReadyReplicas, template: s.SandboxTemplateRef.Name}
+		default:
+			return nil, bad("unexpected kind %s/%s in the listing", it.APIVersion, it.Kind)
+		}
+	}
+	return res, nil
+}
+
+// liveOf builds a sandbox's Live from its place's listing; nil when it
+// does not exist and nothing needs saying about it.
+func (d *Driver) liveOf(name string, p place, ls *listing) *reconcile.Live {
+	sp := d.specOf(name)
+	notes := notesFor(sp)
+	sb := ls.sandboxes[name]
+	if sb == nil {
+		if len(notes) == 0 {
+			return nil
+		}
+		return &reconcile.Live{Name: name, Notes: append(notes, createNotes(sp)...)}
+	}
+	l := &reconcile.Live{Name: name, Exists: true, Notes: notes}
+	if sb.meta.Labels[LabelManaged] != "true" || sb.meta.Name != name {
+		return l
+	}
+	l.Managed = true
+	ann := sb.meta.Annotations
+	if rec := ann[annRecord]; rec != "" {
+		var r reconcile.Record
+		if err := json.Unmarshal([]byte(rec), &r); err == nil {
+			l.Record = &r
+		}
+	}
+	l.Agent = ann[annAgent]
+	l.Hardening = ann[annHardening]
+	o := &observed{place: p, suspended: sb.spec.OperatingMode == "Suspended"}
+	ps := sb.spec.PodTemplate.Spec
+	l.Kubernetes.RuntimeClassName = ps.RuntimeClassName
+	for _, c := range ps.Containers {
+		if c.Name != agentName {
+			continue
+		}
+		l.Template = c.Image
+		if strings.Contains(c.Image, "/sbx-template-"+name+":") {
+			l.Template = "" // built by sbx: the record's build hash tracks it
+		}
+		for _, m := range c.VolumeMounts {
+			if m.Name == "workspace" {
+				l.Workspace = spec.Workspace{Path: m.MountPath, ReadOnly: m.ReadOnly}
+			}
+		}
+		if c.Resources != nil {
+			l.Resources.CPUs, _ = parseCPU(c.Resources.Limits["cpu"])
+			l.Resources.Memory, _ = parseBytes(c.Resources.Limits["memory"])
+		}
+		if sc := c.SecurityContext; sc != nil && sc.AllowPrivilegeEscalation != nil {
+			l.NoNewPrivileges = !*sc.AllowPrivilegeEscalation
+		}
+	}
+	o.workspace = l.Workspace
+	for _, ct := range sb.spec.VolumeClaimTemplates {
+		if ct.Metadata.Name == "workspace" {
+			l.Kubernetes.WorkspaceSize = ct.Spec.Resources.Requests["storage"]
+			if ct.Spec.StorageClassName != nil {
+				l.Kubernetes.StorageClass = *ct.Spec.StorageClassName
+			}
+		}
+	}
+	o.size, o.class = l.Kubernetes.WorkspaceSize, l.Kubernetes.StorageClass
+	if pool := ls.pools[name]; pool != nil {
+		l.Kubernetes.WarmPool = pool.replicas
+		o.pool = pool
+	}
+	switch {
+	case o.suspended:
+		l.Stopped, l.Status = true, "suspended"
+	case conditionTrue(sb.status.Conditions, "Ready"):
+		l.Status = "running"
+	default:
+		l.Status = "not ready"
+		if c := conditionOf(sb.status.Conditions, "Ready"); c != nil {
+			l.Status += ": " + c.Reason
+		}
+	}
+	proxy := ls.proxies[name]
+	if proxy == nil || proxy.meta.DeletionTimestamp != "" {
+		l.Missing = append(l.Missing, "egress proxy")
+	} else {
+		o.egressIP = proxy.status.PodIP
+		var pol egress.Policy
+		if err := json.Unmarshal([]byte(proxy.meta.Annotations[annPolicy]), &pol); err == nil {
+			l.Network = reconcile.LiveNetwork{Policy: pol.Default, Allow: pol.Allow, Deny: pol.Deny, BlockCIDRs: pol.BlockCIDRs}
+		}
+	}
+	pols := ls.policies[name]
+	if !pols[sandboxPolicyName(name)] || !pols[egressPolicyName(name)] {
+		l.Missing = append(l.Missing, "network policy")
+	}
+	l.Detail = o
+	return l
+}
+
+// notesFor are what every plan of the sandbox says: that its egress is
+// only advisory, when the file accepts that.
+func notesFor(sp *spec.Spec) []string {
+	if sp == nil || sp.K8s().Egress != spec.EgressAdvisory {
+		return nil
+	}
+	return []string{"EGRESS IS ADVISORY (kubernetes.egress: advisory): nothing checks that the cluster enforces the NetworkPolicy that pins this sandbox to its egress proxy; where it does not, the agent can bypass the proxy and its allow-list"}
+}
+
+// createNotes say what a new sandbox's workspace is.
+func createNotes(sp *spec.Spec) []string {
+	if sp == nil {
+		return nil
+	}
+	return []string{fmt.Sprintf("the workspace is a copy: %s is copied into the sandbox's volume when it is created; the agent's changes stay there until 'sbx pull' copies them back (sbx push copies the host's over)", sp.Workspace.Path)}
+}
+
+func conditionOf(cs []condition, typ string) *condition {
+	for i := range cs {
+		if cs[i].Type == typ {
+			return &cs[i]
+		}
+	}
+	return nil
+}
+
+func conditionTrue(cs []condition, typ string) bool {
+	c := conditionOf(cs, typ)
+	return c != nil && c.Status == "True"
+}
+
+// parseCPU reads a CPU quantity ("1500m", "2", "0.5"; core/v1
+// ResourceList, resource.Quantity).
+func parseCPU(q string) (float64, error) {
+	if q == "" {
+		return 0, nil
+	}
+	if m, ok := strings.CutSuffix(q, "m"); ok {
+		n, err := strconv.ParseInt(m, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("cpu quantity %q", q)
+		}
+		return float64(n) / 1000, nil
+	}
+	f, err := strconv.ParseFloat(q, 64)
+	if err != nil || f < 0 || math.IsInf(f, 0) {
+		return 0, fmt.Errorf("cpu quantity %q", q)
+	}
+	return f, nil
+}
+
+// parseBytes reads a memory or storage quantity ("8589934592", "512Mi",
+// "1G").
+func parseBytes(q string) (int64, error) {
+	if q == "" {
+		return 0, nil
+	}
+	units := []struct {
+		suffix string
+		mult   float64
+	}{{"Ki", 1 << 10}, {"Mi", 1 << 20}, {"Gi", 1 << 30}, {"Ti", 1 << 40}, {"Pi", 1 << 50}, {"Ei", 1 << 60},
+		{"k", 1e3}, {"M", 1e6}, {"G", 1e9}, {"T", 1e12}, {"P", 1e15}, {"E", 1e18}}
+	mult := 1.0
+	num := q
+	for _, u := range units {
+		if n, ok := strings.CutSuffix(q, u.suffix); ok {
+			num, mult = n, u.mult
+			break
+		}
+	}
+	f, err := strconv.ParseFloat(num, 64)
+	if err != nil || f < 0 || math.IsInf(f, 0) {
+		return 0, fmt.Errorf("quantity %q", q)
+	}
+	return int64(f*mult + 0.5), nil
+}

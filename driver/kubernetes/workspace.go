@@ -1,0 +1,142 @@
+package kubernetes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/sbxhq/sbx/driver/runner"
+	"github.com/sbxhq/sbx/internal/tarball"
+	"github.com/sbxhq/sbx/spec"
+)
+
+// The workspace model: the sandbox works on a copy of the host workspace
+// in its volume, made when the sandbox is created. sbx pull copies the
+// sandbox's copy back over the host's, sbx push the host's over the
+// sandbox's; neither deletes anything the other side lacks.
+
+// Pull copies the sandbox's workspace back over the host workspace. The
+// stream comes from the agent's side (sbx __k8s-tar in the pod, which the
+// agent could have replaced or fed): tarball.Extract keeps it inside the
+// workspace, off symlinks, within bounds, and, while workspace.protect is
+// on, away from the sandbox's own declaration and .git's config and hooks.
+func (d *Driver) Pull(ctx context.Context, sp *spec.Spec, w io.Writer) error {
+	p, pod := d.target(sp.Name)
+	root, err := os.OpenRoot(sp.Workspace.Path)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	pr, pw := io.Pipe()
+	type result struct {
+		st  *tarball.Stats
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		st, err := tarball.Extract(ctx, pr, root, tarball.ExtractOptions{Limits: tarball.DefaultLimits, Protected: protectedIn(sp)})
+		// Whatever is left of the stream is not read: the pod's side
+		// sees a closed pipe.
+		pr.CloseWithError(errors.New("extraction ended"))
+		done <- result{st, err}
+	}()
+	args := d.kubectl(p, "exec", pod, "-c", agentName, "--", helperPath, "__k8s-tar", sp.Workspace.Path)
+	runErr := d.opts.Runner.Run(ctx, runner.Cmd{Args: args, Stdout: pw, StreamStdout: true})
+	pw.Close()
+	res := <-done
+	if res.err != nil {
+		return fmt.Errorf("pulling the workspace of %q: %w", sp.Name, res.err)
+	}
+	if runErr != nil {
+		return fmt.Errorf("pulling the workspace of %q: %w", sp.Name, runErr)
+	}
+	report(w, "pulled", sp.Workspace.Path, res.st)
+	return nil
+}
+
+// Push copies the host workspace over the sandbox's.
+func (d *Driver) Push(ctx context.Context, sp *spec.Spec, w io.Writer) error {
+	p, pod := d.target(sp.Name)
+	pr, pw := io.Pipe()
+	werr := make(chan error, 1)
+	go func() {
+		err := writeWorkspace(ctx, sp.Workspace.Path, pw)
+		pw.CloseWithError(err)
+		werr <- err
+	}()
+	out, err := d.runInput(ctx, p, pr, "exec", "-i", pod, "-c", agentName, "--", helperPath, "__k8s-prepare", "--untar", sp.Workspace.Path)
+	pr.Close()
+	if wErr := <-werr; wErr != nil && err == nil {
+		err = wErr
+	}
+	if err != nil {
+		return fmt.Errorf("pushing the workspace of %q: %w", sp.Name, err)
+	}
+	fmt.Fprintf(w, "pushed %s into sandbox %q (%s)\n", sp.Workspace.Path, sp.Name, strings.TrimSpace(string(out)))
+	return nil
+}
+
+func report(w io.Writer, verb, dir string, st *tarball.Stats) {
+	fmt.Fprintf(w, "%s %d files, %d directories and %d links (%d bytes) into %s\n", verb, st.Files, st.Dirs, st.Links, st.Bytes, dir)
+	if n := len(st.Skipped) + st.SkippedMore; n > 0 {
+		fmt.Fprintf(w, "skipped %d entries:\n", n)
+		for _, s := range st.Skipped {
+			fmt.Fprintf(w, "  %s\n", s)
+		}
+		if st.SkippedMore > 0 {
+			fmt.Fprintf(w, "  … and %d more\n", st.SkippedMore)
+		}
+	}
+}
+
+// protectedIn is what a pull never writes while workspace.protect is on,
+// as paths relative to the workspace: what the docker driver mounts
+// read-only (driver/docker/protect.go): every layer of the declaration,
+// sandbox.local.yaml, the loop's prompt, the template's build context
+// (its Dockerfile and .dockerignore when the context holds the
+// workspace), .git/config and .git/hooks.
+func protectedIn(sp *spec.Spec) func(string) bool {
+	if !sp.Protect {
+		return nil
+	}
+	set := map[string]bool{".git/config": true, ".git/hooks": true}
+	add := func(path string) {
+		if rel, err := filepath.Rel(sp.Workspace.Path, path); err == nil && filepath.IsLocal(rel) {
+			set[foldName(filepath.ToSlash(rel))] = true
+		}
+	}
+	for _, decl := range sp.Declarations {
+		add(decl.Path)
+	}
+	if len(sp.Declarations) > 0 {
+		add(spec.LocalPath(sp.Declarations[0].Path))
+	}
+	if sp.Loop != nil && sp.Loop.Prompt != "" {
+		add(sp.Loop.Prompt)
+	}
+	if b := sp.Template.Build; b != nil {
+		if b.Context != sp.Workspace.Path && !spec.Within(sp.Workspace.Path, b.Context) {
+			add(b.Context)
+		} else {
+			add(filepath.Join(b.Context, b.Dockerfile))
+			add(filepath.Join(b.Context, ".dockerignore"))
+		}
+	}
+	return func(rel string) bool { return set[foldName(rel)] }
+}
+
+// foldName is a path as a case-insensitive file system (macOS, Windows)
+// sees it: ".GIT/Hooks" is .git/hooks there, and Windows drops trailing
+// dots and spaces. Protected names are compared folded everywhere: on a
+// case-sensitive system that protects a few more names, never fewer.
+func foldName(rel string) string {
+	parts := strings.Split(strings.ToLower(rel), "/")
+	for i, p := range parts {
+		parts[i] = strings.TrimRight(p, ". ")
+	}
+	return strings.Join(parts, "/")
+}
