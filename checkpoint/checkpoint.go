@@ -18,7 +18,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -256,33 +255,4 @@ type Image struct {
 	ID      string
 	Size    int64
 	Created time.Time
-}
-
-// ReplaceFile writes what r yields to path through a new file in the same
-// directory renamed over it: whatever was at path, a symbolic link
-// included, is replaced, never written through (the agent can plant links
-// in its workspace, where an export may be written).
-func ReplaceFile(path string, perm os.FileMode, write func(w io.Writer) error) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	err = write(f)
-	if err == nil {
-		err = f.Chmod(perm)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-	}
-	return err
 }

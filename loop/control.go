@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/sbxhq/sbx/internal/atomicfile"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -254,11 +255,7 @@ func writeAtomic(path string, v any) error {
 }
 
 func writeFileAtomic(path string, data []byte) error {
-	tmp := path + ".tmp-" + randomID(4)
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return atomicfile.ReplaceBytes(path, data, 0o600)
 }
 
 func randomID(n int) string {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sbxhq/sbx/checkpoint"
 	"github.com/sbxhq/sbx/driver"
+	"github.com/sbxhq/sbx/internal/atomicfile"
 	"github.com/sbxhq/sbx/reconcile"
 	"github.com/sbxhq/sbx/spec"
 )
@@ -150,7 +151,7 @@ func (c *Checkpoints) Export(ctx context.Context, name, path string) error {
 	if _, err := c.Catalog.Get(c.Backend.Name(), name); err != nil {
 		return err
 	}
-	return checkpoint.ReplaceFile(path, 0o600, func(w io.Writer) error { return b.ExportCheckpoint(ctx, name, w) })
+	return atomicfile.Replace(path, 0o600, func(w io.Writer) error { return b.ExportCheckpoint(ctx, name, w) })
 }
 
 // Import loads the archive at path as checkpoint name: checked and
@@ -182,7 +183,7 @@ func (c *Checkpoints) Import(ctx context.Context, name, path string, lim checkpo
 		checkpoint.LabelPrefix + "checkpoint.origin":  checkpoint.OriginImported,
 		checkpoint.LabelPrefix + "checkpoint.created": cp.Created.Format(time.RFC3339),
 	}
-	err = checkpoint.ReplaceFile(archive, 0o600, func(w io.Writer) error {
+	err = atomicfile.Replace(archive, 0o600, func(w io.Writer) error {
 		return checkpoint.Sanitize(path, checkpoint.Ref(name), labels, lim, w)
 	})
 	if err != nil {
@@ -309,7 +310,7 @@ func moveFile(src, dst string) error {
 		return err
 	}
 	defer in.Close()
-	return checkpoint.ReplaceFile(dst, 0o600, func(w io.Writer) error {
+	return atomicfile.Replace(dst, 0o600, func(w io.Writer) error {
 		_, err := io.Copy(w, in)
 		return err
 	})

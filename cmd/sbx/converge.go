@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/sbxhq/sbx/internal/atomicfile"
 	"github.com/sbxhq/sbx/reconcile"
 	"github.com/sbxhq/sbx/session"
 	"github.com/sbxhq/sbx/spec"
@@ -112,7 +113,7 @@ func savePlan(path string, p *reconcile.Changes) error {
 	if err := p.Save(&b); err != nil {
 		return err
 	}
-	return replaceFile(path, b.Bytes(), 0o600)
+	return atomicfile.ReplaceBytes(path, b.Bytes(), 0o600)
 }
 
 // render prints a plan for people, or the no-changes line.

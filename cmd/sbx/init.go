@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/sbxhq/sbx/internal/atomicfile"
 	"github.com/sbxhq/sbx/loop"
 	"github.com/sbxhq/sbx/schema"
 	"github.com/sbxhq/sbx/session"
@@ -84,7 +85,7 @@ func (a *app) init(agent, file string, force bool) int {
 // link too, never what it points at).
 func writeInit(file string, data []byte, force bool) error {
 	if force {
-		return replaceFile(file, data, 0o644)
+		return atomicfile.ReplaceBytes(file, data, 0o644)
 	}
 	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {

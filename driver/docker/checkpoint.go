@@ -16,6 +16,7 @@ import (
 	"github.com/sbxhq/sbx/checkpoint"
 	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/driver/runner"
+	"github.com/sbxhq/sbx/internal/atomicfile"
 	"github.com/sbxhq/sbx/reconcile"
 )
 
@@ -190,7 +191,7 @@ func (d *Driver) ExportCheckpoint(ctx context.Context, name string, w io.Writer)
 
 // exportTo writes the checkpoint's archive to a private path sbx chose.
 func (d *Driver) exportTo(ctx context.Context, name, path string) error {
-	return checkpoint.ReplaceFile(path, 0o600, func(w io.Writer) error { return d.ExportCheckpoint(ctx, name, w) })
+	return atomicfile.Replace(path, 0o600, func(w io.Writer) error { return d.ExportCheckpoint(ctx, name, w) })
 }
 
 // ImportCheckpoint loads a sanitized archive (`docker load`), which names

@@ -32,6 +32,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/sbxhq/sbx/internal/atomicfile"
 	"github.com/sbxhq/sbx/internal/tarball"
 )
 
@@ -172,7 +173,7 @@ func Prepare(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		if *upstreamFile == "" {
 			return fail(errors.New("--upstream needs --upstream-file"))
 		}
-		if err := writeAtomic(*upstreamFile, []byte(*upstream+"\n")); err != nil {
+		if err := atomicfile.ReplaceBytes(*upstreamFile, []byte(*upstream+"\n"), 0o644); err != nil {
 			return fail(err)
 		}
 	}
@@ -201,14 +202,6 @@ func Prepare(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return fail(err)
 	}
 	return 0
-}
-
-func writeAtomic(path string, data []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }
 
 // probe dials open until it answers (the proxy may be starting), then
