@@ -127,7 +127,10 @@ func (d *Driver) list(ctx context.Context, p place) (*listing, error) {
 		kinds += kindsPools
 	}
 	d.mu.Unlock()
-	args := []string{"get", kinds, "-l", listSelector, "-o", "json"}
+	// --chunk-size=0: one request per kind however many objects (kubectl
+	// otherwise pages by 500, so 500 sandboxes' 1000 NetworkPolicies took
+	// two).
+	args := []string{"get", kinds, "-l", listSelector, "-o", "json", "--chunk-size=0"}
 	out, err := d.run(ctx, p, args...)
 	var re *runner.Error
 	if err != nil && errors.As(err, &re) {
