@@ -11,6 +11,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -297,5 +298,54 @@ func TestKwokScale(t *testing.T) {
 	reqs, cmds = f.requests(t)
 	if diff := cmp.Diff(oneListPerKind, reqs); diff != "" {
 		t.Errorf("the API requests of sbx status (-want +got):\n%s\nkubectl commands: %q", diff, cmds)
+	}
+}
+
+// BenchmarkKwokPlan times a no-op sbx plan of 1, 50 and 500 sandboxes on
+// the fake node (the whole sbx process), and the one kubectl command that
+// plan runs against the cluster, alone: the difference is sbx's own time
+// beyond the API calls (BENCHMARKS.md).
+func BenchmarkKwokPlan(b *testing.B) {
+	for _, n := range []int{1, 50, 500} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			f := newFleet(b, n)
+			f.requests(b)
+			if out, code := f.sbx(b, append([]string{"plan", "--detailed-exitcode"}, f.files...)...); code != 0 {
+				b.Fatalf("sbx plan: exit %d\n%.3000s", code, out)
+			}
+			// The command plan ran against the cluster, as the wrapper
+			// logged it.
+			reqs, cmds := f.requests(b)
+			if diff := cmp.Diff(oneListPerKind, reqs); diff != "" {
+				b.Fatalf("the API requests of sbx plan (-want +got):\n%s", diff)
+			}
+			var list []string
+			for _, c := range cmds {
+				if len(c) > 0 && slices.Contains(c, "get") {
+					list = c
+				}
+			}
+			if list == nil {
+				b.Fatalf("no kubectl get among %q", cmds)
+			}
+			// Timed with the real kubectl, not the logging wrapper.
+			f.env = append(f.env, "SBX_KUBECTL="+f.KubectlPath())
+			b.Run("sbx-plan", func(b *testing.B) {
+				for b.Loop() {
+					if out, code := f.sbx(b, append([]string{"plan", "--detailed-exitcode"}, f.files...)...); code != 0 {
+						b.Fatalf("sbx plan: exit %d\n%.3000s", code, out)
+					}
+				}
+			})
+			b.Run("kubectl-get", func(b *testing.B) {
+				for b.Loop() {
+					cmd := exec.CommandContext(b.Context(), f.KubectlPath(), list...)
+					cmd.Env = f.env
+					if out, err := cmd.CombinedOutput(); err != nil {
+						b.Fatalf("%s: %v\n%.2000s", strings.Join(list, " "), err, out)
+					}
+				}
+			})
+		})
 	}
 }
