@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -253,7 +254,11 @@ func (d *Driver) createObjects(ctx context.Context, sp *spec.Spec, p place, rec 
 // sandboxObjects are the objects of a new sandbox: its proxy, its
 // policies and the Sandbox.
 func (d *Driver) sandboxObjects(ctx context.Context, sp *spec.Spec, p place, rec *reconcile.Record, helper, image string) ([]object, error) {
-	proxy, err := proxyPod(sp, egressPodName(sp.Name), p.namespace, helper, roleEgress, egress.PolicyOf(sp, d.nodeAddrs(ctx, p)))
+	nodes, err := d.nodeAddrs(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	proxy, err := proxyPod(sp, egressPodName(sp.Name), p.namespace, helper, roleEgress, egress.PolicyOf(sp, nodes))
 	if err != nil {
 		return nil, err
 	}
@@ -266,18 +271,38 @@ func (d *Driver) sandboxObjects(ctx context.Context, sp *spec.Spec, p place, rec
 	return append(objs, sb), nil
 }
 
-// nodeAddrs are the cluster's node addresses (status.addresses of
-// `kubectl get nodes -o json`), which the proxy refuses whatever the
-// policy says: a sandbox has no business with its node's kubelet. A user
-// who may not list nodes gets none (the proxy still refuses its own
-// gateway, the node's address on the pod network).
-func (d *Driver) nodeAddrs(ctx context.Context, p place) []string {
-	out, err := d.run(ctx, p, "get", "nodes", "-o", "json")
+// nodeAddrs are the cluster's node addresses, which the proxy refuses
+// whatever the policy says: a sandbox has no business with its node's
+// kubelet. Without them the proxy would not know what to refuse, so a
+// user who may not list nodes, or a listing of another shape, is an
+// error, never a proxy without them.
+func (d *Driver) nodeAddrs(ctx context.Context, p place) ([]string, error) {
+	args := []string{"get", "nodes", "-o", "json"}
+	out, err := d.run(ctx, p, args...)
 	if err != nil {
-		return nil
+		return nil, fmt.Errorf("listing the cluster's nodes, whose addresses every sandbox's egress proxy refuses (sbx needs permission to list nodes): %w", err)
 	}
+	addrs, err := parseNodeAddrs(out)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", runner.Quote(d.kubectl(p, args...)), err)
+	}
+	return hostAddrsOf(addrs), nil
+}
+
+// parseNodeAddrs reads `kubectl get nodes -o json`: a v1 List of v1 Nodes,
+// each with status.addresses of {type, address} (core/v1 NodeStatus,
+// NodeAddress; the types are core/v1 NodeAddressType). The IP types'
+// addresses must be IP addresses. Any other shape is an error.
+func parseNodeAddrs(out []byte) ([]string, error) {
 	var l struct {
-		Items []struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Items      []struct {
+			APIVersion string `json:"apiVersion"`
+			Kind       string `json:"kind"`
+			Metadata   struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
 			Status struct {
 				Addresses []struct {
 					Type    string `json:"type"`
@@ -286,18 +311,34 @@ func (d *Driver) nodeAddrs(ctx context.Context, p place) []string {
 			} `json:"status"`
 		} `json:"items"`
 	}
-	if json.Unmarshal(out, &l) != nil {
-		return nil
+	if err := json.Unmarshal(out, &l); err != nil {
+		return nil, fmt.Errorf("cannot parse its JSON: %v", err)
+	}
+	if l.APIVersion != "v1" || l.Kind != "List" {
+		return nil, fmt.Errorf("expected a v1 List, got %q %q", l.APIVersion, l.Kind)
 	}
 	var addrs []string
-	for _, n := range l.Items {
+	for i, n := range l.Items {
+		if n.APIVersion != "v1" || n.Kind != "Node" || n.Metadata.Name == "" {
+			return nil, fmt.Errorf("item %d: expected a v1 Node with a name, got %q %q %q", i, n.APIVersion, n.Kind, n.Metadata.Name)
+		}
 		for _, a := range n.Status.Addresses {
-			if a.Type == "InternalIP" || a.Type == "ExternalIP" {
+			switch a.Type {
+			case "InternalIP", "ExternalIP":
+				if _, err := netip.ParseAddr(a.Address); err != nil {
+					return nil, fmt.Errorf("node %s: %s %q is not an IP address", n.Metadata.Name, a.Type, a.Address)
+				}
 				addrs = append(addrs, a.Address)
+			case "Hostname", "InternalDNS", "ExternalDNS":
+				// Names: the proxy resolves and checks every host it
+				// connects to, so a name for a node's address is refused
+				// by its address.
+			default:
+				return nil, fmt.Errorf("node %s: unknown address type %q (known: InternalIP, ExternalIP, Hostname, InternalDNS, ExternalDNS)", n.Metadata.Name, a.Type)
 			}
 		}
 	}
-	return hostAddrsOf(addrs)
+	return addrs, nil
 }
 
 // waitReady waits for objects to be Ready; when they are not, the error
@@ -516,8 +557,11 @@ func (d *Driver) policyCalls(sp *spec.Spec, p place) ([]reconcile.Call, error) {
 	return []reconcile.Call{{
 		Desc: runner.Quote(d.kubectl(p, "attach", "-i", pod, "-c", proxyName)) + "  # set the policy of sandbox.yaml, in force when the proxy answers",
 		Run: func(ctx context.Context) error {
-			pol := egress.PolicyOf(sp, d.nodeAddrs(ctx, p))
-			data, err := json.Marshal(pol)
+			nodes, err := d.nodeAddrs(ctx, p)
+			if err != nil {
+				return err
+			}
+			data, err := json.Marshal(egress.PolicyOf(sp, nodes))
 			if err != nil {
 				return err
 			}
@@ -538,7 +582,11 @@ func (d *Driver) annotateCall(p place, pod string, sp *spec.Spec) reconcile.Call
 	return reconcile.Call{
 		Desc: runner.Quote(d.kubectl(p, "annotate", "pod/"+pod, annPolicy+"=<the policy>", "--overwrite")),
 		Run: func(ctx context.Context) error {
-			data, err := json.Marshal(egress.PolicyOf(sp, d.nodeAddrs(ctx, p)))
+			nodes, err := d.nodeAddrs(ctx, p)
+			if err != nil {
+				return err
+			}
+			data, err := json.Marshal(egress.PolicyOf(sp, nodes))
 			if err != nil {
 				return err
 			}
@@ -654,7 +702,11 @@ func (d *Driver) repairCalls(sp *spec.Spec, p place, parts []string) ([]reconcil
 			}
 			var objs []object
 			if proxy {
-				pod, err := proxyPod(sp, egressPodName(n), p.namespace, helper, roleEgress, egress.PolicyOf(sp, d.nodeAddrs(ctx, p)))
+				nodes, err := d.nodeAddrs(ctx, p)
+				if err != nil {
+					return err
+				}
+				pod, err := proxyPod(sp, egressPodName(n), p.namespace, helper, roleEgress, egress.PolicyOf(sp, nodes))
 				if err != nil {
 					return err
 				}

@@ -56,7 +56,7 @@ func TestMain(m *testing.M) {
 }
 
 // setup builds the static sbx and its helper image once per run.
-func setup(t *testing.T) {
+func setup(t testing.TB) {
 	t.Helper()
 	env.once.Do(func() {
 		env.dir, env.err = os.MkdirTemp("", "sbx-k8s-e2e-")

@@ -107,7 +107,11 @@ func (d *Driver) Observe(ctx context.Context, names []string) (map[string]*recon
 			return nil, errs[i]
 		}
 		for _, n := range byPlace[p] {
-			if l := d.liveOf(n, p, listings[i]); l != nil {
+			l, err := d.liveOf(n, p, listings[i])
+			if err != nil {
+				return nil, err
+			}
+			if l != nil {
 				live[n] = l
 			}
 		}
@@ -123,7 +127,10 @@ func (d *Driver) list(ctx context.Context, p place) (*listing, error) {
 		kinds += kindsPools
 	}
 	d.mu.Unlock()
-	args := []string{"get", kinds, "-l", listSelector, "-o", "json"}
+	// --chunk-size=0: one request per kind however many objects (kubectl
+	// otherwise pages by 500, so 500 sandboxes' 1000 NetworkPolicies took
+	// two).
+	args := []string{"get", kinds, "-l", listSelector, "-o", "json", "--chunk-size=0"}
 	out, err := d.run(ctx, p, args...)
 	var re *runner.Error
 	if err != nil && errors.As(err, &re) {
@@ -236,28 +243,33 @@ func parseListing(cmd string, out []byte) (*listing, error) {
 }
 
 // liveOf builds a sandbox's Live from its place's listing; nil when it
-// does not exist and nothing needs saying about it.
-func (d *Driver) liveOf(name string, p place, ls *listing) *reconcile.Live {
+// does not exist and nothing needs saying about it. What sbx wrote on
+// its objects (the record, the proxy's policy, the resources) and cannot
+// read back is an error naming the object, never a sandbox read as
+// having none of it.
+func (d *Driver) liveOf(name string, p place, ls *listing) (*reconcile.Live, error) {
 	sp := d.specOf(name)
 	notes := notesFor(sp)
 	sb := ls.sandboxes[name]
 	if sb == nil {
 		if len(notes) == 0 {
-			return nil
+			return nil, nil
 		}
-		return &reconcile.Live{Name: name, Notes: append(notes, createNotes(sp)...)}
+		return &reconcile.Live{Name: name, Notes: append(notes, createNotes(sp)...)}, nil
 	}
 	l := &reconcile.Live{Name: name, Exists: true, Notes: notes}
 	if sb.meta.Labels[LabelManaged] != "true" || sb.meta.Name != name {
-		return l
+		return l, nil
 	}
 	l.Managed = true
 	ann := sb.meta.Annotations
 	if rec := ann[annRecord]; rec != "" {
 		var r reconcile.Record
-		if err := json.Unmarshal([]byte(rec), &r); err == nil {
-			l.Record = &r
+		if err := json.Unmarshal([]byte(rec), &r); err != nil {
+			return nil, fmt.Errorf("sandbox %q: the annotation %s of sandboxes.agents.x-k8s.io/%s in namespace %s is not a record sbx wrote (%v); "+
+				"it was changed by hand: remove it (kubectl annotate sandboxes.agents.x-k8s.io/%s %s-) and the record kept on this machine, if any, is used", name, annRecord, name, p.namespace, err, name, annRecord)
 		}
+		l.Record = &r
 	}
 	l.Agent = ann[annAgent]
 	l.Hardening = ann[annHardening]
@@ -278,8 +290,13 @@ func (d *Driver) liveOf(name string, p place, ls *listing) *reconcile.Live {
 			}
 		}
 		if c.Resources != nil {
-			l.Resources.CPUs, _ = parseCPU(c.Resources.Limits["cpu"])
-			l.Resources.Memory, _ = parseBytes(c.Resources.Limits["memory"])
+			var err error
+			if l.Resources.CPUs, err = parseCPU(c.Resources.Limits["cpu"]); err != nil {
+				return nil, fmt.Errorf("sandbox %q: sandboxes.agents.x-k8s.io/%s in namespace %s: the agent container's resources.limits: %v", name, name, p.namespace, err)
+			}
+			if l.Resources.Memory, err = parseBytes(c.Resources.Limits["memory"]); err != nil {
+				return nil, fmt.Errorf("sandbox %q: sandboxes.agents.x-k8s.io/%s in namespace %s: the agent container's resources.limits: memory %v", name, name, p.namespace, err)
+			}
 		}
 		if sc := c.SecurityContext; sc != nil && sc.AllowPrivilegeEscalation != nil {
 			l.NoNewPrivileges = !*sc.AllowPrivilegeEscalation
@@ -316,16 +333,18 @@ func (d *Driver) liveOf(name string, p place, ls *listing) *reconcile.Live {
 	} else {
 		o.egressIP = proxy.status.PodIP
 		var pol egress.Policy
-		if err := json.Unmarshal([]byte(proxy.meta.Annotations[annPolicy]), &pol); err == nil {
-			l.Network = reconcile.LiveNetwork{Policy: pol.Default, Allow: pol.Allow, Deny: pol.Deny, BlockCIDRs: pol.BlockCIDRs}
+		if err := json.Unmarshal([]byte(proxy.meta.Annotations[annPolicy]), &pol); err != nil {
+			return nil, fmt.Errorf("sandbox %q: the annotation %s of pod/%s in namespace %s is not the policy sbx put in force (%v); "+
+				"it was changed by hand, so which policy the proxy enforces is unknown: delete the pod (kubectl delete pod/%s) and sbx apply makes it again with the file's", name, annPolicy, proxy.meta.Name, p.namespace, err, proxy.meta.Name)
 		}
+		l.Network = reconcile.LiveNetwork{Policy: pol.Default, Allow: pol.Allow, Deny: pol.Deny, BlockCIDRs: pol.BlockCIDRs}
 	}
 	pols := ls.policies[name]
 	if !pols[sandboxPolicyName(name)] || !pols[egressPolicyName(name)] {
 		l.Missing = append(l.Missing, "network policy")
 	}
 	l.Detail = o
-	return l
+	return l, nil
 }
 
 // notesFor are what every plan of the sandbox says: that its egress is

@@ -4,16 +4,17 @@ package kubernetes
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/sbxhq/sbx/driver/runner"
 	"github.com/sbxhq/sbx/egress"
-	"github.com/sbxhq/sbx/schema"
-	"github.com/sbxhq/sbx/spec"
+	"github.com/sbxhq/sbx/reconcile"
 )
 
 // observeFixture writes what `kubectl get KINDS -l … -o json` lists for n
@@ -22,24 +23,19 @@ import (
 // kubectl that prints it; it returns a driver using that kubectl, whose
 // trace counts the calls, and the sandboxes' names.
 func observeFixture(t testing.TB, n int) (*Driver, *strings.Builder, []string) {
+	return observeFixtureWith(t, n, nil)
+}
+
+// observeFixtureWith is observeFixture with the listed objects (each
+// sandbox's Sandbox, proxy pod and policies, in that order) changed by
+// edit first.
+func observeFixtureWith(t testing.TB, n int, edit func(t testing.TB, objs []object)) (*Driver, *strings.Builder, []string) {
 	dir := t.(interface{ TempDir() string }).TempDir()
-	sch, err := schema.Compile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Mkdir(filepath.Join(dir, "ws"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(dir, "sandbox.yaml")
-	os.WriteFile(file, []byte("version: 1\nname: base\nagent: shell\ndriver: kubernetes\nworkspace: ws\ntemplate: busybox\nnetwork: {allow: [example.com]}\n"), 0o644)
-	res, err := spec.Load([]string{file}, spec.Options{Schema: sch, LookupEnv: func(string) (string, bool) { return "", false }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	base := testSpec(t, dir)
 	var objs []object
 	var names []string
 	for i := range n {
-		sp := *res.Specs[0]
+		sp := *base
 		sp.Name = fmt.Sprintf("sb-%d", i)
 		names = append(names, sp.Name)
 		sb, err := sandboxObject(&sp, "ns", "busybox", "sbx-helper:1", nil)
@@ -52,6 +48,9 @@ func observeFixture(t testing.TB, n int) (*Driver, *strings.Builder, []string) {
 		}
 		objs = append(objs, sb, proxy)
 		objs = append(objs, policies(&sp, "ns", roleAgent, roleEgress, sandboxPolicyName(sp.Name), egressPolicyName(sp.Name))...)
+	}
+	if edit != nil {
+		edit(t, objs)
 	}
 	doc, err := applyList(objs...)
 	if err != nil {
@@ -103,6 +102,75 @@ func TestObserveListsOnce(t *testing.T) {
 	}
 }
 
+// TestObserveStrict: what sbx wrote on a sandbox's objects and cannot
+// read back (a hand-edited record or policy annotation, a resource limit
+// that is no quantity) fails the observation, naming the object, instead
+// of reading as a sandbox without a record, without a policy or without
+// limits.
+func TestObserveStrict(t *testing.T) {
+	rec := &reconcile.Record{ManagedBy: "sbx", FormatVersion: "1", Driver: "kubernetes", Name: "sb-0"}
+	recJSON, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit := func(res, q string) func(t testing.TB, objs []object) {
+		return func(t testing.TB, objs []object) {
+			var s sandboxSpec
+			if err := json.Unmarshal(objs[0].Spec, &s); err != nil {
+				t.Fatal(err)
+			}
+			for i := range s.PodTemplate.Spec.Containers {
+				if c := &s.PodTemplate.Spec.Containers[i]; c.Name == agentName {
+					c.Resources.Limits[res] = q
+				}
+			}
+			var err error
+			if objs[0].Spec, err = json.Marshal(s); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(t testing.TB, objs []object)
+		err  string // "": observed, with the record rec
+	}{
+		{name: "record", edit: func(t testing.TB, objs []object) { objs[0].Metadata.Annotations[annRecord] = string(recJSON) }},
+		{name: "record not JSON", edit: func(t testing.TB, objs []object) { objs[0].Metadata.Annotations[annRecord] = `{"managedBy":` },
+			err: `sandbox "sb-0": the annotation dev.sbx.record of sandboxes.agents.x-k8s.io/sb-0 in namespace ns is not a record sbx wrote`},
+		{name: "record of another shape", edit: func(t testing.TB, objs []object) { objs[0].Metadata.Annotations[annRecord] = `["sbx"]` },
+			err: `is not a record sbx wrote`},
+		{name: "policy not JSON", edit: func(t testing.TB, objs []object) { objs[1].Metadata.Annotations[annPolicy] = "allow all" },
+			err: `sandbox "sb-0": the annotation dev.sbx.policy of pod/sb-0.egress in namespace ns is not the policy sbx put in force`},
+		{name: "policy gone", edit: func(t testing.TB, objs []object) { delete(objs[1].Metadata.Annotations, annPolicy) },
+			err: `is not the policy sbx put in force`},
+		{name: "cpu", edit: limit("cpu", "lots"), err: `sandbox "sb-0": sandboxes.agents.x-k8s.io/sb-0 in namespace ns: the agent container's resources.limits: cpu quantity "lots"`},
+		{name: "memory", edit: limit("memory", "1Xi"), err: `resources.limits: memory quantity "1Xi"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, _, names := observeFixtureWith(t, 1, func(t testing.TB, objs []object) {
+				if objs[0].Metadata.Annotations == nil {
+					objs[0].Metadata.Annotations = map[string]string{}
+				}
+				tc.edit(t, objs)
+			})
+			live, err := d.Observe(context.Background(), names)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err = %v, want one saying %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(rec, live["sb-0"].Record); diff != "" {
+				t.Errorf("record (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 // BenchmarkObserve500 is sbx's own time to observe 500 sandboxes, with
 // kubectl a process that prints the listing (BENCHMARKS.md).
 func BenchmarkObserve500(b *testing.B) {
@@ -130,8 +198,8 @@ func BenchmarkObserve500Own(b *testing.B) {
 			b.Fatal(err)
 		}
 		for _, n := range names {
-			if d.liveOf(n, place{namespace: "ns"}, ls) == nil {
-				b.Fatal("not found")
+			if l, err := d.liveOf(n, place{namespace: "ns"}, ls); err != nil || l == nil {
+				b.Fatal("not found", err)
 			}
 		}
 	}

@@ -48,7 +48,11 @@ func (d *Driver) poolObjects(ctx context.Context, sp *spec.Spec, p place) ([]obj
 		return nil, err
 	}
 	image := templateImage(sp, d.buildHash(sp, nil))
-	proxy, err := proxyPod(sp, poolProxyName(sp.Name), p.namespace, helper, rolePoolProxy, egress.PolicyOf(sp, d.nodeAddrs(ctx, p)))
+	nodes, err := d.nodeAddrs(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	proxy, err := proxyPod(sp, poolProxyName(sp.Name), p.namespace, helper, rolePoolProxy, egress.PolicyOf(sp, nodes))
 	if err != nil {
 		return nil, err
 	}

@@ -339,3 +339,24 @@ func clusterScript() (string, error) {
 		dir = parent
 	}
 }
+
+// KwokNode is the fake node (kwok) that test/kubernetes/cluster up --kwok
+// adds: pods bound to it are made Running and Ready by kwok without
+// running anything, so a test can have hundreds of them. It carries the
+// taint kwok.x-k8s.io/node=fake:NoSchedule.
+const KwokNode = "kwok-node-0"
+
+// Kwok returns the fake node's name once it is Ready. It skips when the
+// cluster runs without kwok and fails instead when SBX_E2E=1 (.ci/run
+// starts the cluster with --kwok).
+func (e *Env) Kwok(t testing.TB) string {
+	t.Helper()
+	if _, err := e.kubectl(t.Context(), "", "wait", "--for=condition=Ready", "node/"+KwokNode, "--timeout=60s"); err != nil {
+		msg := fmt.Sprintf("no Ready kwok node %s (%v); start it with test/kubernetes/cluster up --kwok", KwokNode, err)
+		if os.Getenv("SBX_E2E") == "1" {
+			t.Fatal("SBX_E2E=1 but " + msg)
+		}
+		t.Skip(msg)
+	}
+	return KwokNode
+}

@@ -1,0 +1,351 @@
+package kubernetes
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/sbxhq/sbx/internal/k8stest"
+	"github.com/sbxhq/sbx/reconcile"
+	"github.com/sbxhq/sbx/schema"
+	"github.com/sbxhq/sbx/spec"
+)
+
+// fleet is n sandboxes on the kwok fake node, made as the driver makes
+// them, in a namespace of the test's own, with the sandbox files sbx
+// plans them from. kwok makes their pods Running and Ready without
+// running anything, so hundreds fit on this machine; what sbx reads of
+// them comes from the real API server and the real agent-sandbox
+// controller.
+type fleet struct {
+	*k8stest.Env
+	ns    string
+	files []string // sbx's -f arguments
+	env   []string // the sbx binary's environment
+	log   string   // the kubectl wrapper's log: its -v=6 request lines
+}
+
+// newFleet makes the sandboxes: for each, its file, the record a create
+// would carry (the plan's own), the driver's objects (proxy pod,
+// NetworkPolicies, Sandbox) bound to the fake node, applied in one
+// server-side apply, then waits until every Sandbox is Ready. The
+// namespace, and with it everything in it, goes when the test ends.
+func newFleet(tb testing.TB, n int) *fleet {
+	tb.Helper()
+	e := k8stest.Cluster(tb)
+	node := e.Kwok(tb)
+	setup(tb)
+	f := &fleet{Env: e, ns: e.Namespace(tb)}
+	// Before the namespace goes (cleanups run last first): its deletion
+	// then waits for nothing but the namespace. (kubectl delete --wait
+	// waits object by object: minutes for 2500.)
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(tb.Context()), 5*time.Minute)
+		defer cancel()
+		del := f.Command(ctx, "-n", f.ns, "delete", "sandboxes.agents.x-k8s.io,pods,networkpolicies.networking.k8s.io,persistentvolumeclaims",
+			"--all", "--wait=false")
+		if out, err := del.CombinedOutput(); err != nil {
+			tb.Errorf("removing the fleet: %v\n%.2000s", err, out)
+		}
+	})
+	dir := tb.TempDir()
+	state := filepath.Join(dir, "state")
+	store, err := reconcile.OpenStore(state)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	key, err := store.Key()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	// kubectl with -v=6 logs each request it makes ("Response" verb=…
+	// url=…) on stderr; the wrapper keeps those apart from what sbx reads.
+	f.log = filepath.Join(dir, "kubectl.log")
+	wrapper := filepath.Join(dir, "kubectl")
+	script := fmt.Sprintf("#!/bin/sh\n{ echo exec; for a in \"$@\"; do echo \"arg $a\"; done; } >>%q\nexec %q -v=6 \"$@\" 2>>%q\n", f.log, e.KubectlPath(), f.log)
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	f.env = append(os.Environ(), "KUBECONFIG="+e.Kubeconfig, "SBX_KUBECTL="+wrapper, "SBX_K8S_HELPER_IMAGE="+env.helper,
+		"SBX_STATE_DIR="+state, "SBX_DOCKER_SBX=", "HOME="+dir, "NO_COLOR=1")
+
+	sch, err := schema.Compile()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	d := New(Options{Kubectl: e.KubectlPath(), Binary: env.binary, HelperImage: env.helper, Namespace: f.ns})
+	var objs []object
+	for i := range n {
+		sd := filepath.Join(dir, fmt.Sprintf("s%d", i))
+		if err := os.MkdirAll(filepath.Join(sd, "ws"), 0o755); err != nil {
+			tb.Fatal(err)
+		}
+		file := filepath.Join(sd, "sandbox.yaml")
+		doc := fmt.Sprintf("version: 1\nname: kw-%d\nagent: shell\ndriver: kubernetes\nworkspace: ws\ntemplate: %s\nnetwork: {allow: [example.com]}\nkubernetes: {namespace: %s}\n",
+			i, k8stest.BusyboxImage, f.ns)
+		if err := os.WriteFile(file, []byte(doc), 0o644); err != nil {
+			tb.Fatal(err)
+		}
+		f.files = append(f.files, "-f", file)
+		res, err := spec.Load([]string{file}, spec.Options{Schema: sch, LookupEnv: func(string) (string, bool) { return "", false }})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		sp := res.Specs[0]
+		hash, err := d.BuildHash(sp)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		des, err := reconcile.NewDesired(sp, key, hash)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		p := reconcile.Plan([]reconcile.Desired{des}, nil, nil, d.Caps(), reconcile.Options{})
+		if err := p.Err(); err != nil {
+			tb.Fatal(err)
+		}
+		var rec *reconcile.Record
+		for _, s := range p.Sandboxes[0].Steps {
+			if s.Kind == reconcile.StepCreate {
+				rec = s.Record
+			}
+		}
+		if rec == nil {
+			tb.Fatalf("the plan of a new sandbox has no create step with a record: %+v", p.Sandboxes[0].Steps)
+		}
+		made, err := d.sandboxObjects(tb.Context(), sp, place{namespace: f.ns}, rec, env.helper, templateImage(sp, hash))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		for i := range made {
+			bindToNode(tb, &made[i], node)
+		}
+		objs = append(objs, made...)
+	}
+	doc, err := applyList(objs...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	start := time.Now()
+	f.KubectlInput(tb, string(doc), "apply", "--server-side", "--field-manager=sbx", "-f", "-")
+	applied := time.Now()
+	// The controller makes each Sandbox's pod and claim, kwok makes the
+	// pods Ready: minutes for 500 on two cores, longer than one
+	// k8stest.Kubectl call may take.
+	ctx, cancel := context.WithTimeout(tb.Context(), 15*time.Minute)
+	defer cancel()
+	wait := f.Command(ctx, "-n", f.ns, "wait", "--for=condition=Ready", "sandboxes.agents.x-k8s.io", "--all", "--timeout=14m")
+	if out, err := wait.CombinedOutput(); err != nil {
+		tb.Fatalf("waiting for %d Sandboxes on the fake node: %v\n%.2000s", n, err, out)
+	}
+	tb.Logf("%d sandboxes: applied in %v, Ready %v later", n, applied.Sub(start).Round(time.Millisecond), time.Since(applied).Round(time.Millisecond))
+	return f
+}
+
+// bindToNode puts a pod, or a Sandbox's pod template, on the fake node
+// (and tolerates its taint), so the scheduler is not involved and kwok
+// plays its kubelet.
+func bindToNode(tb testing.TB, o *object, node string) {
+	tb.Helper()
+	var s map[string]any
+	if err := json.Unmarshal(o.Spec, &s); err != nil {
+		tb.Fatal(err)
+	}
+	ps := s
+	switch o.Kind {
+	case "Pod":
+	case "Sandbox":
+		ps = s["podTemplate"].(map[string]any)["spec"].(map[string]any)
+	default:
+		return
+	}
+	ps["nodeName"] = node
+	ps["tolerations"] = []any{map[string]any{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}}
+	b, err := json.Marshal(s)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	o.Spec = b
+}
+
+// sbx runs the sbx binary with args; it returns its stdout and exit code.
+func (f *fleet) sbx(tb testing.TB, args ...string) (string, int) {
+	tb.Helper()
+	cmd := exec.CommandContext(tb.Context(), env.binary, args...)
+	cmd.Env = f.env
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	if err != nil && (cmd.ProcessState == nil || cmd.ProcessState.ExitCode() < 0) {
+		tb.Fatalf("sbx %s: %v\n%s", args[0], err, errOut.String())
+	}
+	code := cmd.ProcessState.ExitCode()
+	if errOut.Len() > 0 && code != 0 {
+		tb.Logf("sbx %s stderr:\n%s", args[0], errOut.String())
+	}
+	return out.String(), code
+}
+
+// responseLine is one request in kubectl's -v=6 log (client-go's
+// round_trippers: `"Response" verb="GET" url="…" status="200 OK"`).
+var responseLine = regexp.MustCompile(`"Response" verb="([A-Z]+)" url="([^"]+)" status="([^"]*)"`)
+
+// requests reads the wrapper's log since the last call, and clears it:
+// the requests to the namespace (verb and path; discovery, outside any
+// namespace, left out) and the kubectl commands run (their arguments).
+func (f *fleet) requests(tb testing.TB) (reqs []string, cmds [][]string) {
+	tb.Helper()
+	b, err := os.ReadFile(f.log)
+	if err != nil && !os.IsNotExist(err) {
+		tb.Fatal(err)
+	}
+	if err := os.WriteFile(f.log, nil, 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if line == "exec" {
+			cmds = append(cmds, []string{})
+			continue
+		}
+		if a, ok := strings.CutPrefix(line, "arg "); ok && len(cmds) > 0 {
+			cmds[len(cmds)-1] = append(cmds[len(cmds)-1], a)
+			continue
+		}
+		m := responseLine.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		u, err := url.Parse(m[2])
+		if err != nil {
+			tb.Fatalf("kubectl logged a request to %q: %v", m[2], err)
+		}
+		if strings.Contains(u.Path, "/namespaces/"+f.ns+"/") {
+			reqs = append(reqs, m[1]+" "+path.Base(u.Path)+" "+m[3])
+		} else if strings.Contains(u.Path, "/namespaces/") {
+			tb.Errorf("a request outside the test's namespace: %s %s", m[1], m[2])
+		}
+	}
+	sort.Strings(reqs)
+	return reqs, cmds
+}
+
+// oneListPerKind is what observing a namespace may ask the API server:
+// one list of each kind the driver reads, however many sandboxes.
+var oneListPerKind = []string{
+	"GET networkpolicies 200 OK",
+	"GET pods 200 OK",
+	"GET sandboxes 200 OK",
+	"GET sandboxwarmpools 200 OK",
+}
+
+// TestKwokScale: over 500 sandboxes on kwok's fake node, sbx plan is a
+// no-op and sbx status reports every sandbox running and in sync, each
+// asking the API server one list per kind and nothing per sandbox.
+func TestKwokScale(t *testing.T) {
+	const n = 500
+	f := newFleet(t, n)
+	f.requests(t) // what making the fleet logged
+
+	out, code := f.sbx(t, append([]string{"plan", "--detailed-exitcode"}, f.files...)...)
+	if code != 0 {
+		t.Fatalf("sbx plan over %d unchanged sandboxes: exit %d, want 0 (no changes):\n%.3000s", n, code, out)
+	}
+	reqs, cmds := f.requests(t)
+	if diff := cmp.Diff(oneListPerKind, reqs); diff != "" {
+		t.Errorf("the API requests of sbx plan (-want +got):\n%s\nkubectl commands: %q", diff, cmds)
+	}
+
+	out, code = f.sbx(t, append([]string{"status", "--json"}, f.files...)...)
+	if code != 0 {
+		t.Fatalf("sbx status: exit %d\n%.3000s", code, out)
+	}
+	// sbx status --json (docs/status-json.md; session.StatusReport, which
+	// this package cannot import: session imports the drivers).
+	var rep struct {
+		Sandboxes []struct {
+			Exists bool   `json:"exists"`
+			Status string `json:"status"`
+			State  string `json:"state"`
+		} `json:"sandboxes"`
+		Errors []string `json:"errors"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("sbx status --json: %v\n%.3000s", err, out)
+	}
+	if len(rep.Errors) > 0 {
+		t.Errorf("sbx status errors: %q", rep.Errors)
+	}
+	states := map[string]int{}
+	for _, s := range rep.Sandboxes {
+		states[fmt.Sprintf("exists=%v status=%s state=%s", s.Exists, s.Status, s.State)]++
+	}
+	if diff := cmp.Diff(map[string]int{"exists=true status=running state=in-sync": n}, states); diff != "" {
+		t.Errorf("sbx status over %d sandboxes (-want +got):\n%s", n, diff)
+	}
+	reqs, cmds = f.requests(t)
+	if diff := cmp.Diff(oneListPerKind, reqs); diff != "" {
+		t.Errorf("the API requests of sbx status (-want +got):\n%s\nkubectl commands: %q", diff, cmds)
+	}
+}
+
+// BenchmarkKwokPlan times a no-op sbx plan of 1, 50 and 500 sandboxes on
+// the fake node (the whole sbx process), and the one kubectl command that
+// plan runs against the cluster, alone: the difference is sbx's own time
+// beyond the API calls (BENCHMARKS.md).
+func BenchmarkKwokPlan(b *testing.B) {
+	for _, n := range []int{1, 50, 500} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			f := newFleet(b, n)
+			f.requests(b)
+			if out, code := f.sbx(b, append([]string{"plan", "--detailed-exitcode"}, f.files...)...); code != 0 {
+				b.Fatalf("sbx plan: exit %d\n%.3000s", code, out)
+			}
+			// The command plan ran against the cluster, as the wrapper
+			// logged it.
+			reqs, cmds := f.requests(b)
+			if diff := cmp.Diff(oneListPerKind, reqs); diff != "" {
+				b.Fatalf("the API requests of sbx plan (-want +got):\n%s", diff)
+			}
+			var list []string
+			for _, c := range cmds {
+				if len(c) > 0 && slices.Contains(c, "get") {
+					list = c
+				}
+			}
+			if list == nil {
+				b.Fatalf("no kubectl get among %q", cmds)
+			}
+			// Timed with the real kubectl, not the logging wrapper.
+			f.env = append(f.env, "SBX_KUBECTL="+f.KubectlPath())
+			b.Run("sbx-plan", func(b *testing.B) {
+				for b.Loop() {
+					if out, code := f.sbx(b, append([]string{"plan", "--detailed-exitcode"}, f.files...)...); code != 0 {
+						b.Fatalf("sbx plan: exit %d\n%.3000s", code, out)
+					}
+				}
+			})
+			b.Run("kubectl-get", func(b *testing.B) {
+				for b.Loop() {
+					cmd := exec.CommandContext(b.Context(), f.KubectlPath(), list...)
+					cmd.Env = f.env
+					if out, err := cmd.CombinedOutput(); err != nil {
+						b.Fatalf("%s: %v\n%.2000s", strings.Join(list, " "), err, out)
+					}
+				}
+			})
+		})
+	}
+}
