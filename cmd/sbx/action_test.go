@@ -133,10 +133,6 @@ func runAction(t *testing.T, ws string, inputs map[string]string, env []string) 
 // one fails with each problem annotated at its line; what the files say
 // reaches neither the runner's workflow commands nor the summary's HTML.
 func TestGitHubAction(t *testing.T) {
-	fake, err := exec.LookPath("docker-sbx")
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The build step uses this machine's Go caches, not the test HOME's.
 	caches, err := exec.Command("go", "env", "GOCACHE", "GOMODCACHE").Output()
 	if err != nil {
@@ -147,13 +143,8 @@ func TestGitHubAction(t *testing.T) {
 		t.Fatalf("go env GOCACHE GOMODCACHE: %q", caches)
 	}
 	dir := t.TempDir()
-	env := append(os.Environ(), "GOCACHE="+goEnv[0], "GOMODCACHE="+goEnv[1], "HOME="+dir, "SBX_STATE_DIR="+filepath.Join(dir, "state"), "SBX_DOCKER_SBX="+fake,
-		"FAKE_SBX_STATE="+filepath.Join(dir, "fake.json"))
-	init := exec.Command(fake, "policy", "init", "deny-all")
-	init.Env = env
-	if out, err := init.CombinedOutput(); err != nil {
-		t.Fatalf("policy init: %v: %s", err, out)
-	}
+	env, _, _ := fakeWorld(t, dir)
+	env = append(env, "GOCACHE="+goEnv[0], "GOMODCACHE="+goEnv[1])
 	write := func(name, text string) string {
 		ws := filepath.Join(dir, name)
 		if err := os.MkdirAll(ws, 0o755); err != nil {
@@ -242,26 +233,12 @@ func TestGitLabSnippet(t *testing.T) {
 	if !ok || len(job.Script) == 0 {
 		t.Fatalf("docs/ci.md's GitLab block has no sbx-plan job with a script: %+v", jobs)
 	}
-	sbxBin, err := exec.LookPath("sbx")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fake, err := exec.LookPath("docker-sbx")
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
-	env := append(os.Environ(), "PATH="+filepath.Dir(sbxBin)+string(os.PathListSeparator)+os.Getenv("PATH"),
-		"HOME="+dir, "SBX_STATE_DIR="+filepath.Join(dir, "state"), "SBX_DOCKER_SBX="+fake, "FAKE_SBX_STATE="+filepath.Join(dir, "fake.json"))
+	env, _, _ := fakeWorld(t, dir)
 	for k, v := range job.Variables {
 		env = append(env, k+"="+v)
 	}
 	env = append(env, "SBX_DRIVER=sbx") // the fake of Docker's sbx, not a Docker service
-	init := exec.Command(fake, "policy", "init", "deny-all")
-	init.Env = env
-	if out, err := init.CombinedOutput(); err != nil {
-		t.Fatalf("policy init: %v: %s", err, out)
-	}
 	run := func(name, sandbox string) (string, error) {
 		ws := filepath.Join(dir, name)
 		if err := os.MkdirAll(ws, 0o755); err != nil {

@@ -20,15 +20,8 @@ import (
 // 137" and its command line; no record is written, so the next plan still
 // creates the sandbox and the same command finishes the job.
 func TestApplyInterrupted(t *testing.T) {
-	sbxBin, err := exec.LookPath("sbx")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fake, err := exec.LookPath("docker-sbx")
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
+	base, sbxBin, _ := fakeWorld(t, dir)
 	ready := filepath.Join(dir, "ready")
 	if err := syscall.Mkfifo(ready, 0o600); err != nil {
 		t.Fatal(err)
@@ -41,17 +34,10 @@ func TestApplyInterrupted(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(ws, "sandbox.yaml"), []byte(doc), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	base := append(os.Environ(), "HOME="+dir, "SBX_STATE_DIR="+filepath.Join(dir, "state"), "SBX_DOCKER_SBX="+fake,
-		"FAKE_SBX_STATE="+filepath.Join(dir, "fake.json"))
 	run := func(env []string, args ...string) *exec.Cmd {
 		c := exec.Command(sbxBin, args...)
 		c.Dir, c.Env = ws, env
 		return c
-	}
-	init := exec.Command(fake, "policy", "init", "deny-all")
-	init.Env = base
-	if out, err := init.CombinedOutput(); err != nil {
-		t.Fatalf("policy init: %v: %s", err, out)
 	}
 
 	var stdout, stderr bytes.Buffer
