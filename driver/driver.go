@@ -94,6 +94,10 @@ type NetEntry struct {
 	Decision string `json:"decision"`
 	Reason   string `json:"reason,omitempty"`
 	Rule     string `json:"rule,omitempty"`
+	// Status is the HTTP status the proxy answered with, where its log
+	// says (sbx's own proxy: 403 for a denial, 431 for a header too
+	// large, ...).
+	Status int `json:"status,omitempty"`
 	// Count and Since are set where the backend aggregates requests to a
 	// host (Docker's sbx): how many since when.
 	Count int    `json:"count,omitempty"`

@@ -34,6 +34,7 @@ type LoggedDecision struct {
 	Decision string    `json:"decision"`
 	Reason   string    `json:"reason"`
 	Rule     string    `json:"rule"`
+	Status   int       `json:"status"`
 }
 
 // ParseDecision reads a decision line; ok is false for a line that is not
@@ -48,7 +49,7 @@ func ParseDecision(line []byte) (d LoggedDecision, ok bool) {
 // NetEntry is the decision as `sbx netlog` shows it.
 func (d LoggedDecision) NetEntry() driver.NetEntry {
 	return driver.NetEntry{Time: d.Time.Format(time.RFC3339Nano), Method: d.Method, Host: d.Host, Port: d.Port,
-		Decision: d.Decision, Reason: d.Reason, Rule: d.Rule}
+		Decision: d.Decision, Reason: d.Reason, Rule: d.Rule, Status: d.Status}
 }
 
 // Denial is a deny decision made in [since, until], as the loop records

@@ -19,6 +19,7 @@ import (
 	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/driver/cliutil"
 	"github.com/sbxhq/sbx/driver/runner"
+	"github.com/sbxhq/sbx/internal/fixture"
 	"github.com/sbxhq/sbx/reconcile"
 	"github.com/sbxhq/sbx/schema"
 	"github.com/sbxhq/sbx/spec"
@@ -109,17 +110,11 @@ ENV PATH=/bin
 		return fmt.Errorf("building the test image: %v: %s", err, out)
 	}
 	exec.Command("docker", "rm", "-f", webName).Run()
-	if out, err := exec.Command("docker", "run", "-d", "--name", webName, testImage,
-		"sh", "-c", "mkdir -p /www && echo hello-from-web > /www/index.html && exec httpd -f -p 8080 -h /www").CombinedOutput(); err != nil {
-		return fmt.Errorf("starting the test web server: %v: %s", err, out)
+	ip, err := fixture.WebServer(webName, testImage)
+	if err != nil {
+		return err
 	}
-	out, err := exec.Command("docker", "inspect", "-f", "{{.NetworkSettings.IPAddress}}", webName).Output()
-	if err != nil || strings.TrimSpace(string(out)) == "" {
-		return fmt.Errorf("test web server address: %v", err)
-	}
-	env.webIP = strings.TrimSpace(string(out))
-	out, _ = exec.Command("docker", "info", "--format", "{{json .Runtimes}}").Output()
-	env.runsc = strings.Contains(string(out), `"runsc"`)
+	env.webIP, env.runsc = ip, fixture.HasRunsc()
 	return nil
 }
 

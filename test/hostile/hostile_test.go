@@ -26,6 +26,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sbxhq/sbx/internal/fixture"
 )
 
 var env struct {
@@ -98,17 +100,11 @@ func setup() error {
 	if out, err := exec.Command("docker", "build", "-q", "-t", env.image, img).CombinedOutput(); err != nil {
 		return fmt.Errorf("building the test image: %v: %s", err, out)
 	}
-	if out, err := exec.Command("docker", "run", "-d", "--name", env.web, env.image,
-		"sh", "-c", "mkdir -p /www && echo hello-from-web > /www/index.html && exec httpd -f -p 8080 -h /www").CombinedOutput(); err != nil {
-		return fmt.Errorf("starting the test web server: %v: %s", err, out)
+	ip, err := fixture.WebServer(env.web, env.image)
+	if err != nil {
+		return err
 	}
-	out, err := exec.Command("docker", "inspect", "-f", "{{.NetworkSettings.IPAddress}}", env.web).Output()
-	if err != nil || strings.TrimSpace(string(out)) == "" {
-		return fmt.Errorf("test web server address: %v", err)
-	}
-	env.webIP = strings.TrimSpace(string(out))
-	out, _ = exec.Command("docker", "info", "--format", "{{json .Runtimes}}").Output()
-	env.runsc = strings.Contains(string(out), `"runsc"`)
+	env.webIP, env.runsc = ip, fixture.HasRunsc()
 	return nil
 }
 
