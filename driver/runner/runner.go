@@ -150,16 +150,22 @@ func (e *Error) Unwrap() error { return e.Err }
 // Output runs a command and returns its standard output. A non-zero exit is
 // an *Error carrying stderr.
 func (r *Runner) Output(ctx context.Context, args ...string) ([]byte, error) {
-	var out bytes.Buffer
-	err := r.Run(ctx, Cmd{Args: args, Stdout: &out})
-	return out.Bytes(), err
+	return r.run(ctx, Cmd{Args: args})
 }
 
 // Run runs c. Output goes to c.Stdout/c.Stderr when set (streaming, for
 // interactive commands) and is captured for the trace and the error.
 func (r *Runner) Run(ctx context.Context, c Cmd) error {
+	_, err := r.run(ctx, c)
+	return err
+}
+
+// run is Run, returning the standard output it captured. The capture is
+// the only copy of what c.Stdout does not take (kubectl's listing of 500
+// sandboxes is 15 MB).
+func (r *Runner) run(ctx context.Context, c Cmd) ([]byte, error) {
 	if len(c.Args) == 0 {
-		return errors.New("runner: empty command")
+		return nil, errors.New("runner: empty command")
 	}
 	prog := c.Args[0]
 	if r.Env != nil {
@@ -202,11 +208,13 @@ func (r *Runner) Run(ctx context.Context, c Cmd) error {
 			code = 128 + int(ws.Signal())
 		}
 	}
-	r.trace(Quote(c.Args), fmt.Sprintf("exit %d", code), code < 0, time.Since(start), stdout.String(), stderr.String(), err)
-	if err != nil {
-		return &Error{Args: r.scrubAll(c.Args), ExitCode: code, Stderr: r.scrub(stderr.String()), Err: err}
+	if r.Trace != nil {
+		r.trace(Quote(c.Args), fmt.Sprintf("exit %d", code), code < 0, time.Since(start), stdout.String(), stderr.String(), err)
 	}
-	return nil
+	if err != nil {
+		return stdout.Bytes(), &Error{Args: r.scrubAll(c.Args), ExitCode: code, Stderr: r.scrub(stderr.String()), Err: err}
+	}
+	return stdout.Bytes(), nil
 }
 
 // countingWriter counts what passes through it.
