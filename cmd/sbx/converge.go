@@ -70,6 +70,7 @@ Exit status: 0 with no errors (and, with --detailed-exitcode, no changes),
 				if len(args) > 0 {
 					return a.errorf("plan takes no arguments; name files with -f")
 				}
+				batchGC()
 				s, err := a.open(ctx, t, "")
 				if err != nil {
 					return a.fail(err)
@@ -152,6 +153,7 @@ step apply observes again and fails if anything is still pending.`,
 				if len(args) > 1 {
 					return a.errorf("apply takes at most one argument, a saved plan")
 				}
+				batchGC()
 				s, err := a.open(ctx, t, "sbx apply")
 				if err != nil {
 					return a.fail(err)
@@ -277,6 +279,7 @@ alone unless --adopt is given.`,
 				if len(args) > 0 {
 					return a.errorf("destroy takes no arguments; name files with -f")
 				}
+				batchGC()
 				s, err := a.open(ctx, t, "sbx destroy")
 				if err != nil {
 					return a.fail(err)
@@ -322,6 +325,7 @@ func statusVerb() *verb {
 				if len(args) > 0 {
 					return a.errorf("status takes no arguments; name files with -f")
 				}
+				batchGC()
 				s, err := a.open(ctx, t, "")
 				if err != nil {
 					return a.fail(err)
