@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sbxhq/sbx/internal/par"
 	"github.com/sbxhq/sbx/spec"
 )
 
@@ -227,34 +228,62 @@ func Plan(desired []Desired, live map[string]*Live, records map[string]*Record, 
 	sort.Slice(ds, func(i, j int) bool { return ds[i].Spec.Name < ds[j].Spec.Name })
 	var names []string
 	for _, d := range ds {
+		names = append(names, d.Spec.Name)
+	}
+	// The digest of what was observed (JSON of every sandbox's live state
+	// and record) is made while the sandboxes are planned, which only
+	// read them.
+	observed := make(chan string, 1)
+	go func() { observed <- observedDigest(names, live, records) }()
+	// Each sandbox is planned on its own (on every CPU), and the results
+	// are put together in name order.
+	type planned struct {
+		base   *Record // the record without the driver's defaults
+		change *SandboxChange
+		errs   []string
+	}
+	res := make([]planned, len(ds))
+	par.Each(len(ds), func(i int) {
+		d, r := ds[i], &res[i]
 		name := d.Spec.Name
-		names = append(names, name)
-		p.specs[name] = d.Spec
+		// The desired digest is of the records without the driver's
+		// defaults, and each create step's record is one with them.
+		base, baseErr := newRecord(caps.Driver, spec.Resources{}, d)
+		if baseErr == nil {
+			r.base = base
+		}
 		l, rec := existing(live[name]), records[name]
 		if rec == nil && l != nil {
 			rec = l.Record
 		}
 		if l != nil && rec == nil && !l.Managed && !opts.Adopt {
-			p.Errors = append(p.Errors, fmt.Sprintf("sandbox %q exists but was not created by sbx; use --adopt to manage it", name))
-			continue
+			r.errs = []string{fmt.Sprintf("sandbox %q exists but was not created by sbx; use --adopt to manage it", name)}
+			return
 		}
-		var problems []string
 		for _, pr := range Check(d.Spec, caps) {
-			problems = append(problems, fmt.Sprintf("sandbox %q: %s: %s", name, pr.Path, pr.Message))
+			r.errs = append(r.errs, fmt.Sprintf("sandbox %q: %s: %s", name, pr.Path, pr.Message))
 		}
-		if len(problems) > 0 {
-			p.Errors = append(p.Errors, problems...)
-			continue
+		if len(r.errs) > 0 {
+			return
 		}
-		c, errs := planOne(d, l, rec, caps)
+		r.change, r.errs = planOne(d, l, rec, caps, base, baseErr)
 		if raw := live[name]; raw != nil {
-			c.Notes = append(c.Notes, raw.Notes...)
+			r.change.Notes = append(r.change.Notes, raw.Notes...)
 		}
-		p.Sandboxes = append(p.Sandboxes, c)
-		p.Errors = append(p.Errors, errs...)
+	})
+	bases := map[string]*Record{}
+	for i, d := range ds {
+		p.specs[d.Spec.Name] = d.Spec
+		if res[i].base != nil {
+			bases[d.Spec.Name] = res[i].base
+		}
+		if res[i].change != nil {
+			p.Sandboxes = append(p.Sandboxes, res[i].change)
+		}
+		p.Errors = append(p.Errors, res[i].errs...)
 	}
-	p.Observed = observedDigest(names, live, records)
-	p.Desired = desiredDigest(caps.Driver, ds)
+	p.Desired = digest(bases)
+	p.Observed = <-observed
 	return p
 }
 
@@ -320,7 +349,9 @@ type planner struct {
 	knownPorts []spec.Port
 }
 
-func planOne(d Desired, live *Live, rec *Record, caps Caps) (*SandboxChange, []string) {
+// planOne plans one sandbox; base is newRecord of d without the driver's
+// defaults (or the error making it).
+func planOne(d Desired, live *Live, rec *Record, caps Caps, base *Record, baseErr error) (*SandboxChange, []string) {
 	deleted := live == nil && rec != nil
 	if live == nil {
 		rec = nil // a new sandbox gets everything, whatever was applied before
@@ -420,9 +451,13 @@ func planOne(d Desired, live *Live, rec *Record, caps Caps) (*SandboxChange, []s
 	if c.Drift == nil {
 		c.Drift = []Diff{}
 	}
-	record, err := newRecord(pl.caps.Driver, pl.caps.Defaults, d)
-	if err != nil {
-		pl.errs = append(pl.errs, err.Error())
+	var record *Record
+	if baseErr != nil {
+		pl.errs = append(pl.errs, baseErr.Error())
+	} else {
+		r := *base
+		r.Config.Resources = effectiveResources(r.Config.Resources, pl.caps.Defaults)
+		record = &r
 	}
 	step := func(k StepKind, reason string) *Step {
 		c.Steps = append(c.Steps, Step{Kind: k, Sandbox: sb.Name, Reason: reason})
@@ -1177,6 +1212,7 @@ func observedDigest(names []string, live map[string]*Live, records map[string]*R
 	return digest(all)
 }
 
+// desiredDigest is what Plan records as the digest of ds (Changes.Desired).
 func desiredDigest(driver string, ds []Desired) string {
 	all := map[string]*Record{}
 	for _, d := range ds {

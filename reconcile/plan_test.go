@@ -2,10 +2,13 @@ package reconcile
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -98,14 +101,15 @@ func changed(fs ...func(*spec.Spec)) *spec.Spec {
 
 func asIs(l *Live) *Live { return l }
 
-func TestPlan(t *testing.T) {
+// planCases are TestPlan's cases: one sandbox each, named "api".
+func planCases() []planCase {
 	allowAdd := func(sb *spec.Spec) { sb.Network.Allow = append(sb.Network.Allow, "registry.npmjs.org") }
 	prod := func(sb *spec.Spec) {
 		sb.Env["NODE_ENV"] = "production"
 		sb.Env["DATABASE_URL"] = "postgresql://prod-db/app"
 	}
 	replaceSteps := []StepKind{StepStop, StepRemove, StepCreate, StepSetNetwork, StepVerify, StepRecord}
-	tests := []planCase{
+	return []planCase{
 		{
 			name: "create_from_nothing",
 			caps: sbxCaps(),
@@ -425,33 +429,55 @@ func TestPlan(t *testing.T) {
 			want:    func(sb *spec.Spec) { sb.Docker.Runtime = "runsc" },
 		},
 	}
-	for _, tc := range tests {
+}
+
+// inputs are what Plan plans tc from: the sandbox named name.
+func (tc planCase) inputs(t *testing.T, name string) (Desired, *Live, *Record) {
+	t.Helper()
+	named := func(sb *spec.Spec) *spec.Spec {
+		sb.Name = name
+		return sb
+	}
+	want := named(baseSpec())
+	if tc.want != nil {
+		tc.want(want)
+	}
+	d := desiredOf(t, want)
+	d.BuildHash = tc.build
+	var live *Live
+	var record *Record
+	if tc.applied != nil {
+		r := recordOf(t, tc.caps, named(tc.applied))
+		if tc.applied.Template.Build != nil {
+			r.BuildHash = "sha256:1111"
+		}
+		if tc.record != nil {
+			tc.record(r)
+		}
+		record = r
+		d.Approved = r
+	}
+	if tc.live != nil {
+		from := tc.applied
+		if from == nil {
+			from = baseSpec()
+		}
+		live = tc.live(liveOf(named(from), tc.caps))
+	}
+	return d, live, record
+}
+
+func TestPlan(t *testing.T) {
+	for _, tc := range planCases() {
 		t.Run(tc.name, func(t *testing.T) {
-			want := baseSpec()
-			if tc.want != nil {
-				tc.want(want)
-			}
-			d := desiredOf(t, want)
-			d.BuildHash = tc.build
+			d, l, r := tc.inputs(t, "api")
 			live := map[string]*Live{}
 			records := map[string]*Record{}
-			if tc.applied != nil {
-				r := recordOf(t, tc.caps, tc.applied)
-				if tc.applied.Template.Build != nil {
-					r.BuildHash = "sha256:1111"
-				}
-				if tc.record != nil {
-					tc.record(r)
-				}
-				records["api"] = r
-				d.Approved = r
+			if l != nil {
+				live["api"] = l
 			}
-			if tc.live != nil {
-				from := tc.applied
-				if from == nil {
-					from = baseSpec()
-				}
-				live["api"] = tc.live(liveOf(from, tc.caps))
+			if r != nil {
+				records["api"] = r
 			}
 			p := Plan([]Desired{d}, live, records, tc.caps, Options{Adopt: tc.adopt, DriverVersion: "1.0.0"})
 			if diff := cmp.Diff(tc.errs, p.Errors, cmpEmpty); diff != "" {
@@ -525,4 +551,75 @@ func golden(t *testing.T, path, got string) {
 	if diff := cmp.Diff(string(want), got); diff != "" {
 		t.Errorf("%s (-want +got):\n%s", path, diff)
 	}
+}
+
+// TestPlanManyAsOne: planning many sandboxes at once (on every CPU)
+// plans each as it would be alone, in name order.
+func TestPlanManyAsOne(t *testing.T) {
+	type group struct {
+		caps  Caps
+		adopt bool
+	}
+	groups := map[string]group{}
+	for _, tc := range planCases() {
+		groups[fmt.Sprintf("%s adopt=%v", tc.caps.Driver, tc.adopt)] = group{tc.caps, tc.adopt}
+	}
+	for key, g := range groups {
+		t.Run(key, func(t *testing.T) {
+			var ds []Desired
+			live, records := map[string]*Live{}, map[string]*Record{}
+			var want []any
+			var wantErrs []string
+			// Every case of the group, three times over, so that the
+			// workers have plenty to share.
+			var n int
+			for range 3 {
+				for _, tc := range planCases() {
+					if tc.caps.Driver != g.caps.Driver || tc.adopt != g.adopt {
+						continue
+					}
+					name := fmt.Sprintf("s%03d", n)
+					n++
+					d, l, r := tc.inputs(t, name)
+					ds = append(ds, d)
+					alone := map[string]*Live{}
+					aloneRec := map[string]*Record{}
+					if l != nil {
+						live[name], alone[name] = l, l
+					}
+					if r != nil {
+						records[name], aloneRec[name] = r, r
+					}
+					p := Plan([]Desired{d}, alone, aloneRec, tc.caps, Options{Adopt: tc.adopt})
+					for _, c := range p.Sandboxes {
+						want = append(want, c)
+					}
+					wantErrs = append(wantErrs, p.Errors...)
+				}
+			}
+			// Handed over in reverse: the plan is in name order whatever
+			// the files' order.
+			slices.Reverse(ds)
+			p := Plan(ds, live, records, g.caps, Options{Adopt: g.adopt})
+			var got []any
+			for _, c := range p.Sandboxes {
+				got = append(got, c)
+			}
+			if diff := cmp.Diff(asJSON(t, want), asJSON(t, got)); diff != "" {
+				t.Errorf("sandboxes planned together (-alone +together):\n%s", diff)
+			}
+			if diff := cmp.Diff(wantErrs, p.Errors, cmpEmpty); diff != "" {
+				t.Errorf("errors (-alone +together):\n%s", diff)
+			}
+		})
+	}
+}
+
+func asJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -81,6 +81,11 @@ type Desired struct {
 	// record applied on this machine, kept when the sandbox is destroyed);
 	// nil when nothing was. Widenings are measured from it.
 	Approved *Record
+
+	// config is Spec as its record keeps it (sensitive values redacted),
+	// made by NewDesired: a plan over hundreds of sandboxes then does not
+	// make it after the backend answers.
+	config *spec.Spec
 }
 
 // NewDesired fingerprints sb's env values and its sensitive fields with
@@ -91,20 +96,29 @@ func NewDesired(sb *spec.Spec, key Key, buildHash string) (Desired, error) {
 	for k, v := range sb.Env {
 		fp["env."+k] = key.Fingerprint("env."+k, v)
 	}
-	tree, err := toTree(sb)
-	if err != nil {
-		return Desired{}, err
-	}
+	var tree map[string]any
 	for path := range sb.Sensitive {
 		if strings.HasPrefix(path, "env.") {
 			continue
+		}
+		if tree == nil {
+			var err error
+			if tree, err = toTree(sb); err != nil {
+				return Desired{}, err
+			}
 		}
 		if v, ok := lookupPath(tree, path); ok {
 			b, _ := json.Marshal(v)
 			fp[path] = key.Fingerprint(path, string(b))
 		}
 	}
-	return Desired{Spec: sb, Fingerprints: fp, BuildHash: buildHash}, nil
+	d := Desired{Spec: sb, Fingerprints: fp, BuildHash: buildHash}
+	config, err := recordConfig(d)
+	if err != nil {
+		return Desired{}, fmt.Errorf("redact sandbox %q: %w", sb.Name, err)
+	}
+	d.config = config
+	return d, nil
 }
 
 // newRecord builds the record apply writes for d: pure, no key needed, since
@@ -112,34 +126,61 @@ func NewDesired(sb *spec.Spec, key Key, buildHash string) (Desired, error) {
 // the driver's defaults (what the sandbox gets), so a record made before a
 // driver had defaults still reads as what was applied then.
 func newRecord(driver string, defaults spec.Resources, d Desired) (*Record, error) {
-	tree, err := toTree(d.Spec)
-	if err != nil {
-		return nil, err
-	}
-	var sens []string
-	for path := range d.Spec.Sensitive {
-		sens = append(sens, path)
-	}
-	sort.Strings(sens)
-	for _, path := range sens {
-		redactPath(tree, path, d.Fingerprints[path])
-	}
-	b, err := json.Marshal(tree)
-	if err != nil {
-		return nil, err
+	config := d.config
+	if config == nil { // a Desired not made by NewDesired
+		var err error
+		if config, err = recordConfig(d); err != nil {
+			return nil, fmt.Errorf("redact sandbox %q: %w", d.Spec.Name, err)
+		}
 	}
 	r := &Record{
 		ManagedBy: ManagedBy, FormatVersion: RecordVersion, Driver: driver, Name: d.Spec.Name,
-		Sensitive: sens, BuildHash: d.BuildHash, Fingerprints: map[string]string{},
-	}
-	if err := json.Unmarshal(b, &r.Config); err != nil {
-		return nil, fmt.Errorf("redact sandbox %q: %w", d.Spec.Name, err)
+		Config: *config, Sensitive: sensitivePaths(d.Spec), BuildHash: d.BuildHash, Fingerprints: map[string]string{},
 	}
 	r.Config.Resources = effectiveResources(r.Config.Resources, defaults)
 	for k, v := range d.Fingerprints {
 		r.Fingerprints[k] = v
 	}
 	return r, nil
+}
+
+// sensitivePaths are sb's sensitive field paths, sorted.
+func sensitivePaths(sb *spec.Spec) []string {
+	var sens []string
+	for path := range sb.Sensitive {
+		sens = append(sens, path)
+	}
+	sort.Strings(sens)
+	return sens
+}
+
+// recordConfig is d's spec as a record keeps it: the spec's JSON read
+// back; with sensitive fields, the JSON of its generic tree with each
+// replaced by its fingerprint.
+func recordConfig(d Desired) (*spec.Spec, error) {
+	sens := sensitivePaths(d.Spec)
+	var b []byte
+	var err error
+	if len(sens) == 0 {
+		b, err = json.Marshal(d.Spec)
+	} else {
+		var tree map[string]any
+		if tree, err = toTree(d.Spec); err != nil {
+			return nil, err
+		}
+		for _, path := range sens {
+			redactPath(tree, path, d.Fingerprints[path])
+		}
+		b, err = json.Marshal(tree)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var config spec.Spec
+	if err := json.Unmarshal(b, &config); err != nil {
+		return nil, err
+	}
+	return &config, nil
 }
 
 func (r *Record) sensitive(path string) bool {

@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/sbxhq/sbx/spec"
 )
 
 func mode(t *testing.T, path string) os.FileMode {
@@ -208,5 +212,39 @@ func TestDefaultStateDir(t *testing.T) {
 	}
 	if _, err := DefaultStateDir(func(string) string { return "" }); err == nil {
 		t.Error("no error without HOME")
+	}
+}
+
+// TestRecordWithoutSensitive: a spec with no sensitive field is recorded
+// from its own JSON, not through the generic tree redaction needs, and
+// the record is the same either way.
+func TestRecordWithoutSensitive(t *testing.T) {
+	sb := baseSpec()
+	sb.Sensitive = nil
+	sb.Mounts = []spec.Mount{{Source: "/src/cache", Target: "/cache", ReadOnly: true}}
+	sb.Ports = []spec.Port{{HostIP: "127.0.0.1", HostPort: 8080, ContainerPort: 3000, Protocol: "tcp"}}
+	sb.Resources = spec.Resources{CPUs: 1.5, Memory: 8 << 30, Pids: 512}
+	sb.Kubernetes = &spec.Kubernetes{Namespace: "agents", WarmPool: 2}
+	sb.Loop = &spec.Loop{Prompt: "/src/api/PROMPT.md", MaxIterations: 30, IterationTimeout: 15 * time.Minute, MaxDuration: 4 * time.Hour}
+	d := desiredOf(t, sb)
+	got, err := newRecord("docker", spec.Resources{}, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The tree's way, as a spec with sensitive fields is recorded.
+	tree, err := toTree(sb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(tree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want spec.Spec
+	if err := json.Unmarshal(b, &want); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got.Config, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("record config (-tree +own JSON):\n%s", diff)
 	}
 }
