@@ -190,11 +190,21 @@ func Open(ctx context.Context, opts Options) (*Session, error) {
 			return nil, err
 		}
 	}
-	if err := s.Observe(ctx); err != nil {
+	// Fingerprinting the files needs nothing the backend says: it runs
+	// while the backend is asked (kubectl's listing of 500 sandboxes takes
+	// seconds).
+	observed := make(chan error, 1)
+	go func() { observed <- s.Observe(ctx) }()
+	desired, desireErr := s.desire()
+	if err := <-observed; err != nil {
 		s.Release()
 		return nil, err
 	}
-	if err := s.desire(); err != nil {
+	if desireErr != nil {
+		s.Release()
+		return nil, desireErr
+	}
+	if err := s.approve(desired); err != nil {
 		s.Release()
 		return nil, err
 	}
@@ -264,28 +274,40 @@ func (s *Session) Observe(ctx context.Context) error {
 	return nil
 }
 
-// desire fingerprints what the files want with this machine's key, and
-// attaches what the user last approved for each sandbox.
-func (s *Session) desire() error {
+// desire fingerprints what the files want with this machine's key. What
+// the user last approved of each (approved) is attached once the
+// sandboxes are observed.
+func (s *Session) desire() ([]reconcile.Desired, error) {
 	key, err := s.Store.Key()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	s.Desired = nil
+	var desired []reconcile.Desired
 	for _, sp := range s.Specs {
 		hash, err := s.Backend.BuildHash(sp)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		d, err := reconcile.NewDesired(sp, key, hash)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if d.Approved, err = s.approved(sp.Name); err != nil {
-			return err
-		}
-		s.Desired = append(s.Desired, d)
+		desired = append(desired, d)
 	}
+	return desired, nil
+}
+
+// approve attaches what the user last approved of each sandbox to what
+// the files want, once the sandboxes are observed, and makes it the
+// session's.
+func (s *Session) approve(desired []reconcile.Desired) error {
+	for i := range desired {
+		var err error
+		if desired[i].Approved, err = s.approved(desired[i].Spec.Name); err != nil {
+			return err
+		}
+	}
+	s.Desired = desired
 	return nil
 }
 
@@ -413,7 +435,11 @@ func (s *Session) Apply(ctx context.Context, p *reconcile.Changes, adopt bool, o
 	if p.Kind == "destroy" {
 		after = reconcile.PlanDestroy(s.Names(), s.Live, s.Records, s.Backend.Caps(), reconcile.Options{Adopt: adopt})
 	} else {
-		if err := s.desire(); err != nil {
+		desired, err := s.desire()
+		if err == nil {
+			err = s.approve(desired)
+		}
+		if err != nil {
 			return err
 		}
 		after = reconcile.Plan(s.Desired, s.Live, s.Records, s.Backend.Caps(), reconcile.Options{Adopt: adopt})
