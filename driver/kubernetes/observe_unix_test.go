@@ -3,6 +3,7 @@
 package kubernetes
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -193,7 +194,7 @@ func BenchmarkObserve500Own(b *testing.B) {
 	}
 	b.SetBytes(int64(len(out)))
 	for b.Loop() {
-		ls, err := parseListing("kubectl get", out)
+		ls, err := decodeListing("kubectl get", bytes.NewReader(out))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -202,5 +203,38 @@ func BenchmarkObserve500Own(b *testing.B) {
 				b.Fatal("not found", err)
 			}
 		}
+	}
+}
+
+// TestObserveListingErrors: a listing kubectl printed but sbx cannot
+// read fails naming the command, however much follows the fault; a
+// kubectl that fails is reported with what it said, not as a listing cut
+// short.
+func TestObserveListingErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, script, err string
+	}{
+		{name: "not JSON", script: "echo 'No resources found'", err: "cannot parse its JSON"},
+		{name: "fault before a long tail", script: "printf '{\"apiVersion\":\"v1\",\"kind\":\"List\",\"items\":[' ; echo '}'; head -c 4000000 /dev/zero | tr '\\0' ' '; echo ']}'",
+			err: "cannot parse its JSON"},
+		{name: "not a list", script: `echo '{"apiVersion":"v1","kind":"Pod"}'`, err: "expected a v1 List"},
+		{name: "kubectl fails midway", script: `printf '{"apiVersion":"v1","kind":"List","items":['; echo 'error: the server was unable to return a response' >&2; exit 1`,
+			err: "the server was unable to return a response"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			kubectl := filepath.Join(dir, "kubectl")
+			if err := os.WriteFile(kubectl, []byte("#!/bin/sh\n"+tc.script+"\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			d := New(Options{Runner: &runner.Runner{}, Kubectl: kubectl, Namespace: "ns"})
+			_, err := d.Observe(context.Background(), []string{"sb-0"})
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Fatalf("err = %v, want one saying %q", err, tc.err)
+			}
+			if !strings.Contains(err.Error(), "kubectl") {
+				t.Errorf("err = %v, want it to name the command", err)
+			}
+		})
 	}
 }
