@@ -7,6 +7,8 @@ import (
 	"math/big"
 	"sort"
 	"strconv"
+
+	"github.com/sbxhq/sbx/internal/dfa/dfagen"
 )
 
 // The compiler of sandbox.schema.json into the validator's nodes. It runs
@@ -161,10 +163,11 @@ func (c *compiler) fill(n *node, r *rawNode, loc string) error {
 		}
 	}
 	if r.Pattern != nil {
-		// Compiled when first needed: most files never fail most
-		// patterns' neighbours, and TestCompile compiles them all.
 		n.pattern = *r.Pattern
-		n.re = lazyRegexp(n.pattern)
+		var err error
+		if n.re, err = dfagen.Build(n.pattern); err != nil {
+			return fail("pattern: %v", err)
+		}
 	}
 	n.hint = r.PatternHint
 	for _, v := range []struct {
