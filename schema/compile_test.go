@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"math/big"
 	"sort"
 	"strconv"
 
@@ -172,12 +171,14 @@ func (c *compiler) fill(n *node, r *rawNode, loc string) error {
 	n.hint = r.PatternHint
 	for _, v := range []struct {
 		p   *json.Number
-		dst **big.Rat
+		dst *string
 	}{{r.Minimum, &n.minimum}, {r.Maximum, &n.maximum}, {r.ExclusiveMinimum, &n.exclusiveMinimum}} {
 		if v.p != nil {
-			if *v.dst = rat(*v.p); *v.dst == nil {
+			r := rat(*v.p)
+			if r == nil {
 				return fail("invalid number %s", *v.p)
 			}
+			*v.dst = r.RatString()
 		}
 	}
 	var err error
@@ -185,14 +186,17 @@ func (c *compiler) fill(n *node, r *rawNode, loc string) error {
 		return err
 	}
 	if len(r.Properties) > 0 {
-		n.properties = map[string]*node{}
-		for name, p := range r.Properties {
-			if n.properties[name], err = c.sub(p, loc+"/properties/"+escape(name)); err != nil {
-				return err
-			}
+		for name := range r.Properties {
 			n.propNames = append(n.propNames, name)
 		}
 		sort.Strings(n.propNames)
+		for _, name := range n.propNames {
+			p, err := c.sub(r.Properties[name], loc+"/properties/"+escape(name))
+			if err != nil {
+				return err
+			}
+			n.properties = append(n.properties, p)
+		}
 	}
 	if len(r.Additional) > 0 {
 		var b bool

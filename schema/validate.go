@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -171,11 +172,12 @@ type node struct {
 	re                             *dfa.DFA // pattern's automaton, generated with the rest
 	hint                           string   // x-patternHint
 
-	minimum, maximum, exclusiveMinimum *big.Rat
+	// The bounds, as big.Rat's RatString writes them; "" when absent.
+	minimum, maximum, exclusiveMinimum string
 
 	items         *node
-	properties    map[string]*node
 	propNames     []string // sorted
+	properties    []*node  // the schema of each of propNames
 	noAdditional  bool     // additionalProperties: false
 	additional    *node
 	required      []string
@@ -186,6 +188,14 @@ type node struct {
 	// anyOf) when each of its alternatives only requires keys, as in
 	// {"oneOf": [{"required": ["env"]}, {"required": ["command"]}]}.
 	requiredOnly []string
+}
+
+// property returns the schema of an object's key k, nil if it has none.
+func (n *node) property(k string) *node {
+	if i, ok := slices.BinarySearch(n.propNames, k); ok {
+		return n.properties[i]
+	}
+	return nil
 }
 
 // deref follows $ref.
@@ -308,7 +318,7 @@ func (n *node) validate(v any, loc []string) *failure {
 		}
 		var additional []string
 		for k, pv := range v {
-			if p, ok := n.properties[k]; ok {
+			if p := n.property(k); p != nil {
 				add(p.validate(pv, appendLoc(loc, k)))
 			} else if n.additional != nil {
 				add(n.additional.validate(pv, appendLoc(loc, k)))
@@ -357,18 +367,18 @@ func (n *node) validate(v any, loc []string) *failure {
 			add(fail(kindPattern))
 		}
 	case int, int64, uint64, float64, json.Number:
-		if n.minimum != nil || n.maximum != nil || n.exclusiveMinimum != nil {
+		if n.minimum != "" || n.maximum != "" || n.exclusiveMinimum != "" {
 			r := rat(v)
 			for _, b := range []struct {
 				k     failKind
-				limit *big.Rat
+				limit string
 				bad   func(c int) bool
 			}{
 				{kindMinimum, n.minimum, func(c int) bool { return c < 0 }},
 				{kindMaximum, n.maximum, func(c int) bool { return c > 0 }},
 				{kindExclusiveMinimum, n.exclusiveMinimum, func(c int) bool { return c <= 0 }},
 			} {
-				if b.limit != nil && r != nil && b.bad(r.Cmp(b.limit)) {
+				if b.limit != "" && r != nil && b.bad(r.Cmp(ratOf(b.limit))) {
 					f := fail(b.k)
 					f.num = r
 					add(f)
