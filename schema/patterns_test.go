@@ -1,8 +1,11 @@
 package schema
 
 import (
+	"encoding/json"
+	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/sbxhq/sbx/internal/dfa/dfagen"
@@ -91,6 +94,33 @@ func TestPatternsAgree(t *testing.T) {
 		}
 		if yes == 0 || yes == len(inputs) {
 			t.Errorf("%s: pattern %q: %d inputs matched: one outcome only", n.loc, n.pattern, yes)
+		}
+	}
+}
+
+// TestCompareInts holds the integer fast path of the bounds to big.Rat's
+// comparison, which it stands for.
+func TestCompareInts(t *testing.T) {
+	values := []any{0, 1, -1, 15, 16, 17, 255, 256, 65535, 65536, 100000, 1048576, math.MaxInt64, math.MinInt64, int64(-7), int64(1 << 40)}
+	bounds := []string{"0", "1", "-1", "16", "256", "65535", "100000", "1048576", "9223372036854775807", "-9223372036854775808", "1/2", "-3/2", "99999999999999999999"}
+	for _, v := range values {
+		for _, b := range bounds {
+			want := rat(v).Cmp(ratOf(b))
+			got, ok := compareInts(v, b)
+			if !ok {
+				if !strings.Contains(b, "/") && len(b) < 19 {
+					t.Errorf("compareInts(%v, %s) declined an integer bound", v, b)
+				}
+				continue
+			}
+			if got != want {
+				t.Errorf("compareInts(%v, %s) = %d, big.Rat says %d", v, b, got, want)
+			}
+		}
+	}
+	for _, v := range []any{0.5, float64(3), json.Number("4"), uint64(1)} {
+		if _, ok := compareInts(v, "1"); ok {
+			t.Errorf("compareInts(%v (%T), 1) compared; only int and int64 are exact here", v, v)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -91,6 +92,26 @@ func typeOf(v any) jsonType {
 func rat(v any) *big.Rat {
 	r, _ := new(big.Rat).SetString(fmt.Sprint(v))
 	return r
+}
+
+// compareInts compares v with the bound s (big.Rat's RatString of it)
+// when both are integers Go holds exactly, as YAML's are: as r.Cmp(ratOf(s))
+// would, without parsing s into a big.Rat for every comparison.
+func compareInts(v any, s string) (int, bool) {
+	var x int64
+	switch v := v.(type) {
+	case int:
+		x = int64(v)
+	case int64:
+		x = v
+	default:
+		return 0, false
+	}
+	b, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return cmp.Compare(x, b), true
 }
 
 // ratOf is the number s, as big.Rat's String writes it ("1/2").
@@ -368,7 +389,15 @@ func (n *node) validate(v any, loc []string) *failure {
 		}
 	case int, int64, uint64, float64, json.Number:
 		if n.minimum != "" || n.maximum != "" || n.exclusiveMinimum != "" {
-			r := rat(v)
+			// v as an exact rational, made only when an integer
+			// comparison cannot do or a bound fails.
+			var r *big.Rat
+			num := func() *big.Rat {
+				if r == nil {
+					r = rat(v)
+				}
+				return r
+			}
 			for _, b := range []struct {
 				k     failKind
 				limit string
@@ -378,9 +407,19 @@ func (n *node) validate(v any, loc []string) *failure {
 				{kindMaximum, n.maximum, func(c int) bool { return c > 0 }},
 				{kindExclusiveMinimum, n.exclusiveMinimum, func(c int) bool { return c <= 0 }},
 			} {
-				if b.limit != "" && r != nil && b.bad(r.Cmp(ratOf(b.limit))) {
+				if b.limit == "" {
+					continue
+				}
+				c, ok := compareInts(v, b.limit)
+				if !ok {
+					if num() == nil {
+						continue
+					}
+					c = num().Cmp(ratOf(b.limit))
+				}
+				if b.bad(c) {
 					f := fail(b.k)
-					f.num = r
+					f.num = num()
 					add(f)
 				}
 			}
