@@ -4,7 +4,8 @@
 #  1. one file against `sbx version` (the floor of any sbx process);
 #  2. 1,000 two-kilobyte files in one invocation against `jv`, the
 #     validator CLI of santhosh-tekuri/jsonschema (the library sbx's
-#     validator is tested against), on the same files and schema.
+#     validator is tested against), on the same files and schema;
+#  3. the one file again, interleaved with `sbx version` run by run.
 # Usage: bench/validate.sh [OLD_SBX]: an earlier sbx binary, timed beside
 # in both. Needs hyperfine (apt-get install hyperfine) and jv's module in
 # the Go module cache (it is built offline from there). Results go in
@@ -16,7 +17,14 @@ old=${1:+$(realpath "$1")}
 
 work=$(mktemp -d)
 trap 'chmod -R u+w "$work"; rm -rf "$work"' EXIT
+# Each binary is timed as a copy of what the Go linker wrote: on this
+# machine a binary as the linker writes it starts about 0.7 ms slower than
+# a copy of itself (same number of page faults, slower ones), which an sbx
+# that was downloaded or copied, like the OLD binary given, does not pay.
+# installed replaces a binary with its copy.
+installed() { cp "$1" "$1.copy" && mv "$1.copy" "$1"; }
 go build -o "$work/sbx" ./cmd/sbx
+installed "$work/sbx"
 
 # jv v0.7.0 (github.com/santhosh-tekuri/jsonschema/cmd/jv), built against
 # the library version sbx's go.mod names, from the module cache only.
@@ -26,6 +34,7 @@ jvsrc=$(GOFLAGS=-mod=mod GOPROXY=off go mod download -json github.com/santhosh-t
 cp -r "$jvsrc" "$work/jvsrc" && chmod -R u+w "$work/jvsrc"
 (cd "$work/jvsrc" && go mod edit -require "github.com/santhosh-tekuri/jsonschema/v6@$lib" &&
   GOFLAGS=-mod=mod GOPROXY=off go build -o "$work/jv" .)
+installed "$work/jv"
 
 mkdir -p "$work/many"
 # A realistic ~2 KB sandbox file: every section, comments included.
@@ -118,3 +127,36 @@ PY
 summary "$work/one.json"
 echo
 summary "$work/many.json"
+echo
+
+# hyperfine times each command's runs in one block, so load that comes
+# and goes on a shared machine can fall on one command and not the other
+# (a median of sbx version twice validate's has been seen). So the one
+# file is also timed interleaved: rounds of every command, in alternating
+# order, each spawned and reaped directly (posix_spawn, wait4); medians
+# and lower quartiles of wall time, medians of CPU time.
+python3 - 300 "$work/" "$work/sbx version" "$work/sbx validate $one" ${old:+"$old validate $one"} <<'PY'
+import os, statistics, sys, time
+rounds, prefix, cmds = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+argvs = [c.split() for c in cmds]
+null = os.open(os.devnull, os.O_WRONLY)
+wall, cpu = [[] for _ in cmds], [[] for _ in cmds]
+for r in range(rounds + 5):  # the first five warm up
+    for i in (range(len(cmds)) if r % 2 == 0 else reversed(range(len(cmds)))):
+        start = time.perf_counter_ns()
+        pid = os.posix_spawn(argvs[i][0], argvs[i], os.environ, file_actions=[(os.POSIX_SPAWN_DUP2, null, 1)])
+        _, status, ru = os.wait4(pid, 0)
+        elapsed = time.perf_counter_ns() - start
+        if status != 0:
+            sys.exit(f"bench/validate.sh: {cmds[i]} failed")
+        if r >= 5:
+            wall[i].append(elapsed / 1e6)
+            cpu[i].append((ru.ru_utime + ru.ru_stime) * 1e3)
+q = lambda xs, k: statistics.quantiles(xs, n=4)[k]
+print(f"| interleaved, {rounds} rounds | median | lower quartile | CPU median | median / first | lower quartile / first |")
+print("|---|---:|---:|---:|---:|---:|")
+for i, c in enumerate(cmds):
+    m, lq = statistics.median(wall[i]), q(wall[i], 0)
+    print(f"| `{c.replace(prefix, '')[:70]}` | {m:.2f} ms | {lq:.2f} ms | {statistics.median(cpu[i]):.2f} ms "
+          f"| {m / statistics.median(wall[0]):.2f} | {lq / q(wall[0], 0):.2f} |")
+PY

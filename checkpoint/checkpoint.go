@@ -77,7 +77,7 @@ type Checkpoint struct {
 // ValidName checks a checkpoint name: the rule of template.checkpoint,
 // which is an image tag's, so the name is also a safe file name.
 func ValidName(name string) error {
-	if !spec.CheckpointNameRE().MatchString(name) {
+	if !spec.ValidCheckpointName(name) {
 		return fmt.Errorf("invalid checkpoint name %q: 1 to 128 letters, digits, underscores, periods and hyphens, starting with a letter or digit", name)
 	}
 	return nil

@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"math/big"
 	"sort"
 	"strconv"
+
+	"github.com/sbxhq/sbx/internal/dfa/dfagen"
 )
 
 // The compiler of sandbox.schema.json into the validator's nodes. It runs
@@ -161,20 +162,23 @@ func (c *compiler) fill(n *node, r *rawNode, loc string) error {
 		}
 	}
 	if r.Pattern != nil {
-		// Compiled when first needed: most files never fail most
-		// patterns' neighbours, and TestCompile compiles them all.
 		n.pattern = *r.Pattern
-		n.re = lazyRegexp(n.pattern)
+		var err error
+		if n.re, err = dfagen.Build(n.pattern); err != nil {
+			return fail("pattern: %v", err)
+		}
 	}
 	n.hint = r.PatternHint
 	for _, v := range []struct {
 		p   *json.Number
-		dst **big.Rat
+		dst *string
 	}{{r.Minimum, &n.minimum}, {r.Maximum, &n.maximum}, {r.ExclusiveMinimum, &n.exclusiveMinimum}} {
 		if v.p != nil {
-			if *v.dst = rat(*v.p); *v.dst == nil {
+			r := rat(*v.p)
+			if r == nil {
 				return fail("invalid number %s", *v.p)
 			}
+			*v.dst = r.RatString()
 		}
 	}
 	var err error
@@ -182,14 +186,17 @@ func (c *compiler) fill(n *node, r *rawNode, loc string) error {
 		return err
 	}
 	if len(r.Properties) > 0 {
-		n.properties = map[string]*node{}
-		for name, p := range r.Properties {
-			if n.properties[name], err = c.sub(p, loc+"/properties/"+escape(name)); err != nil {
-				return err
-			}
+		for name := range r.Properties {
 			n.propNames = append(n.propNames, name)
 		}
 		sort.Strings(n.propNames)
+		for _, name := range n.propNames {
+			p, err := c.sub(r.Properties[name], loc+"/properties/"+escape(name))
+			if err != nil {
+				return err
+			}
+			n.properties = append(n.properties, p)
+		}
 	}
 	if len(r.Additional) > 0 {
 		var b bool

@@ -2,121 +2,388 @@
 
 package schema
 
-import "encoding/json"
+import (
+	"encoding/json"
 
-// compiled builds the validator of sandbox.schema.json as compile (in
-// compile_test.go) makes it, without parsing the document: a process that
-// validates one file pays for a few hundred allocations, not for decoding
-// 29 kB of JSON. TestCompiledInSync keeps it in step with the schema.
-func compiled() *node {
-	ns := make([]node, 108)
-	ns[0] = node{loc: "#", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, properties: map[string]*node{"agent": &ns[1], "docker": &ns[2], "driver": &ns[5], "env": &ns[6], "kubernetes": &ns[11], "loop": &ns[20], "mounts": &ns[45], "name": &ns[52], "network": &ns[53], "ports": &ns[65], "resources": &ns[69], "secrets": &ns[75], "template": &ns[84], "user": &ns[100], "version": &ns[101], "workspace": &ns[102]}, propNames: []string{"agent", "docker", "driver", "env", "kubernetes", "loop", "mounts", "name", "network", "ports", "resources", "secrets", "template", "user", "version", "workspace"}, noAdditional: true, required: []string{"version", "agent"}}
-	ns[1] = node{loc: "#/properties/agent", types: typeString, enum: []any{"claude", "codex", "copilot", "cursor", "devin", "gemini", "kiro", "opencode", "droid", "docker-agent", "shell"}, minLength: -1, maxLength: -1, minItems: -1}
-	ns[2] = node{loc: "#/properties/docker", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, properties: map[string]*node{"noNewPrivileges": &ns[3], "runtime": &ns[4]}, propNames: []string{"noNewPrivileges", "runtime"}, noAdditional: true}
-	ns[3] = node{loc: "#/properties/docker/properties/noNewPrivileges", types: typeBoolean, minLength: -1, maxLength: -1, minItems: -1}
-	ns[4] = node{loc: "#/properties/docker/properties/runtime", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns[5] = node{loc: "#/properties/driver", types: typeString, enum: []any{"auto", "sbx", "docker-sandbox", "docker", "kubernetes"}, minLength: -1, maxLength: -1, minItems: -1}
-	ns[6] = node{loc: "#/properties/env", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, additional: &ns[7], propertyNames: &ns[9]}
-	ns[7] = node{loc: "#/properties/env/additionalProperties", ref: &ns[8], minLength: -1, maxLength: -1, minItems: -1}
-	ns[8] = node{loc: "#/definitions/scalarValue", types: typeBoolean | typeNumber | typeString, minLength: -1, maxLength: -1, minItems: -1}
-	ns[9] = node{loc: "#/properties/env/propertyNames", ref: &ns[10], minLength: -1, maxLength: -1, minItems: -1}
-	ns[10] = node{loc: "#/definitions/envName", types: typeString, minLength: -1, maxLength: -1, minItems: -1, pattern: "^[A-Za-z_][A-Za-z0-9_]*$", re: lazyRegexp("^[A-Za-z_][A-Za-z0-9_]*$"), hint: "must start with a letter or underscore and contain only letters, digits and underscores"}
-	ns[11] = node{loc: "#/properties/kubernetes", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, properties: map[string]*node{"context": &ns[12], "egress": &ns[13], "namespace": &ns[14], "registry": &ns[15], "runtimeClassName": &ns[16], "storageClass": &ns[17], "warmPool": &ns[18], "workspaceSize": &ns[19]}, propNames: []string{"context", "egress", "namespace", "registry", "runtimeClassName", "storageClass", "warmPool", "workspaceSize"}, noAdditional: true}
-	ns[12] = node{loc: "#/properties/kubernetes/properties/context", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns[13] = node{loc: "#/properties/kubernetes/properties/egress", types: typeString, enum: []any{"enforced", "advisory"}, minLength: -1, maxLength: -1, minItems: -1}
-	ns[14] = node{loc: "#/properties/kubernetes/properties/namespace", types: typeString, minLength: 1, maxLength: 63, minItems: -1, pattern: "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", re: lazyRegexp("^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"), hint: "must be a DNS label: lowercase letters, digits and hyphens"}
-	ns[15] = node{loc: "#/properties/kubernetes/properties/registry", types: typeString, minLength: 1, maxLength: -1, minItems: -1, pattern: "^[a-z0-9]([-a-z0-9.:]*[a-z0-9])?(/[a-z0-9]([-a-z0-9._]*[a-z0-9])?)*$", re: lazyRegexp("^[a-z0-9]([-a-z0-9.:]*[a-z0-9])?(/[a-z0-9]([-a-z0-9._]*[a-z0-9])?)*$"), hint: "write a registry and repository prefix such as ghcr.io/acme/sbx, without a scheme or trailing slash"}
-	ns[16] = node{loc: "#/properties/kubernetes/properties/runtimeClassName", types: typeString, minLength: 1, maxLength: 253, minItems: -1, pattern: "^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", re: lazyRegexp("^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"), hint: "must be a RuntimeClass name: lowercase letters, digits, hyphens and periods"}
-	ns[17] = node{loc: "#/properties/kubernetes/properties/storageClass", types: typeString, minLength: 1, maxLength: 253, minItems: -1}
-	ns[18] = node{loc: "#/properties/kubernetes/properties/warmPool", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: ratOf("0"), maximum: ratOf("100")}
-	ns[19] = node{loc: "#/properties/kubernetes/properties/workspaceSize", types: typeString, minLength: -1, maxLength: -1, minItems: -1, pattern: "^[0-9]+(\\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$", re: lazyRegexp("^[0-9]+(\\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$"), hint: "write a Kubernetes quantity such as 10Gi"}
-	ns[20] = node{loc: "#/properties/loop", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, properties: map[string]*node{"breaker": &ns[21], "checkpoint": &ns[24], "command": &ns[29], "completion": &ns[31], "ephemeral": &ns[37], "iterationTimeout": &ns[38], "maxDuration": &ns[41], "maxIterations": &ns[43], "prompt": &ns[44]}, propNames: []string{"breaker", "checkpoint", "command", "completion", "ephemeral", "iterationTimeout", "maxDuration", "maxIterations", "prompt"}, noAdditional: true, required: []string{"prompt", "maxIterations"}}
-	ns[21] = node{loc: "#/properties/loop/properties/breaker", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, properties: map[string]*node{"noProgress": &ns[22], "sameError": &ns[23]}, propNames: []string{"noProgress", "sameError"}, noAdditional: true}
-	ns[22] = node{loc: "#/properties/loop/properties/breaker/properties/noProgress", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: ratOf("0")}
-	ns[23] = node{loc: "#/properties/loop/properties/breaker/properties/sameError", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: ratOf("0")}
-	ns[24] = node{loc: "#/properties/loop/properties/checkpoint", minLength: -1, maxLength: -1, minItems: -1, oneOf: []*node{&ns[25], &ns[26]}}
-	ns[25] = node{loc: "#/properties/loop/properties/checkpoint/oneOf/0", types: typeString, enum: []any{"never", "onComplete", "everyIteration"}, minLength: -1, maxLength: -1, minItems: -1}
-	ns[26] = node{loc: "#/properties/loop/properties/checkpoint/oneOf/1", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, properties: map[string]*node{"keep": &ns[27], "when": &ns[28]}, propNames: []string{"keep", "when"}, noAdditional: true, required: []string{"when"}}
-	ns[27] = node{loc: "#/properties/loop/properties/checkpoint/oneOf/1/properties/keep", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: ratOf("1"), maximum: ratOf("100")}
-	ns[28] = node{loc: "#/properties/loop/properties/checkpoint/oneOf/1/properties/when", types: typeString, enum: []any{"never", "onComplete", "everyIteration"}, minLength: -1, maxLength: -1, minItems: -1}
-	ns[29] = node{loc: "#/properties/loop/properties/command", types: typeArray, minLength: -1, maxLength: -1, minItems: 1, items: &ns[30]}
-	ns[30] = node{loc: "#/properties/loop/properties/command/items", types: typeString, minLength: -1, maxLength: -1, minItems: -1}
-	ns[31] = node{loc: "#/properties/loop/properties/completion", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, properties: map[string]*node{"promise": &ns[32], "verify": &ns[33]}, propNames: []string{"promise", "verify"}, noAdditional: true, anyOf: []*node{&ns[35], &ns[36]}, requiredOnly: []string{"promise", "verify"}}
-	ns[32] = node{loc: "#/properties/loop/properties/completion/properties/promise", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns[33] = node{loc: "#/properties/loop/properties/completion/properties/verify", types: typeArray, minLength: -1, maxLength: -1, minItems: 1, items: &ns[34]}
-	ns[34] = node{loc: "#/properties/loop/properties/completion/properties/verify/items", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns[35] = node{loc: "#/properties/loop/properties/completion/anyOf/0", minLength: -1, maxLength: -1, minItems: -1, required: []string{"promise"}}
-	ns[36] = node{loc: "#/properties/loop/properties/completion/anyOf/1", minLength: -1, maxLength: -1, minItems: -1, required: []string{"verify"}}
-	ns[37] = node{loc: "#/properties/loop/properties/ephemeral", types: typeBoolean, minLength: -1, maxLength: -1, minItems: -1}
-	ns[38] = node{loc: "#/properties/loop/properties/iterationTimeout", minLength: -1, maxLength: -1, minItems: -1, allOf: []*node{&ns[39]}}
-	ns[39] = node{loc: "#/properties/loop/properties/iterationTimeout/allOf/0", ref: &ns[40], minLength: -1, maxLength: -1, minItems: -1}
-	ns[40] = node{loc: "#/definitions/duration", types: typeString, minLength: -1, maxLength: -1, minItems: -1, pattern: "^([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$", re: lazyRegexp("^([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"), hint: "use a number and a unit, as in 90s, 15m or 4h"}
-	ns[41] = node{loc: "#/properties/loop/properties/maxDuration", minLength: -1, maxLength: -1, minItems: -1, allOf: []*node{&ns[42]}}
-	ns[42] = node{loc: "#/properties/loop/properties/maxDuration/allOf/0", ref: &ns[40], minLength: -1, maxLength: -1, minItems: -1}
-	ns[43] = node{loc: "#/properties/loop/properties/maxIterations", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: ratOf("1"), maximum: ratOf("100000")}
-	ns[44] = node{loc: "#/properties/loop/properties/prompt", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns[45] = node{loc: "#/properties/mounts", types: typeArray, minLength: -1, maxLength: -1, minItems: -1, items: &ns[46]}
-	ns[46] = node{loc: "#/properties/mounts/items", minLength: -1, maxLength: -1, minItems: -1, oneOf: []*node{&ns[47], &ns[48]}}
-	ns[47] = node{loc: "#/properties/mounts/items/oneOf/0", types: typeString, minLength: 3, maxLength: -1, minItems: -1}
-	ns[48] = node{loc: "#/properties/mounts/items/oneOf/1", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, properties: map[string]*node{"readOnly": &ns[49], "source": &ns[50], "target": &ns[51]}, propNames: []string{"readOnly", "source", "target"}, noAdditional: true, required: []string{"source", "target"}}
-	ns[49] = node{loc: "#/properties/mounts/items/oneOf/1/properties/readOnly", types: typeBoolean, minLength: -1, maxLength: -1, minItems: -1}
-	ns[50] = node{loc: "#/properties/mounts/items/oneOf/1/properties/source", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns[51] = node{loc: "#/properties/mounts/items/oneOf/1/properties/target", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns[52] = node{loc: "#/properties/name", types: typeString, minLength: 2, maxLength: 63, minItems: -1, pattern: "^[A-Za-z0-9][A-Za-z0-9.-]*$", re: lazyRegexp("^[A-Za-z0-9][A-Za-z0-9.-]*$"), hint: "must start with a letter or digit and contain only letters, digits, hyphens and periods"}
-	ns[53] = node{loc: "#/properties/network", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, properties: map[string]*node{"agentHosts": &ns[54], "allow": &ns[55], "blockCIDRs": &ns[58], "deny": &ns[60], "policy": &ns[62], "presets": &ns[63]}, propNames: []string{"agentHosts", "allow", "blockCIDRs", "deny", "policy", "presets"}, noAdditional: true}
-	ns[54] = node{loc: "#/properties/network/properties/agentHosts", types: typeBoolean, minLength: -1, maxLength: -1, minItems: -1}
-	ns[55] = node{loc: "#/properties/network/properties/allow", types: typeArray, minLength: -1, maxLength: -1, minItems: -1, items: &ns[56]}
-	ns[56] = node{loc: "#/properties/network/properties/allow/items", ref: &ns[57], minLength: -1, maxLength: -1, minItems: -1}
-	ns[57] = node{loc: "#/definitions/hostPattern", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns[58] = node{loc: "#/properties/network/properties/blockCIDRs", types: typeArray, minLength: -1, maxLength: -1, minItems: -1, items: &ns[59]}
-	ns[59] = node{loc: "#/properties/network/properties/blockCIDRs/items", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns[60] = node{loc: "#/properties/network/properties/deny", types: typeArray, minLength: -1, maxLength: -1, minItems: -1, items: &ns[61]}
-	ns[61] = node{loc: "#/properties/network/properties/deny/items", ref: &ns[57], minLength: -1, maxLength: -1, minItems: -1}
-	ns[62] = node{loc: "#/properties/network/properties/policy", types: typeString, enum: []any{"deny", "allow"}, minLength: -1, maxLength: -1, minItems: -1}
-	ns[63] = node{loc: "#/properties/network/properties/presets", types: typeArray, minLength: -1, maxLength: -1, minItems: -1, items: &ns[64]}
-	ns[64] = node{loc: "#/properties/network/properties/presets/items", types: typeString, enum: []any{"anthropic", "openai", "google-gemini", "github", "github-copilot", "cursor", "kiro", "opencode", "droid", "npm", "pypi", "golang", "docker-hub"}, minLength: -1, maxLength: -1, minItems: -1}
-	ns[65] = node{loc: "#/properties/ports", types: typeArray, minLength: -1, maxLength: -1, minItems: -1, items: &ns[66]}
-	ns[66] = node{loc: "#/properties/ports/items", minLength: -1, maxLength: -1, minItems: -1, oneOf: []*node{&ns[67], &ns[68]}}
-	ns[67] = node{loc: "#/properties/ports/items/oneOf/0", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: ratOf("1"), maximum: ratOf("65535")}
-	ns[68] = node{loc: "#/properties/ports/items/oneOf/1", types: typeString, minLength: -1, maxLength: -1, minItems: -1, pattern: "^((\\[[0-9a-fA-F:.]+\\]|[0-9.]+):)?([0-9]{0,5}:)?[0-9]{1,5}(/(tcp|udp))?$", re: lazyRegexp("^((\\[[0-9a-fA-F:.]+\\]|[0-9.]+):)?([0-9]{0,5}:)?[0-9]{1,5}(/(tcp|udp))?$"), hint: "use [IP:][HOSTPORT:]PORT[/tcp|udp], as in 127.0.0.1:8080:3000"}
-	ns[69] = node{loc: "#/properties/resources", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, properties: map[string]*node{"cpus": &ns[70], "memory": &ns[71], "pids": &ns[74]}, propNames: []string{"cpus", "memory", "pids"}, noAdditional: true}
-	ns[70] = node{loc: "#/properties/resources/properties/cpus", types: typeNumber, minLength: -1, maxLength: -1, minItems: -1, maximum: ratOf("256"), exclusiveMinimum: ratOf("0")}
-	ns[71] = node{loc: "#/properties/resources/properties/memory", minLength: -1, maxLength: -1, minItems: -1, oneOf: []*node{&ns[72], &ns[73]}}
-	ns[72] = node{loc: "#/properties/resources/properties/memory/oneOf/0", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: ratOf("1")}
-	ns[73] = node{loc: "#/properties/resources/properties/memory/oneOf/1", types: typeString, minLength: -1, maxLength: -1, minItems: -1, pattern: "^[0-9]+(\\.[0-9]+)?\\s*([kKmMgGtT]([iI]?[bB])?|[bB])?$", re: lazyRegexp("^[0-9]+(\\.[0-9]+)?\\s*([kKmMgGtT]([iI]?[bB])?|[bB])?$"), hint: "use a number with a unit, as in 512m or 8g"}
-	ns[74] = node{loc: "#/properties/resources/properties/pids", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: ratOf("16"), maximum: ratOf("1048576")}
-	ns[75] = node{loc: "#/properties/secrets", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, additional: &ns[76], propertyNames: &ns[83]}
-	ns[76] = node{loc: "#/properties/secrets/additionalProperties", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, properties: map[string]*node{"command": &ns[77], "env": &ns[79]}, propNames: []string{"command", "env"}, noAdditional: true, oneOf: []*node{&ns[81], &ns[82]}, requiredOnly: []string{"command", "env"}}
-	ns[77] = node{loc: "#/properties/secrets/additionalProperties/properties/command", types: typeArray, minLength: -1, maxLength: -1, minItems: 1, items: &ns[78]}
-	ns[78] = node{loc: "#/properties/secrets/additionalProperties/properties/command/items", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns[79] = node{loc: "#/properties/secrets/additionalProperties/properties/env", minLength: -1, maxLength: -1, minItems: -1, allOf: []*node{&ns[80]}}
-	ns[80] = node{loc: "#/properties/secrets/additionalProperties/properties/env/allOf/0", ref: &ns[10], minLength: -1, maxLength: -1, minItems: -1}
-	ns[81] = node{loc: "#/properties/secrets/additionalProperties/oneOf/0", minLength: -1, maxLength: -1, minItems: -1, required: []string{"env"}}
-	ns[82] = node{loc: "#/properties/secrets/additionalProperties/oneOf/1", minLength: -1, maxLength: -1, minItems: -1, required: []string{"command"}}
-	ns[83] = node{loc: "#/properties/secrets/propertyNames", ref: &ns[10], minLength: -1, maxLength: -1, minItems: -1}
-	ns[84] = node{loc: "#/properties/template", minLength: -1, maxLength: -1, minItems: -1, oneOf: []*node{&ns[85], &ns[86]}}
-	ns[85] = node{loc: "#/properties/template/oneOf/0", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns[86] = node{loc: "#/properties/template/oneOf/1", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, properties: map[string]*node{"build": &ns[87], "checkpoint": &ns[95], "image": &ns[96]}, propNames: []string{"build", "checkpoint", "image"}, noAdditional: true, anyOf: []*node{&ns[97], &ns[98], &ns[99]}, requiredOnly: []string{"build", "checkpoint", "image"}}
-	ns[87] = node{loc: "#/properties/template/oneOf/1/properties/build", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, properties: map[string]*node{"args": &ns[88], "context": &ns[91], "dockerfile": &ns[92], "network": &ns[93], "target": &ns[94]}, propNames: []string{"args", "context", "dockerfile", "network", "target"}, noAdditional: true, required: []string{"context"}}
-	ns[88] = node{loc: "#/properties/template/oneOf/1/properties/build/properties/args", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, additional: &ns[89], propertyNames: &ns[90]}
-	ns[89] = node{loc: "#/properties/template/oneOf/1/properties/build/properties/args/additionalProperties", ref: &ns[8], minLength: -1, maxLength: -1, minItems: -1}
-	ns[90] = node{loc: "#/properties/template/oneOf/1/properties/build/properties/args/propertyNames", ref: &ns[10], minLength: -1, maxLength: -1, minItems: -1}
-	ns[91] = node{loc: "#/properties/template/oneOf/1/properties/build/properties/context", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns[92] = node{loc: "#/properties/template/oneOf/1/properties/build/properties/dockerfile", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns[93] = node{loc: "#/properties/template/oneOf/1/properties/build/properties/network", types: typeBoolean, minLength: -1, maxLength: -1, minItems: -1}
-	ns[94] = node{loc: "#/properties/template/oneOf/1/properties/build/properties/target", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns[95] = node{loc: "#/properties/template/oneOf/1/properties/checkpoint", types: typeString, minLength: 1, maxLength: 128, minItems: -1, pattern: "^[A-Za-z0-9][A-Za-z0-9_.-]*$", re: lazyRegexp("^[A-Za-z0-9][A-Za-z0-9_.-]*$"), hint: "must start with a letter or digit and contain only letters, digits, underscores, periods and hyphens"}
-	ns[96] = node{loc: "#/properties/template/oneOf/1/properties/image", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns[97] = node{loc: "#/properties/template/oneOf/1/anyOf/0", minLength: -1, maxLength: -1, minItems: -1, required: []string{"image"}}
-	ns[98] = node{loc: "#/properties/template/oneOf/1/anyOf/1", minLength: -1, maxLength: -1, minItems: -1, required: []string{"build"}}
-	ns[99] = node{loc: "#/properties/template/oneOf/1/anyOf/2", minLength: -1, maxLength: -1, minItems: -1, required: []string{"checkpoint"}}
-	ns[100] = node{loc: "#/properties/user", types: typeString, minLength: -1, maxLength: -1, minItems: -1, pattern: "^(host|([a-z_][a-z0-9_.-]*|[0-9]+)(:([a-z_][a-z0-9_.-]*|[0-9]+))?)$", re: lazyRegexp("^(host|([a-z_][a-z0-9_.-]*|[0-9]+)(:([a-z_][a-z0-9_.-]*|[0-9]+))?)$"), hint: "must be host, NAME, UID, NAME:GROUP or UID:GID"}
-	ns[101] = node{loc: "#/properties/version", types: typeInteger, hasConst: true, constVal: json.Number("1"), minLength: -1, maxLength: -1, minItems: -1}
-	ns[102] = node{loc: "#/properties/workspace", minLength: -1, maxLength: -1, minItems: -1, oneOf: []*node{&ns[103], &ns[104]}}
-	ns[103] = node{loc: "#/properties/workspace/oneOf/0", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns[104] = node{loc: "#/properties/workspace/oneOf/1", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, properties: map[string]*node{"path": &ns[105], "protect": &ns[106], "readOnly": &ns[107]}, propNames: []string{"path", "protect", "readOnly"}, noAdditional: true, required: []string{"path"}}
-	ns[105] = node{loc: "#/properties/workspace/oneOf/1/properties/path", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns[106] = node{loc: "#/properties/workspace/oneOf/1/properties/protect", types: typeBoolean, minLength: -1, maxLength: -1, minItems: -1}
-	ns[107] = node{loc: "#/properties/workspace/oneOf/1/properties/readOnly", types: typeBoolean, minLength: -1, maxLength: -1, minItems: -1}
-	return &ns[0]
+	"github.com/sbxhq/sbx/internal/dfa"
+)
+
+// compiled returns the validator of sandbox.schema.json as compile (in
+// compile_test.go) makes it. Its nodes, and the automata of its patterns,
+// are package variables, which the linker lays out: a process that
+// validates pays for no parsing, allocating or code to build them (building
+// them at run time took a 28 kB stack frame, which grew the stack, and 37
+// kB of fresh heap). TestCompiledInSync keeps it in step with the schema.
+func compiled() *node { return &ns0 }
+
+// The nodes, numbered depth first.
+var (
+	ns0   = node{loc: "#", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"agent", "docker", "driver", "env", "kubernetes", "loop", "mounts", "name", "network", "ports", "resources", "secrets", "template", "user", "version", "workspace"}, properties: []*node{&ns1, &ns2, &ns5, &ns6, &ns11, &ns20, &ns45, &ns52, &ns53, &ns65, &ns69, &ns75, &ns84, &ns100, &ns101, &ns102}, noAdditional: true, required: []string{"version", "agent"}}
+	ns1   = node{loc: "#/properties/agent", types: typeString, enum: []any{"claude", "codex", "copilot", "cursor", "devin", "gemini", "kiro", "opencode", "droid", "docker-agent", "shell"}, minLength: -1, maxLength: -1, minItems: -1}
+	ns2   = node{loc: "#/properties/docker", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"noNewPrivileges", "runtime"}, properties: []*node{&ns3, &ns4}, noAdditional: true}
+	ns3   = node{loc: "#/properties/docker/properties/noNewPrivileges", types: typeBoolean, minLength: -1, maxLength: -1, minItems: -1}
+	ns4   = node{loc: "#/properties/docker/properties/runtime", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns5   = node{loc: "#/properties/driver", types: typeString, enum: []any{"auto", "sbx", "docker-sandbox", "docker", "kubernetes"}, minLength: -1, maxLength: -1, minItems: -1}
+	ns6   = node{loc: "#/properties/env", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, additional: &ns7, propertyNames: &ns9}
+	ns7   = node{loc: "#/properties/env/additionalProperties", ref: &ns8, minLength: -1, maxLength: -1, minItems: -1}
+	ns8   = node{loc: "#/definitions/scalarValue", types: typeBoolean | typeNumber | typeString, minLength: -1, maxLength: -1, minItems: -1}
+	ns9   = node{loc: "#/properties/env/propertyNames", ref: &ns10, minLength: -1, maxLength: -1, minItems: -1}
+	ns10  = node{loc: "#/definitions/envName", types: typeString, minLength: -1, maxLength: -1, minItems: -1, pattern: "^[A-Za-z_][A-Za-z0-9_]*$", re: &pattern10, hint: "must start with a letter or underscore and contain only letters, digits and underscores"}
+	ns11  = node{loc: "#/properties/kubernetes", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"context", "egress", "namespace", "registry", "runtimeClassName", "storageClass", "warmPool", "workspaceSize"}, properties: []*node{&ns12, &ns13, &ns14, &ns15, &ns16, &ns17, &ns18, &ns19}, noAdditional: true}
+	ns12  = node{loc: "#/properties/kubernetes/properties/context", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns13  = node{loc: "#/properties/kubernetes/properties/egress", types: typeString, enum: []any{"enforced", "advisory"}, minLength: -1, maxLength: -1, minItems: -1}
+	ns14  = node{loc: "#/properties/kubernetes/properties/namespace", types: typeString, minLength: 1, maxLength: 63, minItems: -1, pattern: "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", re: &pattern14, hint: "must be a DNS label: lowercase letters, digits and hyphens"}
+	ns15  = node{loc: "#/properties/kubernetes/properties/registry", types: typeString, minLength: 1, maxLength: -1, minItems: -1, pattern: "^[a-z0-9]([-a-z0-9.:]*[a-z0-9])?(/[a-z0-9]([-a-z0-9._]*[a-z0-9])?)*$", re: &pattern15, hint: "write a registry and repository prefix such as ghcr.io/acme/sbx, without a scheme or trailing slash"}
+	ns16  = node{loc: "#/properties/kubernetes/properties/runtimeClassName", types: typeString, minLength: 1, maxLength: 253, minItems: -1, pattern: "^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", re: &pattern16, hint: "must be a RuntimeClass name: lowercase letters, digits, hyphens and periods"}
+	ns17  = node{loc: "#/properties/kubernetes/properties/storageClass", types: typeString, minLength: 1, maxLength: 253, minItems: -1}
+	ns18  = node{loc: "#/properties/kubernetes/properties/warmPool", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: "0", maximum: "100"}
+	ns19  = node{loc: "#/properties/kubernetes/properties/workspaceSize", types: typeString, minLength: -1, maxLength: -1, minItems: -1, pattern: "^[0-9]+(\\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$", re: &pattern19, hint: "write a Kubernetes quantity such as 10Gi"}
+	ns20  = node{loc: "#/properties/loop", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"breaker", "checkpoint", "command", "completion", "ephemeral", "iterationTimeout", "maxDuration", "maxIterations", "prompt"}, properties: []*node{&ns21, &ns24, &ns29, &ns31, &ns37, &ns38, &ns41, &ns43, &ns44}, noAdditional: true, required: []string{"prompt", "maxIterations"}}
+	ns21  = node{loc: "#/properties/loop/properties/breaker", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"noProgress", "sameError"}, properties: []*node{&ns22, &ns23}, noAdditional: true}
+	ns22  = node{loc: "#/properties/loop/properties/breaker/properties/noProgress", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: "0"}
+	ns23  = node{loc: "#/properties/loop/properties/breaker/properties/sameError", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: "0"}
+	ns24  = node{loc: "#/properties/loop/properties/checkpoint", minLength: -1, maxLength: -1, minItems: -1, oneOf: []*node{&ns25, &ns26}}
+	ns25  = node{loc: "#/properties/loop/properties/checkpoint/oneOf/0", types: typeString, enum: []any{"never", "onComplete", "everyIteration"}, minLength: -1, maxLength: -1, minItems: -1}
+	ns26  = node{loc: "#/properties/loop/properties/checkpoint/oneOf/1", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"keep", "when"}, properties: []*node{&ns27, &ns28}, noAdditional: true, required: []string{"when"}}
+	ns27  = node{loc: "#/properties/loop/properties/checkpoint/oneOf/1/properties/keep", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: "1", maximum: "100"}
+	ns28  = node{loc: "#/properties/loop/properties/checkpoint/oneOf/1/properties/when", types: typeString, enum: []any{"never", "onComplete", "everyIteration"}, minLength: -1, maxLength: -1, minItems: -1}
+	ns29  = node{loc: "#/properties/loop/properties/command", types: typeArray, minLength: -1, maxLength: -1, minItems: 1, items: &ns30}
+	ns30  = node{loc: "#/properties/loop/properties/command/items", types: typeString, minLength: -1, maxLength: -1, minItems: -1}
+	ns31  = node{loc: "#/properties/loop/properties/completion", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"promise", "verify"}, properties: []*node{&ns32, &ns33}, noAdditional: true, anyOf: []*node{&ns35, &ns36}, requiredOnly: []string{"promise", "verify"}}
+	ns32  = node{loc: "#/properties/loop/properties/completion/properties/promise", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns33  = node{loc: "#/properties/loop/properties/completion/properties/verify", types: typeArray, minLength: -1, maxLength: -1, minItems: 1, items: &ns34}
+	ns34  = node{loc: "#/properties/loop/properties/completion/properties/verify/items", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns35  = node{loc: "#/properties/loop/properties/completion/anyOf/0", minLength: -1, maxLength: -1, minItems: -1, required: []string{"promise"}}
+	ns36  = node{loc: "#/properties/loop/properties/completion/anyOf/1", minLength: -1, maxLength: -1, minItems: -1, required: []string{"verify"}}
+	ns37  = node{loc: "#/properties/loop/properties/ephemeral", types: typeBoolean, minLength: -1, maxLength: -1, minItems: -1}
+	ns38  = node{loc: "#/properties/loop/properties/iterationTimeout", minLength: -1, maxLength: -1, minItems: -1, allOf: []*node{&ns39}}
+	ns39  = node{loc: "#/properties/loop/properties/iterationTimeout/allOf/0", ref: &ns40, minLength: -1, maxLength: -1, minItems: -1}
+	ns40  = node{loc: "#/definitions/duration", types: typeString, minLength: -1, maxLength: -1, minItems: -1, pattern: "^([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$", re: &pattern40, hint: "use a number and a unit, as in 90s, 15m or 4h"}
+	ns41  = node{loc: "#/properties/loop/properties/maxDuration", minLength: -1, maxLength: -1, minItems: -1, allOf: []*node{&ns42}}
+	ns42  = node{loc: "#/properties/loop/properties/maxDuration/allOf/0", ref: &ns40, minLength: -1, maxLength: -1, minItems: -1}
+	ns43  = node{loc: "#/properties/loop/properties/maxIterations", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: "1", maximum: "100000"}
+	ns44  = node{loc: "#/properties/loop/properties/prompt", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns45  = node{loc: "#/properties/mounts", types: typeArray, minLength: -1, maxLength: -1, minItems: -1, items: &ns46}
+	ns46  = node{loc: "#/properties/mounts/items", minLength: -1, maxLength: -1, minItems: -1, oneOf: []*node{&ns47, &ns48}}
+	ns47  = node{loc: "#/properties/mounts/items/oneOf/0", types: typeString, minLength: 3, maxLength: -1, minItems: -1}
+	ns48  = node{loc: "#/properties/mounts/items/oneOf/1", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"readOnly", "source", "target"}, properties: []*node{&ns49, &ns50, &ns51}, noAdditional: true, required: []string{"source", "target"}}
+	ns49  = node{loc: "#/properties/mounts/items/oneOf/1/properties/readOnly", types: typeBoolean, minLength: -1, maxLength: -1, minItems: -1}
+	ns50  = node{loc: "#/properties/mounts/items/oneOf/1/properties/source", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns51  = node{loc: "#/properties/mounts/items/oneOf/1/properties/target", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns52  = node{loc: "#/properties/name", types: typeString, minLength: 2, maxLength: 63, minItems: -1, pattern: "^[A-Za-z0-9][A-Za-z0-9.-]*$", re: &pattern52, hint: "must start with a letter or digit and contain only letters, digits, hyphens and periods"}
+	ns53  = node{loc: "#/properties/network", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"agentHosts", "allow", "blockCIDRs", "deny", "policy", "presets"}, properties: []*node{&ns54, &ns55, &ns58, &ns60, &ns62, &ns63}, noAdditional: true}
+	ns54  = node{loc: "#/properties/network/properties/agentHosts", types: typeBoolean, minLength: -1, maxLength: -1, minItems: -1}
+	ns55  = node{loc: "#/properties/network/properties/allow", types: typeArray, minLength: -1, maxLength: -1, minItems: -1, items: &ns56}
+	ns56  = node{loc: "#/properties/network/properties/allow/items", ref: &ns57, minLength: -1, maxLength: -1, minItems: -1}
+	ns57  = node{loc: "#/definitions/hostPattern", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns58  = node{loc: "#/properties/network/properties/blockCIDRs", types: typeArray, minLength: -1, maxLength: -1, minItems: -1, items: &ns59}
+	ns59  = node{loc: "#/properties/network/properties/blockCIDRs/items", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns60  = node{loc: "#/properties/network/properties/deny", types: typeArray, minLength: -1, maxLength: -1, minItems: -1, items: &ns61}
+	ns61  = node{loc: "#/properties/network/properties/deny/items", ref: &ns57, minLength: -1, maxLength: -1, minItems: -1}
+	ns62  = node{loc: "#/properties/network/properties/policy", types: typeString, enum: []any{"deny", "allow"}, minLength: -1, maxLength: -1, minItems: -1}
+	ns63  = node{loc: "#/properties/network/properties/presets", types: typeArray, minLength: -1, maxLength: -1, minItems: -1, items: &ns64}
+	ns64  = node{loc: "#/properties/network/properties/presets/items", types: typeString, enum: []any{"anthropic", "openai", "google-gemini", "github", "github-copilot", "cursor", "kiro", "opencode", "droid", "npm", "pypi", "golang", "docker-hub"}, minLength: -1, maxLength: -1, minItems: -1}
+	ns65  = node{loc: "#/properties/ports", types: typeArray, minLength: -1, maxLength: -1, minItems: -1, items: &ns66}
+	ns66  = node{loc: "#/properties/ports/items", minLength: -1, maxLength: -1, minItems: -1, oneOf: []*node{&ns67, &ns68}}
+	ns67  = node{loc: "#/properties/ports/items/oneOf/0", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: "1", maximum: "65535"}
+	ns68  = node{loc: "#/properties/ports/items/oneOf/1", types: typeString, minLength: -1, maxLength: -1, minItems: -1, pattern: "^((\\[[0-9a-fA-F:.]+\\]|[0-9.]+):)?([0-9]{0,5}:)?[0-9]{1,5}(/(tcp|udp))?$", re: &pattern68, hint: "use [IP:][HOSTPORT:]PORT[/tcp|udp], as in 127.0.0.1:8080:3000"}
+	ns69  = node{loc: "#/properties/resources", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"cpus", "memory", "pids"}, properties: []*node{&ns70, &ns71, &ns74}, noAdditional: true}
+	ns70  = node{loc: "#/properties/resources/properties/cpus", types: typeNumber, minLength: -1, maxLength: -1, minItems: -1, maximum: "256", exclusiveMinimum: "0"}
+	ns71  = node{loc: "#/properties/resources/properties/memory", minLength: -1, maxLength: -1, minItems: -1, oneOf: []*node{&ns72, &ns73}}
+	ns72  = node{loc: "#/properties/resources/properties/memory/oneOf/0", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: "1"}
+	ns73  = node{loc: "#/properties/resources/properties/memory/oneOf/1", types: typeString, minLength: -1, maxLength: -1, minItems: -1, pattern: "^[0-9]+(\\.[0-9]+)?\\s*([kKmMgGtT]([iI]?[bB])?|[bB])?$", re: &pattern73, hint: "use a number with a unit, as in 512m or 8g"}
+	ns74  = node{loc: "#/properties/resources/properties/pids", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: "16", maximum: "1048576"}
+	ns75  = node{loc: "#/properties/secrets", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, additional: &ns76, propertyNames: &ns83}
+	ns76  = node{loc: "#/properties/secrets/additionalProperties", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"command", "env"}, properties: []*node{&ns77, &ns79}, noAdditional: true, oneOf: []*node{&ns81, &ns82}, requiredOnly: []string{"command", "env"}}
+	ns77  = node{loc: "#/properties/secrets/additionalProperties/properties/command", types: typeArray, minLength: -1, maxLength: -1, minItems: 1, items: &ns78}
+	ns78  = node{loc: "#/properties/secrets/additionalProperties/properties/command/items", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns79  = node{loc: "#/properties/secrets/additionalProperties/properties/env", minLength: -1, maxLength: -1, minItems: -1, allOf: []*node{&ns80}}
+	ns80  = node{loc: "#/properties/secrets/additionalProperties/properties/env/allOf/0", ref: &ns10, minLength: -1, maxLength: -1, minItems: -1}
+	ns81  = node{loc: "#/properties/secrets/additionalProperties/oneOf/0", minLength: -1, maxLength: -1, minItems: -1, required: []string{"env"}}
+	ns82  = node{loc: "#/properties/secrets/additionalProperties/oneOf/1", minLength: -1, maxLength: -1, minItems: -1, required: []string{"command"}}
+	ns83  = node{loc: "#/properties/secrets/propertyNames", ref: &ns10, minLength: -1, maxLength: -1, minItems: -1}
+	ns84  = node{loc: "#/properties/template", minLength: -1, maxLength: -1, minItems: -1, oneOf: []*node{&ns85, &ns86}}
+	ns85  = node{loc: "#/properties/template/oneOf/0", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns86  = node{loc: "#/properties/template/oneOf/1", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"build", "checkpoint", "image"}, properties: []*node{&ns87, &ns95, &ns96}, noAdditional: true, anyOf: []*node{&ns97, &ns98, &ns99}, requiredOnly: []string{"build", "checkpoint", "image"}}
+	ns87  = node{loc: "#/properties/template/oneOf/1/properties/build", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"args", "context", "dockerfile", "network", "target"}, properties: []*node{&ns88, &ns91, &ns92, &ns93, &ns94}, noAdditional: true, required: []string{"context"}}
+	ns88  = node{loc: "#/properties/template/oneOf/1/properties/build/properties/args", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, additional: &ns89, propertyNames: &ns90}
+	ns89  = node{loc: "#/properties/template/oneOf/1/properties/build/properties/args/additionalProperties", ref: &ns8, minLength: -1, maxLength: -1, minItems: -1}
+	ns90  = node{loc: "#/properties/template/oneOf/1/properties/build/properties/args/propertyNames", ref: &ns10, minLength: -1, maxLength: -1, minItems: -1}
+	ns91  = node{loc: "#/properties/template/oneOf/1/properties/build/properties/context", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns92  = node{loc: "#/properties/template/oneOf/1/properties/build/properties/dockerfile", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns93  = node{loc: "#/properties/template/oneOf/1/properties/build/properties/network", types: typeBoolean, minLength: -1, maxLength: -1, minItems: -1}
+	ns94  = node{loc: "#/properties/template/oneOf/1/properties/build/properties/target", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns95  = node{loc: "#/properties/template/oneOf/1/properties/checkpoint", types: typeString, minLength: 1, maxLength: 128, minItems: -1, pattern: "^[A-Za-z0-9][A-Za-z0-9_.-]*$", re: &pattern95, hint: "must start with a letter or digit and contain only letters, digits, underscores, periods and hyphens"}
+	ns96  = node{loc: "#/properties/template/oneOf/1/properties/image", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns97  = node{loc: "#/properties/template/oneOf/1/anyOf/0", minLength: -1, maxLength: -1, minItems: -1, required: []string{"image"}}
+	ns98  = node{loc: "#/properties/template/oneOf/1/anyOf/1", minLength: -1, maxLength: -1, minItems: -1, required: []string{"build"}}
+	ns99  = node{loc: "#/properties/template/oneOf/1/anyOf/2", minLength: -1, maxLength: -1, minItems: -1, required: []string{"checkpoint"}}
+	ns100 = node{loc: "#/properties/user", types: typeString, minLength: -1, maxLength: -1, minItems: -1, pattern: "^(host|([a-z_][a-z0-9_.-]*|[0-9]+)(:([a-z_][a-z0-9_.-]*|[0-9]+))?)$", re: &pattern100, hint: "must be host, NAME, UID, NAME:GROUP or UID:GID"}
+	ns101 = node{loc: "#/properties/version", types: typeInteger, hasConst: true, constVal: json.Number("1"), minLength: -1, maxLength: -1, minItems: -1}
+	ns102 = node{loc: "#/properties/workspace", minLength: -1, maxLength: -1, minItems: -1, oneOf: []*node{&ns103, &ns104}}
+	ns103 = node{loc: "#/properties/workspace/oneOf/0", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns104 = node{loc: "#/properties/workspace/oneOf/1", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"path", "protect", "readOnly"}, properties: []*node{&ns105, &ns106, &ns107}, noAdditional: true, required: []string{"path"}}
+	ns105 = node{loc: "#/properties/workspace/oneOf/1/properties/path", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns106 = node{loc: "#/properties/workspace/oneOf/1/properties/protect", types: typeBoolean, minLength: -1, maxLength: -1, minItems: -1}
+	ns107 = node{loc: "#/properties/workspace/oneOf/1/properties/readOnly", types: typeBoolean, minLength: -1, maxLength: -1, minItems: -1}
+)
+
+// pattern10 is the automaton of the pattern at #/definitions/envName.
+var pattern10 = dfa.DFA{
+	Pattern: "^[A-Za-z_][A-Za-z0-9_]*$",
+	ASCII: "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
+		"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x00\x00\x00\x00\x00\x00" +
+		"\x00\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x00\x00\x00\x00\x02" +
+		"\x00\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x00\x00\x00\x00\x00",
+	Ranges:  []dfa.Range{{Lo: 0x80, Class: 0}},
+	Classes: 3,
+	Start:   2,
+	Next: []uint16{
+		0, 0, 0, // dead
+		1, 1, 1, // matched
+		0, 0, 3, // 2
+		0, 3, 3, // 3
+	},
+	AtEnd: []bool{false, true, false, true},
+}
+
+// pattern14 is the automaton of the pattern at #/properties/kubernetes/properties/namespace.
+var pattern14 = dfa.DFA{
+	Pattern: "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+	ASCII: "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
+		"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x00\x00\x00\x00\x00\x00" +
+		"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
+		"\x00\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x00\x00\x00\x00\x00",
+	Ranges:  []dfa.Range{{Lo: 0x80, Class: 0}},
+	Classes: 3,
+	Start:   2,
+	Next: []uint16{
+		0, 0, 0, // dead
+		1, 1, 1, // matched
+		0, 0, 3, // 2
+		0, 4, 3, // 3
+		0, 4, 3, // 4
+	},
+	AtEnd: []bool{false, true, false, true, false},
+}
+
+// pattern15 is the automaton of the pattern at #/properties/kubernetes/properties/registry.
+var pattern15 = dfa.DFA{
+	Pattern: "^[a-z0-9]([-a-z0-9.:]*[a-z0-9])?(/[a-z0-9]([-a-z0-9._]*[a-z0-9])?)*$",
+	ASCII: "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
+		"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x01\x02\x03\x03\x03\x03\x03\x03\x03\x03\x03\x03\x04\x00\x00\x00\x00\x00" +
+		"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x05" +
+		"\x00\x03\x03\x03\x03\x03\x03\x03\x03\x03\x03\x03\x03\x03\x03\x03\x03\x03\x03\x03\x03\x03\x03\x03\x03\x03\x03\x00\x00\x00\x00\x00",
+	Ranges:  []dfa.Range{{Lo: 0x80, Class: 0}},
+	Classes: 6,
+	Start:   2,
+	Next: []uint16{
+		0, 0, 0, 0, 0, 0, // dead
+		1, 1, 1, 1, 1, 1, // matched
+		0, 0, 0, 3, 0, 0, // 2
+		0, 4, 5, 3, 4, 0, // 3
+		0, 4, 0, 3, 4, 0, // 4
+		0, 0, 0, 6, 0, 0, // 5
+		0, 7, 5, 6, 0, 7, // 6
+		0, 7, 0, 6, 0, 7, // 7
+	},
+	AtEnd: []bool{false, true, false, true, false, false, true, false},
+}
+
+// pattern16 is the automaton of the pattern at #/properties/kubernetes/properties/runtimeClassName.
+var pattern16 = dfa.DFA{
+	Pattern: "^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+	ASCII: "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
+		"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x01\x00\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x00\x00\x00\x00\x00\x00" +
+		"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
+		"\x00\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x00\x00\x00\x00\x00",
+	Ranges:  []dfa.Range{{Lo: 0x80, Class: 0}},
+	Classes: 3,
+	Start:   2,
+	Next: []uint16{
+		0, 0, 0, // dead
+		1, 1, 1, // matched
+		0, 0, 3, // 2
+		0, 4, 3, // 3
+		0, 4, 3, // 4
+	},
+	AtEnd: []bool{false, true, false, true, false},
+}
+
+// pattern19 is the automaton of the pattern at #/properties/kubernetes/properties/workspaceSize.
+var pattern19 = dfa.DFA{
+	Pattern: "^[0-9]+(\\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$",
+	ASCII: "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
+		"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x00\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x00\x00\x00\x00\x00\x00" +
+		"\x00\x00\x00\x00\x00\x03\x00\x04\x00\x00\x00\x05\x00\x06\x00\x00\x07\x00\x00\x00\x08\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
+		"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x09\x00\x0a\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00",
+	Ranges:  []dfa.Range{{Lo: 0x80, Class: 0}},
+	Classes: 11,
+	Start:   2,
+	Next: []uint16{
+		0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, // dead
+		1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, // matched
+		0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 0, // 2
+		0, 4, 3, 5, 5, 6, 5, 5, 5, 0, 7, // 3
+		0, 0, 8, 0, 0, 0, 0, 0, 0, 0, 0, // 4
+		0, 0, 0, 0, 0, 0, 0, 0, 0, 7, 0, // 5
+		0, 0, 0, 0, 0, 0, 0, 0, 0, 7, 0, // 6
+		0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, // 7
+		0, 0, 8, 5, 5, 6, 5, 5, 5, 0, 7, // 8
+	},
+	AtEnd: []bool{false, true, false, true, false, true, false, true, true},
+}
+
+// pattern40 is the automaton of the pattern at #/definitions/duration.
+var pattern40 = dfa.DFA{
+	Pattern: "^([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$",
+	ASCII: "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
+		"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x00\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x00\x00\x00\x00\x00\x00" +
+		"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
+		"\x00\x00\x00\x00\x00\x00\x00\x00\x03\x00\x00\x00\x00\x04\x05\x00\x00\x00\x00\x06\x00\x07\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00",
+	Ranges:  []dfa.Range{{Lo: 0x80, Class: 0}, {Lo: 0xb5, Class: 8}, {Lo: 0xb6, Class: 0}},
+	Classes: 9,
+	Start:   2,
+	Next: []uint16{
+		0, 0, 0, 0, 0, 0, 0, 0, 0, // dead
+		1, 1, 1, 1, 1, 1, 1, 1, 1, // matched
+		0, 0, 3, 0, 0, 0, 0, 0, 0, // 2
+		0, 4, 3, 5, 6, 7, 5, 7, 7, // 3
+		0, 0, 8, 0, 0, 0, 0, 0, 0, // 4
+		0, 0, 3, 0, 0, 0, 0, 0, 0, // 5
+		0, 0, 3, 0, 0, 0, 5, 0, 0, // 6
+		0, 0, 0, 0, 0, 0, 5, 0, 0, // 7
+		0, 0, 8, 5, 6, 7, 5, 7, 7, // 8
+	},
+	AtEnd: []bool{false, true, false, false, false, true, true, false, false},
+}
+
+// pattern52 is the automaton of the pattern at #/properties/name.
+var pattern52 = dfa.DFA{
+	Pattern: "^[A-Za-z0-9][A-Za-z0-9.-]*$",
+	ASCII: "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
+		"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x01\x00\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x00\x00\x00\x00\x00\x00" +
+		"\x00\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x00\x00\x00\x00\x00" +
+		"\x00\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x00\x00\x00\x00\x00",
+	Ranges:  []dfa.Range{{Lo: 0x80, Class: 0}},
+	Classes: 3,
+	Start:   2,
+	Next: []uint16{
+		0, 0, 0, // dead
+		1, 1, 1, // matched
+		0, 0, 3, // 2
+		0, 3, 3, // 3
+	},
+	AtEnd: []bool{false, true, false, true},
+}
+
+// pattern68 is the automaton of the pattern at #/properties/ports/items/oneOf/1.
+var pattern68 = dfa.DFA{
+	Pattern: "^((\\[[0-9a-fA-F:.]+\\]|[0-9.]+):)?([0-9]{0,5}:)?[0-9]{1,5}(/(tcp|udp))?$",
+	ASCII: "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
+		"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x02\x03\x03\x03\x03\x03\x03\x03\x03\x03\x03\x04\x00\x00\x00\x00\x00" +
+		"\x00\x05\x05\x05\x05\x05\x05\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x06\x00\x07\x00\x00" +
+		"\x00\x05\x05\x08\x09\x05\x05\x00\x00\x00\x00\x00\x00\x00\x00\x00\x0a\x00\x00\x00\x0b\x0c\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00",
+	Ranges:  []dfa.Range{{Lo: 0x80, Class: 0}},
+	Classes: 13,
+	Start:   2,
+	Next: []uint16{
+		0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, // dead
+		1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, // matched
+		0, 3, 0, 4, 5, 0, 6, 0, 0, 0, 0, 0, 0, // 2
+		0, 3, 0, 3, 7, 0, 0, 0, 0, 0, 0, 0, 0, // 3
+		0, 3, 8, 9, 7, 0, 0, 0, 0, 0, 0, 0, 0, // 4
+		0, 0, 0, 10, 0, 0, 0, 0, 0, 0, 0, 0, 0, // 5
+		0, 11, 0, 11, 11, 11, 0, 0, 11, 11, 0, 0, 0, // 6
+		0, 0, 0, 12, 5, 0, 0, 0, 0, 0, 0, 0, 0, // 7
+		0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 13, 14, // 8
+		0, 3, 8, 15, 7, 0, 0, 0, 0, 0, 0, 0, 0, // 9
+		0, 0, 8, 16, 0, 0, 0, 0, 0, 0, 0, 0, 0, // 10
+		0, 11, 0, 11, 11, 11, 0, 17, 11, 11, 0, 0, 0, // 11
+		0, 0, 8, 18, 5, 0, 0, 0, 0, 0, 0, 0, 0, // 12
+		0, 0, 0, 0, 0, 0, 0, 0, 19, 0, 0, 0, 0, // 13
+		0, 0, 0, 0, 0, 0, 0, 0, 0, 19, 0, 0, 0, // 14
+		0, 3, 8, 20, 7, 0, 0, 0, 0, 0, 0, 0, 0, // 15
+		0, 0, 8, 21, 0, 0, 0, 0, 0, 0, 0, 0, 0, // 16
+		0, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0, 0, // 17
+		0, 0, 8, 22, 5, 0, 0, 0, 0, 0, 0, 0, 0, // 18
+		0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 23, 0, 0, // 19
+		0, 3, 8, 24, 7, 0, 0, 0, 0, 0, 0, 0, 0, // 20
+		0, 0, 8, 25, 0, 0, 0, 0, 0, 0, 0, 0, 0, // 21
+		0, 0, 8, 26, 5, 0, 0, 0, 0, 0, 0, 0, 0, // 22
+		0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, // 23
+		0, 3, 8, 3, 7, 0, 0, 0, 0, 0, 0, 0, 0, // 24
+		0, 0, 8, 27, 0, 0, 0, 0, 0, 0, 0, 0, 0, // 25
+		0, 0, 8, 28, 5, 0, 0, 0, 0, 0, 0, 0, 0, // 26
+		0, 0, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, // 27
+		0, 0, 8, 0, 5, 0, 0, 0, 0, 0, 0, 0, 0, // 28
+	},
+	AtEnd: []bool{false, true, false, false, true, false, false, false, false, true, true, false, true, false, false, true, true, false, true, false, true, true, true, true, true, true, true, true, true},
+}
+
+// pattern73 is the automaton of the pattern at #/properties/resources/properties/memory/oneOf/1.
+var pattern73 = dfa.DFA{
+	Pattern: "^[0-9]+(\\.[0-9]+)?\\s*([kKmMgGtT]([iI]?[bB])?|[bB])?$",
+	ASCII: "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x01\x00\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
+		"\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\x03\x03\x03\x03\x03\x03\x03\x03\x03\x03\x00\x00\x00\x00\x00\x00" +
+		"\x00\x00\x04\x00\x00\x00\x00\x05\x00\x06\x00\x05\x00\x05\x00\x00\x00\x00\x00\x00\x05\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
+		"\x00\x00\x04\x00\x00\x00\x00\x05\x00\x06\x00\x05\x00\x05\x00\x00\x00\x00\x00\x00\x05\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00",
+	Ranges:  []dfa.Range{{Lo: 0x80, Class: 0}},
+	Classes: 7,
+	Start:   2,
+	Next: []uint16{
+		0, 0, 0, 0, 0, 0, 0, // dead
+		1, 1, 1, 1, 1, 1, 1, // matched
+		0, 0, 0, 3, 0, 0, 0, // 2
+		0, 4, 5, 3, 6, 7, 0, // 3
+		0, 4, 0, 0, 6, 7, 0, // 4
+		0, 0, 0, 8, 0, 0, 0, // 5
+		0, 0, 0, 0, 0, 0, 0, // 6
+		0, 0, 0, 0, 6, 0, 9, // 7
+		0, 4, 0, 8, 6, 7, 0, // 8
+		0, 0, 0, 0, 6, 0, 0, // 9
+	},
+	AtEnd: []bool{false, true, false, true, true, false, true, true, true, false},
+}
+
+// pattern95 is the automaton of the pattern at #/properties/template/oneOf/1/properties/checkpoint.
+var pattern95 = dfa.DFA{
+	Pattern: "^[A-Za-z0-9][A-Za-z0-9_.-]*$",
+	ASCII: "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
+		"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x01\x00\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x00\x00\x00\x00\x00\x00" +
+		"\x00\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x00\x00\x00\x00\x01" +
+		"\x00\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x00\x00\x00\x00\x00",
+	Ranges:  []dfa.Range{{Lo: 0x80, Class: 0}},
+	Classes: 3,
+	Start:   2,
+	Next: []uint16{
+		0, 0, 0, // dead
+		1, 1, 1, // matched
+		0, 0, 3, // 2
+		0, 3, 3, // 3
+	},
+	AtEnd: []bool{false, true, false, true},
+}
+
+// pattern100 is the automaton of the pattern at #/properties/user.
+var pattern100 = dfa.DFA{
+	Pattern: "^(host|([a-z_][a-z0-9_.-]*|[0-9]+)(:([a-z_][a-z0-9_.-]*|[0-9]+))?)$",
+	ASCII: "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
+		"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x01\x00\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x03\x00\x00\x00\x00\x00" +
+		"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x04" +
+		"\x00\x04\x04\x04\x04\x04\x04\x04\x05\x04\x04\x04\x04\x04\x04\x06\x04\x04\x04\x07\x08\x04\x04\x04\x04\x04\x04\x00\x00\x00\x00\x00",
+	Ranges:  []dfa.Range{{Lo: 0x80, Class: 0}},
+	Classes: 9,
+	Start:   2,
+	Next: []uint16{
+		0, 0, 0, 0, 0, 0, 0, 0, 0, // dead
+		1, 1, 1, 1, 1, 1, 1, 1, 1, // matched
+		0, 0, 3, 0, 4, 4, 4, 4, 4, // 2
+		0, 0, 3, 5, 0, 0, 0, 0, 0, // 3
+		0, 4, 4, 5, 4, 4, 4, 4, 4, // 4
+		0, 0, 6, 0, 7, 7, 7, 7, 7, // 5
+		0, 0, 6, 0, 0, 0, 0, 0, 0, // 6
+		0, 7, 7, 0, 7, 7, 7, 7, 7, // 7
+	},
+	AtEnd: []bool{false, true, false, true, true, false, true, true},
 }

@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/sbxhq/sbx/internal/dfa/dfagen"
 )
 
 // TestCompiledInSync keeps compiled.go, the validator Compile returns,
@@ -40,38 +42,28 @@ func TestCompiledInSync(t *testing.T) {
 	}
 }
 
-// generate writes the Go source of compiled(), which builds the graph of
-// nodes under root without parsing anything.
+// generate writes the Go source of the graph of nodes under root: a
+// package variable for each node, and compiled(), which returns root's.
 func generate(t *testing.T, root *node) []byte {
 	t.Helper()
-	// Number the nodes depth first, the properties of each in order.
+	order := nodes(root)
 	index := map[*node]int{}
-	var order []*node
-	var visit func(n *node)
-	visit = func(n *node) {
-		if n == nil {
-			return
-		}
-		if _, seen := index[n]; seen {
-			return
-		}
-		index[n] = len(order)
-		order = append(order, n)
-		visit(n.ref)
-		visit(n.items)
-		for _, name := range n.propNames {
-			visit(n.properties[name])
-		}
-		visit(n.additional)
-		visit(n.propertyNames)
-		for _, l := range [][]*node{n.allOf, n.anyOf, n.oneOf} {
-			for _, c := range l {
-				visit(c)
-			}
+	for i, n := range order {
+		index[n] = i
+	}
+	if loc := cycle(root); loc != "" {
+		t.Fatalf("the schema refers to itself at %s: Go cannot initialise package variables that refer to each other in a cycle, so compiled.go cannot hold it", loc)
+	}
+	ref := func(n *node) string { return fmt.Sprintf("&ns%d", index[n]) }
+	// automaton names the variable of a node's pattern, that of the first
+	// node with the same pattern.
+	firstWith := map[string]int{}
+	for i, n := range order {
+		if _, ok := firstWith[n.pattern]; !ok && n.re != nil {
+			firstWith[n.pattern] = i
 		}
 	}
-	visit(root)
-	ref := func(n *node) string { return fmt.Sprintf("&ns[%d]", index[n]) }
+	automaton := func(n *node) string { return fmt.Sprintf("pattern%d", firstWith[n.pattern]) }
 	refs := func(l []*node) string {
 		var parts []string
 		for _, n := range l {
@@ -88,12 +80,15 @@ func generate(t *testing.T, root *node) []byte {
 	}
 
 	var b bytes.Buffer
-	b.WriteString("// compiled builds the validator of sandbox.schema.json as compile (in\n")
-	b.WriteString("// compile_test.go) makes it, without parsing the document: a process that\n")
-	b.WriteString("// validates one file pays for a few hundred allocations, not for decoding\n")
-	b.WriteString("// 29 kB of JSON. TestCompiledInSync keeps it in step with the schema.\n")
-	b.WriteString("func compiled() *node {\n")
-	fmt.Fprintf(&b, "\tns := make([]node, %d)\n", len(order))
+	b.WriteString("// compiled returns the validator of sandbox.schema.json as compile (in\n")
+	b.WriteString("// compile_test.go) makes it. Its nodes, and the automata of its patterns,\n")
+	b.WriteString("// are package variables, which the linker lays out: a process that\n")
+	b.WriteString("// validates pays for no parsing, allocating or code to build them (building\n")
+	b.WriteString("// them at run time took a 28 kB stack frame, which grew the stack, and 37\n")
+	b.WriteString("// kB of fresh heap). TestCompiledInSync keeps it in step with the schema.\n")
+	b.WriteString("func compiled() *node { return &ns0 }\n\n")
+	b.WriteString("// The nodes, numbered depth first.\n")
+	b.WriteString("var (\n")
 	for i, n := range order {
 		var f []string
 		add := func(format string, args ...any) { f = append(f, fmt.Sprintf(format, args...)) }
@@ -119,30 +114,22 @@ func generate(t *testing.T, root *node) []byte {
 		}
 		add("minLength: %d, maxLength: %d, minItems: %d", n.minLength, n.maxLength, n.minItems)
 		if n.re != nil {
-			add("pattern: %q, re: lazyRegexp(%q)", n.pattern, n.pattern)
+			add("pattern: %q, re: &%s", n.pattern, automaton(n))
 		}
 		if n.hint != "" {
 			add("hint: %q", n.hint)
 		}
-		for _, r := range []struct {
-			name string
-			v    interface{ RatString() string }
-			nil  bool
-		}{{"minimum", n.minimum, n.minimum == nil}, {"maximum", n.maximum, n.maximum == nil}, {"exclusiveMinimum", n.exclusiveMinimum, n.exclusiveMinimum == nil}} {
-			if !r.nil {
-				add("%s: ratOf(%q)", r.name, r.v.RatString())
+		for _, r := range []struct{ name, v string }{{"minimum", n.minimum}, {"maximum", n.maximum}, {"exclusiveMinimum", n.exclusiveMinimum}} {
+			if r.v != "" {
+				add("%s: %q", r.name, r.v)
 			}
 		}
 		if n.items != nil {
 			add("items: %s", ref(n.items))
 		}
 		if n.properties != nil {
-			var parts []string
-			for _, name := range n.propNames {
-				parts = append(parts, fmt.Sprintf("%q: %s", name, ref(n.properties[name])))
-			}
-			add("properties: map[string]*node{%s}", strings.Join(parts, ", "))
 			add("propNames: %s", strs(n.propNames))
+			add("properties: %s", refs(n.properties))
 		}
 		if n.noAdditional {
 			add("noAdditional: true")
@@ -167,18 +154,93 @@ func generate(t *testing.T, root *node) []byte {
 		if n.requiredOnly != nil {
 			add("requiredOnly: %s", strs(n.requiredOnly))
 		}
-		fmt.Fprintf(&b, "\tns[%d] = node{%s}\n", i, strings.Join(f, ", "))
+		fmt.Fprintf(&b, "\tns%d = node{%s}\n", i, strings.Join(f, ", "))
 	}
-	b.WriteString("\treturn &ns[0]\n}\n")
+	b.WriteString(")\n")
+	// The automata of the patterns, each where the first node with its
+	// pattern is: package variables, which the linker lays out, so that
+	// no process builds or compiles them.
+	for i, n := range order {
+		if n.re == nil || automaton(n) != fmt.Sprintf("pattern%d", i) {
+			continue
+		}
+		fmt.Fprintf(&b, "\n// pattern%d is the automaton of the pattern at %s.\n", i, n.loc)
+		fmt.Fprintf(&b, "var pattern%d = %s\n", i, dfagen.Literal(n.re))
+	}
 	head := "// Code generated by `go test ./schema -update`; DO NOT EDIT.\n\npackage schema\n\n"
+	var imports []string
 	if strings.Contains(b.String(), "json.Number(") {
-		head += "import \"encoding/json\"\n\n"
+		imports = append(imports, "\"encoding/json\"\n")
+	}
+	if strings.Contains(b.String(), "dfa.DFA{") {
+		imports = append(imports, "\n\"github.com/sbxhq/sbx/internal/dfa\"\n")
+	}
+	if imports != nil {
+		head += "import (\n" + strings.Join(imports, "") + ")\n\n"
 	}
 	src, err := format.Source(append([]byte(head), b.Bytes()...))
 	if err != nil {
 		t.Fatalf("generated source: %v", err)
 	}
 	return src
+}
+
+// nodes lists the nodes under root, depth first, the properties of each
+// in order.
+func nodes(root *node) []*node {
+	var order []*node
+	seen := map[*node]bool{}
+	var visit func(n *node)
+	visit = func(n *node) {
+		if n == nil || seen[n] {
+			return
+		}
+		seen[n] = true
+		order = append(order, n)
+		for _, c := range children(n) {
+			visit(c)
+		}
+	}
+	visit(root)
+	return order
+}
+
+// children are the nodes a node refers to.
+func children(n *node) []*node {
+	out := append([]*node{n.ref, n.items}, n.properties...)
+	out = append(out, n.additional, n.propertyNames)
+	for _, l := range [][]*node{n.allOf, n.anyOf, n.oneOf} {
+		out = append(out, l...)
+	}
+	return slices.DeleteFunc(out, func(c *node) bool { return c == nil })
+}
+
+// cycle returns the location of a node that refers to itself, through
+// others or not; "" if none does.
+func cycle(root *node) string {
+	const (
+		open = 1
+		done = 2
+	)
+	state := map[*node]int{}
+	var visit func(n *node) string
+	visit = func(n *node) string {
+		switch state[n] {
+		case open:
+			return n.loc
+		case done:
+			return ""
+		}
+		state[n] = open
+		for _, c := range children(n) {
+			if loc := visit(c); loc != "" {
+				return loc
+			}
+		}
+		state[n] = done
+		return ""
+	}
+	return visit(root)
 }
 
 // goValue writes a JSON value, as compile decodes it (numbers as

@@ -222,11 +222,11 @@ func leafMessage(f *failure) string {
 	case kindMaxLength:
 		return fmt.Sprintf("must be at most %d characters long", f.n)
 	case kindMinimum:
-		return fmt.Sprintf("must be at least %s, got %s", ratString(f.at.minimum), ratString(f.num))
+		return fmt.Sprintf("must be at least %s, got %s", ratString(ratOf(f.at.minimum)), ratString(f.num))
 	case kindMaximum:
-		return fmt.Sprintf("must be at most %s, got %s", ratString(f.at.maximum), ratString(f.num))
+		return fmt.Sprintf("must be at most %s, got %s", ratString(ratOf(f.at.maximum)), ratString(f.num))
 	case kindExclusiveMinimum:
-		return fmt.Sprintf("must be greater than %s, got %s", ratString(f.at.exclusiveMinimum), ratString(f.num))
+		return fmt.Sprintf("must be greater than %s, got %s", ratString(ratOf(f.at.exclusiveMinimum)), ratString(f.num))
 	case kindMinItems:
 		return fmt.Sprintf("must have at least %d item(s)", f.n)
 	}

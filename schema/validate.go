@@ -1,15 +1,17 @@
 package schema
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
 	"math/big"
-	"regexp"
+	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"unicode/utf8"
+
+	"github.com/sbxhq/sbx/internal/dfa"
 )
 
 // The validator implements the draft-07 keywords sandbox.schema.json uses,
@@ -23,8 +25,11 @@ import (
 // when its package is initialised, which every sbx process paid (about 3
 // ms and 1.7 MB of garbage, for `sbx version` and the egress proxy too),
 // and compiling the schema cost as much again; the generated validator
-// costs a few hundred allocations, and only when sbx validates.
-// TestAgreesWithLibrary compares the two on every test file and thousands
+// costs a few hundred allocations, and only when sbx validates. Its
+// patterns are automata generated with it (package dfa), which cost no
+// compiling either: regexp.MustCompile of the schema's patterns was a
+// tenth of `sbx validate FILE`'s CPU time. TestPatternsAgree holds them
+// to the regexp package, TestAgreesWithLibrary compares the two on every test file and thousands
 // of variations of them.
 
 // jsonType is a set of JSON types, as "type" names them.
@@ -89,9 +94,24 @@ func rat(v any) *big.Rat {
 	return r
 }
 
-// lazyRegexp compiles pattern when first called.
-func lazyRegexp(pattern string) func() *regexp.Regexp {
-	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(pattern) })
+// compareInts compares v with the bound s (big.Rat's RatString of it)
+// when both are integers Go holds exactly, as YAML's are: as r.Cmp(ratOf(s))
+// would, without parsing s into a big.Rat for every comparison.
+func compareInts(v any, s string) (int, bool) {
+	var x int64
+	switch v := v.(type) {
+	case int:
+		x = int64(v)
+	case int64:
+		x = v
+	default:
+		return 0, false
+	}
+	b, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return cmp.Compare(x, b), true
 }
 
 // ratOf is the number s, as big.Rat's String writes it ("1/2").
@@ -170,14 +190,15 @@ type node struct {
 
 	minLength, maxLength, minItems int // -1: absent
 	pattern                        string
-	re                             func() *regexp.Regexp // compiled on first use
-	hint                           string                // x-patternHint
+	re                             *dfa.DFA // pattern's automaton, generated with the rest
+	hint                           string   // x-patternHint
 
-	minimum, maximum, exclusiveMinimum *big.Rat
+	// The bounds, as big.Rat's RatString writes them; "" when absent.
+	minimum, maximum, exclusiveMinimum string
 
 	items         *node
-	properties    map[string]*node
 	propNames     []string // sorted
+	properties    []*node  // the schema of each of propNames
 	noAdditional  bool     // additionalProperties: false
 	additional    *node
 	required      []string
@@ -188,6 +209,14 @@ type node struct {
 	// anyOf) when each of its alternatives only requires keys, as in
 	// {"oneOf": [{"required": ["env"]}, {"required": ["command"]}]}.
 	requiredOnly []string
+}
+
+// property returns the schema of an object's key k, nil if it has none.
+func (n *node) property(k string) *node {
+	if i, ok := slices.BinarySearch(n.propNames, k); ok {
+		return n.properties[i]
+	}
+	return nil
 }
 
 // deref follows $ref.
@@ -310,7 +339,7 @@ func (n *node) validate(v any, loc []string) *failure {
 		}
 		var additional []string
 		for k, pv := range v {
-			if p, ok := n.properties[k]; ok {
+			if p := n.property(k); p != nil {
 				add(p.validate(pv, appendLoc(loc, k)))
 			} else if n.additional != nil {
 				add(n.additional.validate(pv, appendLoc(loc, k)))
@@ -355,24 +384,42 @@ func (n *node) validate(v any, loc []string) *failure {
 				add(f)
 			}
 		}
-		if n.re != nil && !n.re().MatchString(v) {
+		if n.re != nil && !n.re.Match(v) {
 			add(fail(kindPattern))
 		}
 	case int, int64, uint64, float64, json.Number:
-		if n.minimum != nil || n.maximum != nil || n.exclusiveMinimum != nil {
-			r := rat(v)
+		if n.minimum != "" || n.maximum != "" || n.exclusiveMinimum != "" {
+			// v as an exact rational, made only when an integer
+			// comparison cannot do or a bound fails.
+			var r *big.Rat
+			num := func() *big.Rat {
+				if r == nil {
+					r = rat(v)
+				}
+				return r
+			}
 			for _, b := range []struct {
 				k     failKind
-				limit *big.Rat
+				limit string
 				bad   func(c int) bool
 			}{
 				{kindMinimum, n.minimum, func(c int) bool { return c < 0 }},
 				{kindMaximum, n.maximum, func(c int) bool { return c > 0 }},
 				{kindExclusiveMinimum, n.exclusiveMinimum, func(c int) bool { return c <= 0 }},
 			} {
-				if b.limit != nil && r != nil && b.bad(r.Cmp(b.limit)) {
+				if b.limit == "" {
+					continue
+				}
+				c, ok := compareInts(v, b.limit)
+				if !ok {
+					if num() == nil {
+						continue
+					}
+					c = num().Cmp(ratOf(b.limit))
+				}
+				if b.bad(c) {
 					f := fail(b.k)
-					f.num = r
+					f.num = num()
 					add(f)
 				}
 			}

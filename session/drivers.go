@@ -248,14 +248,22 @@ func dockerCLI(env driver.Env) string {
 // DriverProblems reports, at their place in the files, what each sandbox
 // asks of the driver it names that the driver cannot do (its capability
 // table and constraints, reconcile.Check). A sandbox on driver auto is not
-// checked: which backend it gets is known only when one is probed.
-func DriverProblems(env driver.Env, specs []*spec.Spec) spec.Diagnostics {
+// checked: which backend it gets is known only when one is probed. env is
+// called once, when a sandbox names a driver: making it reads this
+// executable's path, which `sbx validate` of a file without a driver
+// need not pay for.
+func DriverProblems(env func() driver.Env, specs []*spec.Spec) spec.Diagnostics {
 	var ds spec.Diagnostics
+	var e *driver.Env
 	for _, sp := range specs {
 		if sp.Driver == "auto" {
 			continue
 		}
-		caps, err := Caps(env, sp.Driver)
+		if e == nil {
+			v := env()
+			e = &v
+		}
+		caps, err := Caps(*e, sp.Driver)
 		if err != nil {
 			continue // the schema has reported an unknown driver
 		}

@@ -254,7 +254,7 @@ func (st *state) template(root *yaml.Node, s *Spec) {
 			if k, _ := lookupKey(t, "build"); k != nil {
 				st.errorf(k, "template.build", "cannot be combined with template.checkpoint: a checkpoint is the whole filesystem the sandbox starts from")
 			}
-			if !st.unresolved[v] && !CheckpointNameRE().MatchString(v.Value) {
+			if !st.unresolved[v] && !ValidCheckpointName(v.Value) {
 				st.errorf(v, path, "invalid checkpoint name %q: 1 to 128 letters, digits, underscores, periods and hyphens, starting with a letter or digit", v.Value)
 			}
 		}

@@ -8,10 +8,8 @@ import (
 	"fmt"
 	"net/netip"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -320,13 +318,15 @@ const (
 // when loop.checkpoint does not say.
 const DefaultCheckpointKeep = 3
 
-// CheckpointNameRE is the rule for checkpoint names: an image tag's, which
-// is what every backend stores a checkpoint under, 1–128 characters.
-// It is compiled on first use: the bounded repetition makes a large
-// program, which no sbx process should pay for unless it checks a name.
-var CheckpointNameRE = sync.OnceValue(func() *regexp.Regexp {
-	return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
-})
+// CheckpointNamePattern is the rule for checkpoint names: an image tag's,
+// which is what every backend stores a checkpoint under, 1–128
+// characters.
+const CheckpointNamePattern = `^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`
+
+// ValidCheckpointName reports whether name follows CheckpointNamePattern.
+// It runs the pattern's automaton (automata.go): compiling the bounded
+// repetition as a regular expression cost more than checking the name.
+func ValidCheckpointName(name string) bool { return checkpointNameRE.Match(name) }
 
 // Completion says when the loop is done: the promise printed and/or every
 // verify command passing.

@@ -5,10 +5,8 @@ import (
 	"math"
 	"net/netip"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 )
 
 // Host is a parsed network host pattern: an exact name, a one-label wildcard
@@ -58,7 +56,9 @@ func (h Host) Matches(host string, port int) bool {
 	return host == h.Name
 }
 
-var label = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`) })
+// labelPattern is a DNS label's rule; labelRE (automata.go, generated) is
+// its automaton.
+const labelPattern = `^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`
 
 // ParseHost parses a host pattern of network.allow or network.deny.
 func ParseHost(s string) (Host, error) {
@@ -138,7 +138,7 @@ func ParseHost(s string) (Host, error) {
 		return Host{}, fmt.Errorf("invalid host pattern %q: longer than 253 characters", orig)
 	}
 	for _, l := range strings.Split(s, ".") {
-		if !label().MatchString(l) {
+		if !labelRE.Match(l) {
 			return Host{}, fmt.Errorf("invalid host pattern %q: %q is not a valid DNS label (letters, digits and inner hyphens, at most 63)", orig, l)
 		}
 	}
@@ -181,7 +181,24 @@ func ParseCIDR(s string) (netip.Prefix, error) {
 	return p, nil
 }
 
-var sizeRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^([0-9]+(?:\.[0-9]+)?)\s*([kmgt]?)(i?b)?$`) })
+// sizePattern is a memory size, trimmed and lower-cased; sizeRE
+// (automata.go) is its automaton, and sizeParts finds its groups.
+const sizePattern = `^([0-9]+(?:\.[0-9]+)?)\s*([kmgt]?)(i?b)?$`
+
+// sizeParts returns the groups of sizePattern in s, which sizeRE matches:
+// the number, the unit and the unit's suffix. Each group ends where the
+// next one's first character is, so the first match is the only one.
+func sizeParts(s string) (num, unit, suffix string) {
+	i := 0
+	for i < len(s) && ('0' <= s[i] && s[i] <= '9' || s[i] == '.') {
+		i++
+	}
+	num, rest := s[:i], strings.TrimLeft(s[i:], "\t\n\f\r ") // \s
+	if rest != "" && strings.IndexByte("kmgt", rest[0]) >= 0 {
+		return num, rest[:1], rest[1:]
+	}
+	return num, "", rest
+}
 
 // MinMemory is the smallest memory limit Docker accepts.
 const MinMemory = 6 << 20
@@ -190,15 +207,19 @@ const MinMemory = 6 << 20
 // binary unit (k, m, g, t; "b", "ib" suffixes and case ignored): 512m, 8g,
 // 1.5g, 4GiB.
 func ParseSize(s string) (int64, error) {
-	m := sizeRE().FindStringSubmatch(strings.ToLower(strings.TrimSpace(s)))
-	if m == nil || (m[2] == "" && m[3] == "ib") {
+	t := strings.ToLower(strings.TrimSpace(s))
+	if !sizeRE.Match(t) {
 		return 0, fmt.Errorf("invalid size %q: use a number with a unit, as in 512m or 8g", s)
 	}
-	f, err := strconv.ParseFloat(m[1], 64)
+	num, unit, suffix := sizeParts(t)
+	if unit == "" && suffix == "ib" {
+		return 0, fmt.Errorf("invalid size %q: use a number with a unit, as in 512m or 8g", s)
+	}
+	f, err := strconv.ParseFloat(num, 64)
 	if err != nil {
 		return 0, fmt.Errorf("invalid size %q", s)
 	}
-	mult := map[string]float64{"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}[m[2]]
+	mult := map[string]float64{"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}[unit]
 	v := f * mult
 	if v >= math.MaxInt64/2 {
 		return 0, fmt.Errorf("invalid size %q: too large", s)
@@ -291,7 +312,9 @@ func (p Port) String() string {
 	return b.String()
 }
 
-var nameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.-]*$`) })
+// namePattern is the characters of a sandbox name; nameRE (automata.go)
+// is its automaton.
+const namePattern = `^[A-Za-z0-9][A-Za-z0-9.-]*$`
 
 // CheckName applies Docker's sandbox name rule (docker-sandboxes-cli.md
 // §5.1): 2–63 characters, starting with a letter or digit, then letters,
@@ -303,7 +326,7 @@ func CheckName(name string) error {
 		return fmt.Errorf("invalid name %q: must be at least 2 characters", name)
 	case len(name) > 63:
 		return fmt.Errorf("invalid name %q: must be at most 63 characters", name)
-	case !nameRE().MatchString(name):
+	case !nameRE.Match(name):
 		return fmt.Errorf("invalid name %q: must start with a letter or digit and contain only letters, digits, hyphens and periods", name)
 	case strings.HasSuffix(name, "-") || strings.HasSuffix(name, "."):
 		return fmt.Errorf("invalid name %q: must not end in a hyphen or period", name)

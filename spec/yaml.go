@@ -266,7 +266,9 @@ func (c *converter) value(n *yaml.Node) (any, error) {
 	return scalarValue(n), nil
 }
 
-var decimal = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[-+]?[0-9][0-9_]*$`) })
+// decimalPattern is an integer written in decimal, as YAML 1.2's core
+// schema reads it; decimalRE (automata.go) is its automaton.
+const decimalPattern = `^[-+]?[0-9][0-9_]*$`
 
 // scalarValue types a scalar the way a reader of the file would: YAML 1.2
 // core types only. Timestamps, binary and other tags stay strings, leading
@@ -283,7 +285,7 @@ func scalarValue(n *yaml.Node) any {
 	case "!!int":
 		s := strings.ReplaceAll(n.Value, "_", "")
 		base := 0
-		if decimal().MatchString(n.Value) {
+		if decimalRE.Match(n.Value) {
 			base = 10
 		}
 		if i, err := strconv.ParseInt(s, base, 64); err == nil {
@@ -307,7 +309,7 @@ func retag(n *yaml.Node) {
 	switch {
 	case v == "true" || v == "false":
 		n.Tag = "!!bool"
-	case decimal().MatchString(v):
+	case decimalRE.Match(v):
 		n.Tag = "!!int"
 	default:
 		if _, err := strconv.ParseFloat(v, 64); err == nil && strings.ContainsAny(v, "0123456789") && !strings.ContainsAny(v, "xXnN") {

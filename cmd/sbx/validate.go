@@ -69,7 +69,7 @@ func (a *app) validate(files []string, asJSON bool, opts spec.Options) int {
 		return a.errorf("%v", err)
 	}
 	if len(problems) == 0 {
-		problems = session.DriverProblems(a.driverEnv(), res.Specs)
+		problems = session.DriverProblems(a.driverEnv, res.Specs)
 	}
 	if asJSON {
 		rep := validateReport{Valid: len(problems) == 0, Problems: problems, Needed: res.Needed}
