@@ -7,16 +7,14 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/sbxhq/sbx/internal/par"
 	"github.com/sbxhq/sbx/schema"
 )
 
@@ -72,7 +70,7 @@ func Load(paths []string, opts Options) (*Result, error) {
 	}
 	// The files are independent until they are grouped: they are read and
 	// parsed on every CPU, and their results taken in order.
-	parallel(len(reads), func(i int) {
+	par.Each(len(reads), func(i int) {
 		r := reads[i]
 		data, err := readFile(r.path)
 		if err != nil {
@@ -96,7 +94,7 @@ func Load(paths []string, opts Options) (*Result, error) {
 		needed, problems Diagnostics
 	}
 	results := make([]resolved, len(groups))
-	parallel(len(groups), func(i int) {
+	par.Each(len(groups), func(i int) {
 		g := groups[i]
 		r := &results[i]
 		if !opts.NoLocal {
@@ -137,34 +135,6 @@ func Load(paths []string, opts Options) (*Result, error) {
 		return res, ds.Sort()
 	}
 	return res, nil
-}
-
-// parallel runs f(0) … f(n-1) on as many goroutines as there are CPUs
-// for Go (at most n), and returns when all have returned.
-func parallel(n int, f func(i int)) {
-	workers := min(n, runtime.GOMAXPROCS(0))
-	if workers <= 1 {
-		for i := range n {
-			f(i)
-		}
-		return
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				f(i)
-			}
-		}()
-	}
-	wg.Wait()
 }
 
 // Parse loads one file from memory, without overlays; the fuzz test and
