@@ -69,6 +69,22 @@ func serveOnSocket(t *testing.T, ctx context.Context, p *Proxy) (string, <-chan 
 	return sock, done
 }
 
+// socketHarness is a harness whose proxy also serves a Unix socket, with a
+// loopback listener for the test's own TCP connections (pair).
+func socketHarness(t *testing.T, pol Policy, dns fakeDNS, opts ...func(*Options)) (*harness, string, net.Listener) {
+	t.Helper()
+	h := newHarness(t, pol, dns, opts...)
+	ctx, cancel := context.WithCancel(context.Background())
+	sock, done := serveOnSocket(t, ctx, h.proxy)
+	t.Cleanup(func() { cancel(); <-done })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return h, sock, ln
+}
+
 // pair returns both ends of a new TCP connection on loopback.
 func pair(t *testing.T, ln net.Listener) (client, server *net.TCPConn) {
 	t.Helper()
@@ -197,16 +213,8 @@ func fdOf(t *testing.T, c interface{ File() (*os.File, error) }) *os.File {
 // descriptor" where that is true, logs each refusal, touches none of the
 // sockets, keeps no descriptor and serves the next client.
 func TestHostileHandOff(t *testing.T) {
-	h := newHarness(t, Policy{Default: "deny", Allow: []string{"allowed.test"}}, fakeDNS{"allowed.test": {pub4}})
+	h, sock, ln := socketHarness(t, Policy{Default: "deny", Allow: []string{"allowed.test"}}, fakeDNS{"allowed.test": {pub4}})
 	h.upstream = hostUpstream(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	sock, done := serveOnSocket(t, ctx, h.proxy)
-	t.Cleanup(func() { cancel(); <-done })
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
 	dir := t.TempDir()
 
 	next := func(t *testing.T) {
@@ -406,16 +414,8 @@ func TestHostileHandOff(t *testing.T) {
 // another, allowed and denied: each is served whole, and the proxy keeps
 // no descriptor of any.
 func TestHandOffLoop(t *testing.T) {
-	h := newHarness(t, Policy{Default: "deny", Allow: []string{"allowed.test"}}, fakeDNS{"allowed.test": {pub4}, "denied.test": {pub4}})
+	h, sock, ln := socketHarness(t, Policy{Default: "deny", Allow: []string{"allowed.test"}}, fakeDNS{"allowed.test": {pub4}, "denied.test": {pub4}})
 	h.upstream = hostUpstream(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	sock, done := serveOnSocket(t, ctx, h.proxy)
-	t.Cleanup(func() { cancel(); <-done })
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
 	baseline := openFDs(t)
 	const n = 3000
 	for i := range n {
@@ -438,15 +438,7 @@ func TestHandOffLoop(t *testing.T) {
 // socket does; beyond them the hand-over is refused with the proxy's 503,
 // and the slots come back when the clients go.
 func TestHandOffCountsAgainstMaxConns(t *testing.T) {
-	h := newHarness(t, Policy{Default: "allow"}, fakeDNS{}, func(o *Options) { o.MaxConns = 3 })
-	ctx, cancel := context.WithCancel(context.Background())
-	sock, done := serveOnSocket(t, ctx, h.proxy)
-	t.Cleanup(func() { cancel(); <-done })
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	h, sock, ln := socketHarness(t, Policy{Default: "allow"}, fakeDNS{}, func(o *Options) { o.MaxConns = 3 })
 	baseline := openFDs(t)
 	offerIdle := func() (handOff, []byte, *net.TCPConn) {
 		c, s := pair(t, ln)
@@ -629,16 +621,8 @@ func TestBridgeFallsBack(t *testing.T) {
 // connection while the bridge's copy of the socket is still open: the
 // proxy ends its side with a shutdown, not only a close.
 func TestHandOffHalfClose(t *testing.T) {
-	h := newHarness(t, Policy{Default: "allow"}, fakeDNS{"echo.test": {pub4}})
+	h, sock, ln := socketHarness(t, Policy{Default: "allow"}, fakeDNS{"echo.test": {pub4}})
 	echo := echoServer(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	sock, done := serveOnSocket(t, ctx, h.proxy)
-	t.Cleanup(func() { cancel(); <-done })
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
 	hand := func() (client, bridgeCopy *net.TCPConn) {
 		c, s := pair(t, ln)
 		u, err := net.Dial("unix", sock)
