@@ -18,8 +18,28 @@ import (
 )
 
 // osPaths: on Linux the harness's clients also reach the proxy as the
-// sandbox's do, their connections handed over on its Unix socket.
-func osPaths() []path { return []path{handedOver} }
+// sandbox's do: their connections handed over on its Unix socket, and
+// copied over it as under gVisor.
+func osPaths() []path { return []path{handedOver, copiedOver} }
+
+// copiedOver serves the proxy on a Unix socket behind a bridge that copies
+// every connection over it (Bridge where it cannot hand over).
+var copiedOver = path{"copied", func(t *testing.T, ctx context.Context, p *Proxy) (string, <-chan struct{}) {
+	sock, proxyDone := serveOnSocket(t, ctx, p)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &unixBridge{socket: sock}
+	b.copyOnly.Store(true)
+	done := make(chan struct{})
+	go func() {
+		serveConns(ctx, ln, 0, nil, func(c net.Conn) { b.serve(ctx, c) })
+		<-proxyDone
+		close(done)
+	}()
+	return ln.Addr().String(), done
+}}
 
 // handedOver serves the proxy on a Unix socket behind a bridge that hands
 // every connection over, and fails the test for one the proxy does not
@@ -214,7 +234,7 @@ func fdOf(t *testing.T, c interface{ File() (*os.File, error) }) *os.File {
 // sockets, keeps no descriptor and serves the next client.
 func TestHostileHandOff(t *testing.T) {
 	h, sock, ln := socketHarness(t, Policy{Default: "deny", Allow: []string{"allowed.test"}}, fakeDNS{"allowed.test": {pub4}})
-	h.upstream = hostUpstream(t)
+	h.setUpstream(hostUpstream(t))
 	dir := t.TempDir()
 
 	next := func(t *testing.T) {
@@ -415,7 +435,7 @@ func TestHostileHandOff(t *testing.T) {
 // no descriptor of any.
 func TestHandOffLoop(t *testing.T) {
 	h, sock, ln := socketHarness(t, Policy{Default: "deny", Allow: []string{"allowed.test"}}, fakeDNS{"allowed.test": {pub4}, "denied.test": {pub4}})
-	h.upstream = hostUpstream(t)
+	h.setUpstream(hostUpstream(t))
 	baseline := openFDs(t)
 	const n = 3000
 	for i := range n {
@@ -649,7 +669,7 @@ func TestHandOffHalfClose(t *testing.T) {
 
 	// A tunnel: the client's end reaches the upstream, whose end reaches
 	// the client.
-	h.upstream = echo.Addr().String()
+	h.setUpstream(echo.Addr().String())
 	c, kept = hand()
 	defer kept.Close()
 	defer c.Close()

@@ -106,7 +106,7 @@ func hostileDNS() fakeDNS {
 func TestHostileTargets(t *testing.T) {
 	eachPath(t, func(t *testing.T, newHarness harnessFunc) {
 		h := newHarness(t, hostilePolicy(), hostileDNS())
-		h.upstream = hostUpstream(t)
+		h.setUpstream(hostUpstream(t))
 		const (
 			blocked  = "resolves to a blocked address"
 			zone     = "IPv6 zone identifiers are refused"
@@ -295,7 +295,7 @@ func TestHostileTargets(t *testing.T) {
 func TestAlwaysRefused(t *testing.T) {
 	dns := fakeDNS{"own.test": {"93.184.216.10"}, "gw.test": {"93.184.216.1"}, "lo.test": {"127.0.0.2"}, "lo6.test": {"::1"}, "any.test": {"0.0.0.0"}, "any6.test": {"::"}}
 	h := newHarness(t, Policy{Default: "allow", Allow: []string{"127.0.0.1", "0.0.0.0"}}, dns)
-	h.upstream = hostUpstream(t)
+	h.setUpstream(hostUpstream(t))
 	for _, target := range []string{
 		"127.0.0.1:443", "127.255.255.254:443", "[::1]:443", "[::ffff:127.0.0.1]:443", "[::127.0.0.2]:443",
 		"0.0.0.0:443", "0.1.2.3:443", "[::]:443",
@@ -346,7 +346,7 @@ func TestDefaultRangesRefused(t *testing.T) {
 		}
 	}
 	h := newHarness(t, Policy{Default: "allow", BlockCIDRs: spec.DefaultBlockCIDRs}, dns)
-	h.upstream = hostUpstream(t)
+	h.setUpstream(hostUpstream(t))
 	for _, target := range literals {
 		h.reset()
 		if code, body := h.send(connectReq(target + ":443")); code != 403 {

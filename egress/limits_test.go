@@ -93,7 +93,7 @@ func (h *harness) flood(head string, chunk []byte, limit int64) (string, int64) 
 func TestHugeHeadBounded(t *testing.T) {
 	eachPath(t, func(t *testing.T, newHarness harnessFunc) {
 		h := newHarness(t, Policy{Default: "allow"}, fakeDNS{"a.test": {pub4}})
-		h.upstream = hostUpstream(t)
+		h.setUpstream(hostUpstream(t))
 		const size = 400 << 20
 		const bound = 4 << 20
 		for _, tt := range []struct {
@@ -189,7 +189,7 @@ func TestResponseHeadBounded(t *testing.T) {
 			wrote <- total
 		}()
 		h := newHarness(t, Policy{Default: "allow"}, fakeDNS{"up.test": {pub4}})
-		h.upstream = ln.Addr().String()
+		h.setUpstream(ln.Addr().String())
 		var code int
 		var body string
 		alloc := heapDuring(func() { code, body = h.send(getReq("http://up.test/", "up.test")) })
@@ -210,7 +210,7 @@ func TestResponseHeadBounded(t *testing.T) {
 func TestConnLimit(t *testing.T) {
 	eachPath(t, func(t *testing.T, newHarness harnessFunc) {
 		h := newHarness(t, Policy{Default: "allow"}, fakeDNS{"a.test": {pub4}}, func(o *Options) { o.MaxConns = 2 })
-		h.upstream = hostUpstream(t)
+		h.setUpstream(hostUpstream(t))
 		var tunnels []net.Conn
 		for i := 0; i < 2; i++ {
 			status, c := h.connect("a.test:443")

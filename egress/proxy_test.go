@@ -236,6 +236,17 @@ func (h *harness) dial(ctx context.Context, network, addr string) (net.Conn, err
 	return d.DialContext(ctx, network, to)
 }
 
+// setUpstream sends every dial of the proxy's to addr from now on. It
+// locks what the proxy's dialer reads: a request read whole in the
+// proxy's first read of a Unix connection (recvmsg, which the race
+// detector does not count as synchronising, unlike read) would otherwise
+// seem to race with a test's plain write.
+func (h *harness) setUpstream(addr string) {
+	h.mu.Lock()
+	h.upstream = addr
+	h.mu.Unlock()
+}
+
 // reset forgets what was dialled, resolved and logged.
 func (h *harness) reset() {
 	h.mu.Lock()
@@ -388,6 +399,21 @@ func TestConnectTunnel(t *testing.T) {
 		c.Close()
 		if string(back) != msg {
 			t.Errorf("echoed %d bytes, want %d", len(back), len(msg))
+		}
+
+		// Bytes sent in the same write as the head (a TLS client hello
+		// right behind the CONNECT) go through too.
+		raw, err := net.Dial("tcp", h.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw.SetDeadline(time.Now().Add(10 * time.Second))
+		io.WriteString(raw, connectReq("echo.test:"+port)+"hello behind the head")
+		raw.(*net.TCPConn).CloseWrite()
+		back, _ = io.ReadAll(raw)
+		raw.Close()
+		if want := "HTTP/1.1 200 Connection established\r\n\r\nhello behind the head"; string(back) != want {
+			t.Errorf("with bytes behind the head: %q, want %q", back, want)
 		}
 
 		status, c = h.connect("other.test:" + port)
