@@ -128,23 +128,3 @@ func handOver(c, u net.Conn) (handOff, []byte) {
 
 // errNoHandoff says that no connection can be handed over this way.
 var errNoHandoff = errors.New("connections cannot be handed to the proxy")
-
-// prefixed reads pre, then err if there is one, then r: the bytes of a
-// connection's first read, then the rest of it.
-type prefixed struct {
-	pre []byte
-	err error
-	r   io.Reader
-}
-
-func (p *prefixed) Read(b []byte) (int, error) {
-	if len(p.pre) > 0 {
-		n := copy(b, p.pre)
-		p.pre = p.pre[n:]
-		return n, nil
-	}
-	if p.err != nil {
-		return 0, p.err
-	}
-	return p.r.Read(b)
-}

@@ -241,3 +241,23 @@ type handedAddr struct{}
 
 func (handedAddr) Network() string { return "tcp" }
 func (handedAddr) String() string  { return "handed-over connection" }
+
+// prefixed reads pre, then err if there is one, then r: the bytes of a
+// connection's first read, then the rest of it.
+type prefixed struct {
+	pre []byte
+	err error
+	r   io.Reader
+}
+
+func (p *prefixed) Read(b []byte) (int, error) {
+	if len(p.pre) > 0 {
+		n := copy(b, p.pre)
+		p.pre = p.pre[n:]
+		return n, nil
+	}
+	if p.err != nil {
+		return 0, p.err
+	}
+	return p.r.Read(b)
+}
