@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"os"
@@ -12,11 +11,15 @@ import (
 	"time"
 )
 
-// Bridge serves the sandbox's proxy address (127.0.0.1:3128) by carrying
-// each connection over the Unix socket shared with the egress container:
-// the sandbox has no network interface but loopback.
+// Bridge serves the sandbox's proxy address (127.0.0.1:3128) through the
+// Unix socket shared with the egress container: the sandbox has no network
+// interface but loopback. It hands each connection to the proxy (see
+// handoffMessage) and copies it over the socket where the proxy cannot
+// take it.
 func Bridge(ctx context.Context, ln net.Listener, socket string) error {
-	return bridge(ctx, ln, func() (string, string, error) { return "unix", socket, nil })
+	b := &unixBridge{socket: socket}
+	b.copyOnly.Store(!canHandOff)
+	return serveConns(ctx, ln, 0, nil, func(c net.Conn) { b.serve(ctx, c) })
 }
 
 // BridgeFile serves the sandbox's proxy address by carrying each
@@ -25,30 +28,21 @@ func Bridge(ctx context.Context, ln net.Listener, socket string) error {
 // is a pod whose address is known only once it runs, and changes when the
 // pod is made again. A missing or malformed file refuses the connection.
 // (The file is no boundary: the sandbox can dial anything its network
-// policy allows without the bridge.)
+// policy allows without the bridge.) It copies: no descriptor crosses from
+// one pod to another.
 func BridgeFile(ctx context.Context, ln net.Listener, path string) error {
-	return bridge(ctx, ln, func() (string, string, error) {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return "", "", err
-		}
-		addr := string(bytes.TrimSpace(b))
-		if _, _, err := net.SplitHostPort(addr); err != nil || len(addr) > 300 {
-			return "", "", fmt.Errorf("%s: not a host:port", path)
-		}
-		return "tcp", addr, nil
-	})
-}
-
-func bridge(ctx context.Context, ln net.Listener, upstream func() (network, addr string, err error)) error {
 	var buffers sync.Pool
 	return serveConns(ctx, ln, 0, nil, func(c net.Conn) {
 		defer c.Close()
-		network, addr, err := upstream()
+		b, err := os.ReadFile(path)
 		if err != nil {
 			return
 		}
-		u, err := dialRetry(ctx, network, addr)
+		addr := string(bytes.TrimSpace(b))
+		if _, _, err := net.SplitHostPort(addr); err != nil || len(addr) > 300 {
+			return
+		}
+		u, err := dialRetry(ctx, "tcp", addr)
 		if err != nil {
 			return
 		}
@@ -59,9 +53,14 @@ func bridge(ctx context.Context, ln net.Listener, upstream func() (network, addr
 
 // ListenBridge listens on the sandbox's proxy address. Its connections
 // come from the sandbox's own loopback, so TCP keep-alive, which costs
-// three system calls per accepted connection, is off.
+// three system calls per accepted connection, is off; and it listens for
+// plain TCP, not Multipath TCP (Go's default for a listener since 1.24),
+// so that every connection it accepts is a TCP socket the proxy takes
+// (one a client made with MPTCP would be an MPTCP socket, which the proxy
+// refuses and the bridge then copies).
 func ListenBridge(ctx context.Context, addr string) (net.Listener, error) {
 	lc := net.ListenConfig{KeepAlive: -1}
+	lc.SetMultipathTCP(false)
 	return lc.Listen(ctx, "tcp", addr)
 }
 

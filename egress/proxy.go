@@ -174,9 +174,18 @@ func (p *Proxy) Policy() Policy {
 	return p.current
 }
 
-// Serve accepts connections until ctx ends or ln fails.
+// Serve accepts connections until ctx ends or ln fails. On a Unix socket
+// a connection may instead carry the sandbox's TCP connection, which the
+// proxy then serves in its place (serveUnix).
 func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
-	return serveConns(ctx, ln, p.opts.MaxConns, p.refuseConn, func(c net.Conn) { p.handle(ctx, c) })
+	return serveConns(ctx, ln, p.opts.MaxConns, p.refuseConn, func(c net.Conn) {
+		if uc, ok := c.(*net.UnixConn); ok {
+			p.serveUnix(ctx, uc)
+			return
+		}
+		c.SetReadDeadline(time.Now().Add(p.opts.HeaderTimeout))
+		p.handle(ctx, c, c)
+	})
 }
 
 // refuseConn answers a connection over MaxConns. The answer fits in any
@@ -263,12 +272,13 @@ func (p *Proxy) logEvent(v any) {
 	p.opts.Log.Write(append(b, '\n'))
 }
 
-// handle serves one connection. Every decision is logged before the
-// client hears it, so whoever saw a refusal finds it in the log.
-func (p *Proxy) handle(ctx context.Context, conn net.Conn) {
+// handle serves one connection, reading its request head from head (the
+// connection, or what was read of it already and then the connection)
+// under the read deadline its caller set. Every decision is logged before
+// the client hears it, so whoever saw a refusal finds it in the log.
+func (p *Proxy) handle(ctx context.Context, conn net.Conn, head io.Reader) {
 	defer conn.Close()
-	conn.SetReadDeadline(time.Now().Add(p.opts.HeaderTimeout))
-	br := p.newReader(conn, requestLimits())
+	br := p.newReader(head, requestLimits())
 	defer p.putReader(br)
 	req, err := http.ReadRequest(br.Reader)
 	if err != nil {

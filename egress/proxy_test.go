@@ -161,6 +161,47 @@ func (r recordingDNS) LookupIPAddr(ctx context.Context, host string) ([]net.IPAd
 // on 127.0.0.1), so no test dials any other address.
 func newHarness(t *testing.T, pol Policy, dns fakeDNS, opts ...func(*Options)) *harness {
 	t.Helper()
+	return newHarnessVia(t, overTCP, pol, dns, opts...)
+}
+
+// harnessFunc makes a harness (newHarness).
+type harnessFunc func(t *testing.T, pol Policy, dns fakeDNS, opts ...func(*Options)) *harness
+
+// path is a way for the harness's clients to reach its proxy: serve
+// serves the proxy until ctx ends and returns the TCP address clients
+// connect to.
+type path struct {
+	name  string
+	serve func(t *testing.T, ctx context.Context, p *Proxy) (addr string, done <-chan struct{})
+}
+
+// overTCP: the clients connect to the proxy itself.
+var overTCP = path{"tcp", func(t *testing.T, ctx context.Context, p *Proxy) (string, <-chan struct{}) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { p.Serve(ctx, ln); close(done) }()
+	return ln.Addr().String(), done
+}}
+
+// eachPath runs f once for each path (overTCP, and the OS's others,
+// osPaths). Its newHarness serves the proxy that way: a test whose body
+// is f calls it by that name and runs unchanged on every path.
+func eachPath(t *testing.T, f func(t *testing.T, newHarness harnessFunc)) {
+	for _, via := range append([]path{overTCP}, osPaths()...) {
+		t.Run(via.name, func(t *testing.T) {
+			f(t, func(t *testing.T, pol Policy, dns fakeDNS, opts ...func(*Options)) *harness {
+				t.Helper()
+				return newHarnessVia(t, via, pol, dns, opts...)
+			})
+		})
+	}
+}
+
+func newHarnessVia(t *testing.T, via path, pol Policy, dns fakeDNS, opts ...func(*Options)) *harness {
+	t.Helper()
 	h := &harness{t: t, log: &syncBuffer{}, policy: filepath.Join(t.TempDir(), "policy.json")}
 	h.writePolicy(pol)
 	o := Options{PolicyPath: h.policy, Resolver: recordingDNS{h, dns}, Log: h.log, Dial: h.dial, LocalAddrs: testLocal}
@@ -172,15 +213,10 @@ func newHarness(t *testing.T, pol Policy, dns fakeDNS, opts ...func(*Options)) *
 		t.Fatal(err)
 	}
 	h.proxy = p
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { p.Serve(ctx, ln); close(done) }()
+	addr, done := via.serve(t, ctx, p)
 	t.Cleanup(func() { cancel(); <-done })
-	h.addr = ln.Addr().String()
+	h.addr = addr
 	return h
 }
 
@@ -198,6 +234,17 @@ func (h *harness) dial(ctx context.Context, network, addr string) (net.Conn, err
 	}
 	var d net.Dialer
 	return d.DialContext(ctx, network, to)
+}
+
+// setUpstream sends every dial of the proxy's to addr from now on. It
+// locks what the proxy's dialer reads: a request read whole in the
+// proxy's first read of a Unix connection (recvmsg, which the race
+// detector does not count as synchronising, unlike read) would otherwise
+// seem to race with a test's plain write.
+func (h *harness) setUpstream(addr string) {
+	h.mu.Lock()
+	h.upstream = addr
+	h.mu.Unlock()
 }
 
 // reset forgets what was dialled, resolved and logged.
@@ -281,27 +328,29 @@ func testPolicy(allow ...string) Policy {
 }
 
 func TestHTTPAllowedAndDenied(t *testing.T) {
-	_, port := upstream(t)
-	h := newHarness(t, testPolicy("allowed.test"), fakeDNS{"allowed.test": {pub4}, "denied.test": {pub4}})
-	code, body := h.get("http://allowed.test:" + port + "/x")
-	if code != 200 || body != "hello from allowed.test:"+port {
-		t.Errorf("allowed GET = %d %q", code, body)
-	}
-	code, body = h.get("http://denied.test:" + port + "/x")
-	if code != 403 || !strings.Contains(body, "denied.test is blocked by sbx egress policy") {
-		t.Errorf("denied GET = %d %q", code, body)
-	}
-	got := h.log.entries(t)
-	for i := range got {
-		got[i].Time = ""
-	}
-	want := []entry{
-		{Method: "GET", Host: "allowed.test", Port: atoi(port), Decision: "allow", Reason: "allowed by policy", Rule: "allowed.test", Addr: pub4 + ":" + port, Status: 200},
-		{Method: "GET", Host: "denied.test", Port: atoi(port), Decision: "deny", Reason: "not in the allow list (policy: deny)", Rule: "default", Status: 403},
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("log (-want +got):\n%s", diff)
-	}
+	eachPath(t, func(t *testing.T, newHarness harnessFunc) {
+		_, port := upstream(t)
+		h := newHarness(t, testPolicy("allowed.test"), fakeDNS{"allowed.test": {pub4}, "denied.test": {pub4}})
+		code, body := h.get("http://allowed.test:" + port + "/x")
+		if code != 200 || body != "hello from allowed.test:"+port {
+			t.Errorf("allowed GET = %d %q", code, body)
+		}
+		code, body = h.get("http://denied.test:" + port + "/x")
+		if code != 403 || !strings.Contains(body, "denied.test is blocked by sbx egress policy") {
+			t.Errorf("denied GET = %d %q", code, body)
+		}
+		got := h.log.entries(t)
+		for i := range got {
+			got[i].Time = ""
+		}
+		want := []entry{
+			{Method: "GET", Host: "allowed.test", Port: atoi(port), Decision: "allow", Reason: "allowed by policy", Rule: "allowed.test", Addr: pub4 + ":" + port, Status: 200},
+			{Method: "GET", Host: "denied.test", Port: atoi(port), Decision: "deny", Reason: "not in the allow list (policy: deny)", Rule: "default", Status: 403},
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("log (-want +got):\n%s", diff)
+		}
+	})
 }
 
 func atoi(s string) int {
@@ -330,51 +379,70 @@ func echoServer(tb testing.TB) net.Listener {
 }
 
 func TestConnectTunnel(t *testing.T) {
-	// A raw TCP echo server stands in for a TLS server: CONNECT carries
-	// bytes, whatever they are.
-	ln := echoServer(t)
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	h := newHarness(t, testPolicy("echo.test"), fakeDNS{"echo.test": {pub4}, "other.test": {pub4}})
+	eachPath(t, func(t *testing.T, newHarness harnessFunc) {
+		// A raw TCP echo server stands in for a TLS server: CONNECT carries
+		// bytes, whatever they are.
+		ln := echoServer(t)
+		_, port, _ := net.SplitHostPort(ln.Addr().String())
+		h := newHarness(t, testPolicy("echo.test"), fakeDNS{"echo.test": {pub4}, "other.test": {pub4}})
 
-	status, c := h.connect("echo.test:" + port)
-	if status != "HTTP/1.1 200 Connection established" {
-		t.Fatalf("CONNECT status %q", status)
-	}
-	msg := strings.Repeat("tunnelled bytes ", 1000)
-	go func() {
-		io.WriteString(c, msg)
-		c.(*bufferedConn).Conn.(*net.TCPConn).CloseWrite()
-	}()
-	back, _ := io.ReadAll(c)
-	c.Close()
-	if string(back) != msg {
-		t.Errorf("echoed %d bytes, want %d", len(back), len(msg))
-	}
+		status, c := h.connect("echo.test:" + port)
+		if status != "HTTP/1.1 200 Connection established" {
+			t.Fatalf("CONNECT status %q", status)
+		}
+		msg := strings.Repeat("tunnelled bytes ", 1000)
+		go func() {
+			io.WriteString(c, msg)
+			c.(*bufferedConn).Conn.(*net.TCPConn).CloseWrite()
+		}()
+		back, _ := io.ReadAll(c)
+		c.Close()
+		if string(back) != msg {
+			t.Errorf("echoed %d bytes, want %d", len(back), len(msg))
+		}
 
-	status, c = h.connect("other.test:" + port)
-	c.Close()
-	if !strings.HasPrefix(status, "HTTP/1.1 403") {
-		t.Errorf("denied CONNECT status %q", status)
-	}
+		// Bytes sent in the same write as the head (a TLS client hello
+		// right behind the CONNECT) go through too.
+		raw, err := net.Dial("tcp", h.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw.SetDeadline(time.Now().Add(10 * time.Second))
+		io.WriteString(raw, connectReq("echo.test:"+port)+"hello behind the head")
+		raw.(*net.TCPConn).CloseWrite()
+		back, _ = io.ReadAll(raw)
+		raw.Close()
+		if want := "HTTP/1.1 200 Connection established\r\n\r\nhello behind the head"; string(back) != want {
+			t.Errorf("with bytes behind the head: %q, want %q", back, want)
+		}
+
+		status, c = h.connect("other.test:" + port)
+		c.Close()
+		if !strings.HasPrefix(status, "HTTP/1.1 403") {
+			t.Errorf("denied CONNECT status %q", status)
+		}
+	})
 }
 
 func TestBlockedAddresses(t *testing.T) {
-	_, port := upstream(t)
-	pol := Policy{Default: "allow", BlockCIDRs: []string{"127.0.0.0/8", "10.0.0.0/8", "::1/128"}}
-	h := newHarness(t, pol, fakeDNS{
-		"rebind.test":  {"127.0.0.1"},
-		"private.test": {"10.9.9.9"},
-		"mapped.test":  {"::ffff:127.0.0.1"},
-	})
-	for _, target := range []string{"rebind.test", "127.0.0.1", "mapped.test", "[::1]"} {
-		code, body := h.get("http://" + target + ":" + port + "/")
-		if code != 403 || !strings.Contains(body, "resolves to a blocked address") {
-			t.Errorf("GET %s = %d %q, want 403 blocked", target, code, body)
+	eachPath(t, func(t *testing.T, newHarness harnessFunc) {
+		_, port := upstream(t)
+		pol := Policy{Default: "allow", BlockCIDRs: []string{"127.0.0.0/8", "10.0.0.0/8", "::1/128"}}
+		h := newHarness(t, pol, fakeDNS{
+			"rebind.test":  {"127.0.0.1"},
+			"private.test": {"10.9.9.9"},
+			"mapped.test":  {"::ffff:127.0.0.1"},
+		})
+		for _, target := range []string{"rebind.test", "127.0.0.1", "mapped.test", "[::1]"} {
+			code, body := h.get("http://" + target + ":" + port + "/")
+			if code != 403 || !strings.Contains(body, "resolves to a blocked address") {
+				t.Errorf("GET %s = %d %q, want 403 blocked", target, code, body)
+			}
 		}
-	}
-	if len(h.dialed) != 0 {
-		t.Errorf("dialled %v; a blocked address must never be dialled", h.dialed)
-	}
+		if len(h.dialed) != 0 {
+			t.Errorf("dialled %v; a blocked address must never be dialled", h.dialed)
+		}
+	})
 }
 
 // TestDialsTheCheckedAddress: of several answers, only those outside the
@@ -416,19 +484,21 @@ func TestReload(t *testing.T) {
 }
 
 func TestMalformed(t *testing.T) {
-	h := newHarness(t, testPolicy(), fakeDNS{})
-	for _, req := range []string{"GET /origin-form HTTP/1.1\r\nHost: x\r\n\r\n", "garbage\r\n\r\n", "GET ftp://x.test/ HTTP/1.1\r\nHost: x\r\n\r\n"} {
-		c, err := net.Dial("tcp", h.addr)
-		if err != nil {
-			t.Fatal(err)
+	eachPath(t, func(t *testing.T, newHarness harnessFunc) {
+		h := newHarness(t, testPolicy(), fakeDNS{})
+		for _, req := range []string{"GET /origin-form HTTP/1.1\r\nHost: x\r\n\r\n", "garbage\r\n\r\n", "GET ftp://x.test/ HTTP/1.1\r\nHost: x\r\n\r\n"} {
+			c, err := net.Dial("tcp", h.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.WriteString(c, req)
+			line, _ := bufio.NewReader(c).ReadString('\n')
+			c.Close()
+			if !strings.HasPrefix(line, "HTTP/1.1 400") {
+				t.Errorf("%q answered %q, want 400", req, line)
+			}
 		}
-		io.WriteString(c, req)
-		line, _ := bufio.NewReader(c).ReadString('\n')
-		c.Close()
-		if !strings.HasPrefix(line, "HTTP/1.1 400") {
-			t.Errorf("%q answered %q, want 400", req, line)
-		}
-	}
+	})
 }
 
 func TestBridgeChain(t *testing.T) {
@@ -479,61 +549,63 @@ func TestBridgeChain(t *testing.T) {
 // whole through the proxy's buffered (and reused) writers, one request
 // after another and several at once.
 func TestHTTPResponsesWhole(t *testing.T) {
-	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("X-Upstream", "yes")
-		w.Header().Add("Set-Cookie", "a=1")
-		w.Header().Add("Set-Cookie", "b=2")
-		switch r.URL.Path {
-		case "/big":
-			w.Write(big)
-		case "/chunked":
-			for i := 0; i < 3; i++ {
-				fmt.Fprintf(w, "part%d;", i)
-				w.(http.Flusher).Flush()
+	eachPath(t, func(t *testing.T, newHarness harnessFunc) {
+		big := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("X-Upstream", "yes")
+			w.Header().Add("Set-Cookie", "a=1")
+			w.Header().Add("Set-Cookie", "b=2")
+			switch r.URL.Path {
+			case "/big":
+				w.Write(big)
+			case "/chunked":
+				for i := 0; i < 3; i++ {
+					fmt.Fprintf(w, "part%d;", i)
+					w.(http.Flusher).Flush()
+				}
+			case "/empty":
+				w.WriteHeader(http.StatusNoContent)
 			}
-		case "/empty":
-			w.WriteHeader(http.StatusNoContent)
+		}))
+		t.Cleanup(srv.Close)
+		_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+		h := newHarness(t, testPolicy("up.test"), fakeDNS{"up.test": {pub4}})
+		proxyURL, _ := url.Parse("http://" + h.addr)
+		c := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxyURL), DisableKeepAlives: true}, Timeout: 10 * time.Second}
+		fetch := func(path string) error {
+			resp, err := c.Get("http://up.test:" + port + path)
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(resp.Body)
+			if err != nil {
+				return err
+			}
+			want := map[string]string{"/big": string(big), "/chunked": "part0;part1;part2;", "/empty": ""}[path]
+			if string(body) != want {
+				return fmt.Errorf("%s: body of %d bytes, want %d", path, len(body), len(want))
+			}
+			if resp.Header.Get("X-Upstream") != "yes" || len(resp.Header.Values("Set-Cookie")) != 2 {
+				return fmt.Errorf("%s: headers %v", path, resp.Header)
+			}
+			return nil
 		}
-	}))
-	t.Cleanup(srv.Close)
-	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
-	h := newHarness(t, testPolicy("up.test"), fakeDNS{"up.test": {pub4}})
-	proxyURL, _ := url.Parse("http://" + h.addr)
-	c := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxyURL), DisableKeepAlives: true}, Timeout: 10 * time.Second}
-	fetch := func(path string) error {
-		resp, err := c.Get("http://up.test:" + port + path)
-		if err != nil {
-			return err
+		for _, path := range []string{"/big", "/chunked", "/empty", "/big"} {
+			if err := fetch(path); err != nil {
+				t.Error(err)
+			}
 		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		if err != nil {
-			return err
+		errs := make(chan error, 12)
+		for i := 0; i < cap(errs); i++ {
+			go func() { errs <- fetch([]string{"/big", "/chunked", "/empty"}[i%3]) }()
 		}
-		want := map[string]string{"/big": string(big), "/chunked": "part0;part1;part2;", "/empty": ""}[path]
-		if string(body) != want {
-			return fmt.Errorf("%s: body of %d bytes, want %d", path, len(body), len(want))
+		for i := 0; i < cap(errs); i++ {
+			if err := <-errs; err != nil {
+				t.Error(err)
+			}
 		}
-		if resp.Header.Get("X-Upstream") != "yes" || len(resp.Header.Values("Set-Cookie")) != 2 {
-			return fmt.Errorf("%s: headers %v", path, resp.Header)
-		}
-		return nil
-	}
-	for _, path := range []string{"/big", "/chunked", "/empty", "/big"} {
-		if err := fetch(path); err != nil {
-			t.Error(err)
-		}
-	}
-	errs := make(chan error, 12)
-	for i := 0; i < cap(errs); i++ {
-		go func() { errs <- fetch([]string{"/big", "/chunked", "/empty"}[i%3]) }()
-	}
-	for i := 0; i < cap(errs); i++ {
-		if err := <-errs; err != nil {
-			t.Error(err)
-		}
-	}
+	})
 }
 
 // TestBodyInLargeWrites: a response body reaches a client on a Unix

@@ -316,6 +316,11 @@ func isolation(t *testing.T, runtime string) {
 			t.Errorf("wget: %d %q", code, out)
 		}
 	})
+	if runtime == "" {
+		t.Run("the proxy serves the sandbox's connection itself", func(t *testing.T) {
+			handedOver(t, b)
+		})
+	}
 	t.Run("denied and unlisted hosts are refused and logged", func(t *testing.T) {
 		for _, host := range []string{"denied.invalid", "unlisted.invalid"} {
 			if out := b.proxyGet(host); !strings.Contains(out, "403 Forbidden") {
@@ -411,6 +416,66 @@ func isolation(t *testing.T, runtime string) {
 			}
 		}
 	})
+}
+
+// handedOver: a connection to the sandbox's proxy address is handed to
+// the proxy (egress.Bridge), which then holds the very TCP socket the
+// sandbox's bridge accepted: a socket of the sandbox's network namespace,
+// found by its inode in the sandbox's /proc/net/tcp and among the proxy's
+// descriptors. (Under gVisor the sandbox's sockets are its own, the
+// hand-over fails and the bridge copies; the other subtests show that it
+// carries the requests.)
+func handedOver(t *testing.T, b *box) {
+	pid := func(name string) string {
+		out, err := exec.Command("docker", "inspect", "-f", "{{.State.Pid}}", name).Output()
+		if err != nil {
+			t.Fatalf("inspect %s: %v", name, err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	sandbox, proxy := pid(containerName(b.name)), pid(egressName(b.name))
+	// A tunnel held open from inside, until the test kills it.
+	const holder = "sleep 123"
+	if out, code := b.sh(fmt.Sprintf(`(printf 'CONNECT %s:8080 HTTP/1.1\r\nHost: x\r\n\r\n'; %s) | nc 127.0.0.1 3128 >/dev/null 2>&1 &`, env.webIP, holder), nil); code != 0 {
+		t.Fatalf("holding a tunnel: %d %q", code, out)
+	}
+	defer b.sh("pkill -f '"+holder+"'", nil)
+	// The bridge's end of the tunnel: local 127.0.0.1:3128 (0100007F:0C38
+	// in /proc/net/tcp, proc_net_tcp(5)), established (01). Its inode is
+	// the tenth field.
+	accepted := func() string {
+		data, _ := os.ReadFile("/proc/" + sandbox + "/net/tcp")
+		for _, line := range strings.Split(string(data), "\n") {
+			f := strings.Fields(line)
+			if len(f) >= 10 && f[1] == "0100007F:0C38" && f[3] == "01" {
+				return f[9]
+			}
+		}
+		return ""
+	}
+	held := func(inode string) bool {
+		dir := "/proc/" + proxy + "/fd"
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			if l, _ := os.Readlink(filepath.Join(dir, e.Name())); l == "socket:["+inode+"]" {
+				return true
+			}
+		}
+		return false
+	}
+	// Nothing says when the tunnel is up but the tables themselves.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		inode := accepted()
+		if inode != "" && held(inode) {
+			return
+		}
+		if time.Now().After(deadline) {
+			data, _ := os.ReadFile("/proc/" + sandbox + "/net/tcp")
+			t.Fatalf("the proxy (pid %s) does not hold the sandbox's accepted socket (inode %q):\n%s", proxy, inode, data)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // TestInPlaceAndReplace: an allow-list change applies in place (same

@@ -7,10 +7,11 @@
 // sbx's proxy is measured alone (the client connects to it over TCP, and
 // over the Unix socket it serves in its container) and through the
 // sandbox's full path: the client connects to the sandbox's bridge
-// (`sbx __sandbox-init` on 127.0.0.1), which carries each connection over
-// the proxy's Unix socket. Each runs as its own process, as in its
-// container: the proxy with GOMAXPROCS=1 as the docker driver sets it, the
-// bridge with what the sandbox gives it.
+// (`sbx __sandbox-init` on 127.0.0.1), which hands each connection to the
+// proxy over the proxy's Unix socket (egress.Bridge; the proxy then serves
+// the client's TCP connection itself). Each runs as its own process, as
+// in its container: the proxy with GOMAXPROCS=1 as the docker driver sets
+// it, the bridge with what the sandbox gives it.
 //
 // sbx's proxy refuses loopback whatever its policy says, so it runs here
 // as this program's proxy mode: the same egress.Proxy as `sbx
