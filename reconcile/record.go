@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sbxhq/sbx/internal/par"
 	"github.com/sbxhq/sbx/spec"
 )
 
@@ -485,17 +486,36 @@ func (s *Store) Names(driver string) ([]string, error) {
 
 // Records returns the records of the named sandboxes that have one.
 func (s *Store) Records(driver string, names []string) (map[string]*Record, error) {
+	recs, err := readAll(names, func(n string) (*Record, error) { return s.Get(driver, n) })
+	if err != nil {
+		return nil, err
+	}
 	out := map[string]*Record{}
-	for _, n := range names {
-		r, err := s.Get(driver, n)
-		if err != nil {
-			return nil, err
-		}
-		if r != nil {
-			out[n] = r
+	for i, n := range names {
+		if recs[i] != nil {
+			out[n] = recs[i]
 		}
 	}
 	return out, nil
+}
+
+// ApprovedAll is Approved of each of names, in their order.
+func (s *Store) ApprovedAll(names []string) ([]*Record, error) {
+	return readAll(names, s.Approved)
+}
+
+// readAll reads each name's record on every CPU; the error is the first
+// in names' order.
+func readAll(names []string, read func(string) (*Record, error)) ([]*Record, error) {
+	recs := make([]*Record, len(names))
+	errs := make([]error, len(names))
+	par.Each(len(names), func(i int) { recs[i], errs[i] = read(names[i]) })
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return recs, nil
 }
 
 // Put writes r atomically: a synced temporary file renamed over the old

@@ -204,10 +204,7 @@ func Open(ctx context.Context, opts Options) (*Session, error) {
 		s.Release()
 		return nil, desireErr
 	}
-	if err := s.approve(desired); err != nil {
-		s.Release()
-		return nil, err
-	}
+	s.approve(desired)
 	return s, nil
 }
 
@@ -257,14 +254,25 @@ func (s *Session) Release() {
 // sandbox (docker labels) stands in when this machine has none.
 func (s *Session) Observe(ctx context.Context) error {
 	names := s.Names()
+	type stored struct {
+		records map[string]*reconcile.Record
+		err     error
+	}
+	// This machine's records are read while the backend is asked.
+	read := make(chan stored, 1)
+	go func() {
+		records, err := s.Store.Records(s.Backend.Name(), names)
+		read <- stored{records, err}
+	}()
 	live, err := s.Backend.Observe(ctx, names)
+	st := <-read
 	if err != nil {
 		return err
 	}
-	records, err := s.Store.Records(s.Backend.Name(), names)
-	if err != nil {
-		return err
+	if st.err != nil {
+		return st.err
 	}
+	records := st.records
 	for n, l := range live {
 		if records[n] == nil && l != nil && l.Record != nil {
 			records[n] = l.Record
@@ -274,16 +282,21 @@ func (s *Session) Observe(ctx context.Context) error {
 	return nil
 }
 
-// desire fingerprints what the files want with this machine's key. What
-// the user last approved of each (approved) is attached once the
-// sandboxes are observed.
+// desire fingerprints what the files want with this machine's key, and
+// attaches what the user last approved of each on this machine. Where
+// that is nothing, approve attaches the record the backend keeps, once
+// the sandboxes are observed.
 func (s *Session) desire() ([]reconcile.Desired, error) {
 	key, err := s.Store.Key()
 	if err != nil {
 		return nil, err
 	}
+	approved, err := s.Store.ApprovedAll(s.Names())
+	if err != nil {
+		return nil, err
+	}
 	var desired []reconcile.Desired
-	for _, sp := range s.Specs {
+	for i, sp := range s.Specs {
 		hash, err := s.Backend.BuildHash(sp)
 		if err != nil {
 			return nil, err
@@ -292,33 +305,22 @@ func (s *Session) desire() ([]reconcile.Desired, error) {
 		if err != nil {
 			return nil, err
 		}
+		d.Approved = approved[i]
 		desired = append(desired, d)
 	}
 	return desired, nil
 }
 
-// approve attaches what the user last approved of each sandbox to what
-// the files want, once the sandboxes are observed, and makes it the
-// session's.
-func (s *Session) approve(desired []reconcile.Desired) error {
-	for i := range desired {
-		var err error
-		if desired[i].Approved, err = s.approved(desired[i].Spec.Name); err != nil {
-			return err
+// approve makes desired the session's, once the sandboxes are observed:
+// what the user last approved of a sandbox is the last record applied on
+// this machine, else the record kept with the sandbox.
+func (s *Session) approve(desired []reconcile.Desired) {
+	for i, d := range desired {
+		if d.Approved == nil {
+			desired[i].Approved = s.Records[d.Spec.Name]
 		}
 	}
 	s.Desired = desired
-	return nil
-}
-
-// approved is what the user last approved for a sandbox: the last record
-// applied on this machine, else the record kept with the sandbox.
-func (s *Session) approved(name string) (*reconcile.Record, error) {
-	r, err := s.Store.Approved(name)
-	if r != nil || err != nil {
-		return r, err
-	}
-	return s.Records[name], nil
 }
 
 // Plan decides what apply would do, with the backend calls of each step.
@@ -436,12 +438,10 @@ func (s *Session) Apply(ctx context.Context, p *reconcile.Changes, adopt bool, o
 		after = reconcile.PlanDestroy(s.Names(), s.Live, s.Records, s.Backend.Caps(), reconcile.Options{Adopt: adopt})
 	} else {
 		desired, err := s.desire()
-		if err == nil {
-			err = s.approve(desired)
-		}
 		if err != nil {
 			return err
 		}
+		s.approve(desired)
 		after = reconcile.Plan(s.Desired, s.Live, s.Records, s.Backend.Caps(), reconcile.Options{Adopt: adopt})
 	}
 	if err := reconcile.Converged(after); err != nil {
