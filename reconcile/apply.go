@@ -259,6 +259,7 @@ func (p *Changes) Matches(fresh *Changes) error {
 // are observed afresh; if the live state or the file moved since the plan
 // was made, the plan is stale and must be made again.
 func (p *Changes) Rebind(desired []Desired, live map[string]*Live, records map[string]*Record) error {
+	p.digest()
 	var names []string
 	for _, c := range p.Sandboxes {
 		names = append(names, c.Sandbox)

@@ -168,6 +168,13 @@ type Changes struct {
 	Observed string `json:"observed"`
 	Desired  string `json:"desired"`
 
+	// digests makes Observed and Desired the first time a plan is
+	// written as JSON (WriteJSON, Save, Matches): a plan that is only
+	// shown never needs them, and for hundreds of sandboxes they are
+	// JSON of every record twice over. Plan's inputs are not changed
+	// after it (live states and records are replaced, never edited).
+	digests func()
+
 	specs map[string]*spec.Spec
 	calls map[*Step][]Call // by Prepare
 }
@@ -178,6 +185,14 @@ type Options struct {
 	Adopt bool
 	// DriverVersion is shown next to the driver name.
 	DriverVersion string
+}
+
+// digest makes the plan's digests if they are still to be made.
+func (p *Changes) digest() {
+	if p.digests != nil {
+		p.digests()
+		p.digests = nil
+	}
 }
 
 // Err joins the plan's errors; nil when it can be applied.
@@ -230,11 +245,6 @@ func Plan(desired []Desired, live map[string]*Live, records map[string]*Record, 
 	for _, d := range ds {
 		names = append(names, d.Spec.Name)
 	}
-	// The digest of what was observed (JSON of every sandbox's live state
-	// and record) is made while the sandboxes are planned, which only
-	// read them.
-	observed := make(chan string, 1)
-	go func() { observed <- observedDigest(names, live, records) }()
 	// Each sandbox is planned on its own (on every CPU), and the results
 	// are put together in name order.
 	type planned struct {
@@ -282,8 +292,10 @@ func Plan(desired []Desired, live map[string]*Live, records map[string]*Record, 
 		}
 		p.Errors = append(p.Errors, res[i].errs...)
 	}
-	p.Desired = digest(bases)
-	p.Observed = <-observed
+	p.digests = func() {
+		p.Observed = observedDigest(names, live, records)
+		p.Desired = digest(bases)
+	}
 	return p
 }
 
@@ -329,8 +341,10 @@ func PlanDestroy(names []string, live map[string]*Live, records map[string]*Reco
 		}
 		p.Sandboxes = append(p.Sandboxes, c)
 	}
-	p.Observed = observedDigest(names, live, records)
-	p.Desired = desiredDigest(caps.Driver, nil)
+	p.digests = func() {
+		p.Observed = observedDigest(names, live, records)
+		p.Desired = desiredDigest(caps.Driver, nil)
+	}
 	return p
 }
 

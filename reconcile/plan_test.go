@@ -623,3 +623,30 @@ func asJSON(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+// TestPlanDigestsWhenWritten: a plan makes its digests when written as
+// JSON, not when made (a plan only shown never needs them), and they are
+// those of what it was made from.
+func TestPlanDigestsWhenWritten(t *testing.T) {
+	sb := baseSpec()
+	d := desiredOf(t, sb)
+	live := map[string]*Live{"api": liveOf(sb, sbxCaps())}
+	records := map[string]*Record{"api": recordOf(t, sbxCaps(), sb)}
+	p := Plan([]Desired{d}, live, records, sbxCaps(), Options{})
+	if p.Observed != "" || p.Desired != "" {
+		t.Errorf("digests made with the plan: %q, %q", p.Observed, p.Desired)
+	}
+	var buf bytes.Buffer
+	if err := WriteJSON(&buf, p); err != nil {
+		t.Fatal(err)
+	}
+	if want := observedDigest([]string{"api"}, live, records); p.Observed != want {
+		t.Errorf("observed digest %q, want %q", p.Observed, want)
+	}
+	if want := desiredDigest(sbxCaps().Driver, []Desired{d}); p.Desired != want {
+		t.Errorf("desired digest %q, want %q", p.Desired, want)
+	}
+	if !strings.Contains(buf.String(), p.Observed) || !strings.Contains(buf.String(), p.Desired) {
+		t.Errorf("the JSON lacks the digests:\n%s", buf.String())
+	}
+}

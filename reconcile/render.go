@@ -344,6 +344,7 @@ type summary struct {
 // ({"format_version": "1", ...}; see docs/plan-json.md). Save writes the same
 // document.
 func WriteJSON(w io.Writer, p *Changes) error {
+	p.digest()
 	d := planDoc{planFields: (*planFields)(p), Applyable: len(p.Errors) == 0, Widens: p.Widens()}
 	d.Summary.Create, d.Summary.Update, d.Summary.Replace, d.Summary.Destroy = p.Count()
 	for _, c := range p.Sandboxes {

@@ -120,10 +120,13 @@ func savePlan(path string, p *reconcile.Changes) error {
 // render prints a plan for people, or the no-changes line.
 func (a *app) render(p *reconcile.Changes, s *session.Session) error {
 	if p.Empty() {
+		// One write, not one per sandbox (500 system calls for 500).
+		var b strings.Builder
 		for _, n := range s.Names() {
-			fmt.Fprintf(a.stdout, "No changes. Sandbox %q matches its sandbox.yaml (driver: %s).\n", n, p.Driver)
+			fmt.Fprintf(&b, "No changes. Sandbox %q matches its sandbox.yaml (driver: %s).\n", n, p.Driver)
 		}
-		return nil
+		_, err := io.WriteString(a.stdout, b.String())
+		return err
 	}
 	return reconcile.Render(a.stdout, p, a.color(a.stdout))
 }
