@@ -58,11 +58,19 @@ type sandboxObj struct {
 	meta   meta
 	spec   sandboxSpec
 	status sandboxStatus
+	// record is the record annotation read, nil without one; recordErr
+	// says why it did not read.
+	record    *reconcile.Record
+	recordErr error
 }
 
 type podObj struct {
 	meta   meta
 	status podStatus
+	// policy is a proxy pod's policy annotation read; policyErr says why
+	// it did not read.
+	policy    egress.Policy
+	policyErr error
 }
 
 // poolState is a sandbox's warm pool as listed.
@@ -188,9 +196,36 @@ func (d *Driver) list(ctx context.Context, p place) (*listing, error) {
 
 // listed is `kubectl get -o json`'s List as decodeListing reads it.
 type listed struct {
-	APIVersion string       `json:"apiVersion"`
-	Kind       string       `json:"kind"`
-	Items      []listedItem `json:"items"`
+	APIVersion string      `json:"apiVersion"`
+	Kind       string      `json:"kind"`
+	Items      listedItems `json:"items"`
+}
+
+// listedItems hands each item to each as soon as it is decoded, so that
+// the items are read while the rest of the listing is decoded.
+type listedItems struct{ each func(listedItem) }
+
+func (li *listedItems) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	tok, err := dec.ReadToken()
+	if err != nil {
+		return err
+	}
+	switch tok.Kind() {
+	case 'n':
+		return nil // no items
+	case '[':
+	default:
+		return fmt.Errorf("items is a JSON %s, not an array", tok.Kind())
+	}
+	for dec.PeekKind() != ']' {
+		var it listedItem
+		if err := jsonv2.UnmarshalDecode(dec, &it); err != nil {
+			return err
+		}
+		li.each(it)
+	}
+	_, err = dec.ReadToken()
+	return err
 }
 
 // listedItem is one object of the listing, its spec and status kept raw
@@ -276,91 +311,121 @@ func readsOf(kind, field string) bool {
 // rules are stricter, not looser: names match exactly, a name twice in
 // an object or invalid UTF-8 is an error.
 func decodeListing(cmd string, r io.Reader) (*listing, error) {
-	var l listed
-	if err := jsonv2.UnmarshalRead(r, &l); err != nil {
+	res := &listing{sandboxes: map[string]*sandboxObj{}, proxies: map[string]*podObj{}, policies: map[string]map[string]bool{},
+		pools: map[string]*poolState{}, poolProxies: map[string]*podObj{}}
+	items := make(chan listedItem, 64)
+	var addErr error
+	added := make(chan struct{})
+	go func() {
+		defer close(added)
+		i := 0
+		for it := range items {
+			if addErr == nil {
+				addErr = res.add(cmd, i, it)
+			}
+			i++
+		}
+	}()
+	l := listed{Items: listedItems{each: func(it listedItem) { items <- it }}}
+	err := jsonv2.UnmarshalRead(r, &l)
+	close(items)
+	<-added
+	if err != nil {
 		return nil, fmt.Errorf("%s: cannot parse its JSON: %v", cmd, err)
 	}
 	if l.APIVersion != "v1" || l.Kind != "List" {
 		return nil, fmt.Errorf("%s: expected a v1 List, got %s %s", cmd, l.APIVersion, l.Kind)
 	}
-	res := &listing{sandboxes: map[string]*sandboxObj{}, proxies: map[string]*podObj{}, policies: map[string]map[string]bool{},
-		pools: map[string]*poolState{}, poolProxies: map[string]*podObj{}}
-	for i, it := range l.Items {
-		bad := func(format string, args ...any) error {
-			return fmt.Errorf("%s: item %d (%s %s): %s", cmd, i, it.Kind, it.Metadata.Name, fmt.Sprintf(format, args...))
-		}
-		name := it.Metadata.Labels[LabelSandbox]
-		if it.Metadata.Name == "" || name == "" {
-			return nil, bad("no name or no %s label", LabelSandbox)
-		}
-		role := it.Metadata.Labels[LabelRole]
-		switch {
-		case it.Kind == "Sandbox" && it.APIVersion == apiSandbox:
-			if role != roleSandbox {
-				continue // a warm pool's sandbox (agent-sandbox labels it itself)
-			}
-			s := &sandboxObj{meta: it.Metadata}
-			if err := jsonv2.Unmarshal(it.Spec, &s.spec); err != nil {
-				return nil, bad("spec: %v", err)
-			}
-			if len(it.Status) > 0 {
-				if err := jsonv2.Unmarshal(it.Status, &s.status); err != nil {
-					return nil, bad("status: %v", err)
-				}
-			}
-			switch s.spec.OperatingMode {
-			case "", "Running", "Suspended":
-			default:
-				return nil, bad("spec.operatingMode: unknown value %q (known: Running, Suspended)", s.spec.OperatingMode)
-			}
-			for _, c := range s.status.Conditions {
-				if c.Status != "True" && c.Status != "False" && c.Status != "Unknown" {
-					return nil, bad("status.conditions: %s has status %q", c.Type, c.Status)
-				}
-			}
-			res.sandboxes[name] = s
-		case it.Kind == "Pod" && it.APIVersion == "v1":
-			p := &podObj{meta: it.Metadata}
-			if len(it.Status) > 0 {
-				if err := jsonv2.Unmarshal(it.Status, &p.status); err != nil {
-					return nil, bad("status: %v", err)
-				}
-			}
-			switch role {
-			case roleEgress:
-				res.proxies[name] = p
-			case rolePoolProxy:
-				res.poolProxies[name] = p
-			}
-		case it.Kind == "NetworkPolicy" && it.APIVersion == apiNetworking:
-			if res.policies[name] == nil {
-				res.policies[name] = map[string]bool{}
-			}
-			res.policies[name][it.Metadata.Name] = it.Metadata.DeletionTimestamp == ""
-		case it.Kind == "SandboxWarmPool" && it.APIVersion == apiExtensions:
-			var s struct {
-				Replicas           *int `json:"replicas"`
-				SandboxTemplateRef struct {
-					Name string `json:"name"`
-				} `json:"sandboxTemplateRef"`
-			}
-			var st struct {
-				ReadyReplicas int `json:"readyReplicas"`
-			}
-			if err := jsonv2.Unmarshal(it.Spec, &s); err != nil || s.Replicas == nil {
-				return nil, bad("spec.replicas: missing or not an integer (%v)", err)
-			}
-			if len(it.Status) > 0 {
-				if err := jsonv2.Unmarshal(it.Status, &st); err != nil {
-					return nil, bad("status: %v", err)
-				}
-			}
-			res.pools[name] = &poolState{replicas: *s.Replicas, ready: st.ReadyReplicas, template: s.SandboxTemplateRef.Name}
-		default:
-			return nil, bad("unexpected kind %s/%s in the listing", it.APIVersion, it.Kind)
-		}
+	if addErr != nil {
+		return nil, addErr
 	}
 	return res, nil
+}
+
+// add reads item i of the listing into ls. What sbx wrote as JSON on a
+// sandbox's objects (its record, its proxy's policy) is read here too,
+// while the rest of the listing is decoded; liveOf reports what did not
+// read.
+func (res *listing) add(cmd string, i int, it listedItem) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%s: item %d (%s %s): %s", cmd, i, it.Kind, it.Metadata.Name, fmt.Sprintf(format, args...))
+	}
+	name := it.Metadata.Labels[LabelSandbox]
+	if it.Metadata.Name == "" || name == "" {
+		return bad("no name or no %s label", LabelSandbox)
+	}
+	role := it.Metadata.Labels[LabelRole]
+	switch {
+	case it.Kind == "Sandbox" && it.APIVersion == apiSandbox:
+		if role != roleSandbox {
+			return nil // a warm pool's sandbox (agent-sandbox labels it itself)
+		}
+		s := &sandboxObj{meta: it.Metadata}
+		if err := jsonv2.Unmarshal(it.Spec, &s.spec); err != nil {
+			return bad("spec: %v", err)
+		}
+		if len(it.Status) > 0 {
+			if err := jsonv2.Unmarshal(it.Status, &s.status); err != nil {
+				return bad("status: %v", err)
+			}
+		}
+		switch s.spec.OperatingMode {
+		case "", "Running", "Suspended":
+		default:
+			return bad("spec.operatingMode: unknown value %q (known: Running, Suspended)", s.spec.OperatingMode)
+		}
+		for _, c := range s.status.Conditions {
+			if c.Status != "True" && c.Status != "False" && c.Status != "Unknown" {
+				return bad("status.conditions: %s has status %q", c.Type, c.Status)
+			}
+		}
+		if rec := s.meta.Annotations[annRecord]; rec != "" {
+			s.record = new(reconcile.Record)
+			s.recordErr = json.Unmarshal([]byte(rec), s.record)
+		}
+		res.sandboxes[name] = s
+	case it.Kind == "Pod" && it.APIVersion == "v1":
+		p := &podObj{meta: it.Metadata}
+		if len(it.Status) > 0 {
+			if err := jsonv2.Unmarshal(it.Status, &p.status); err != nil {
+				return bad("status: %v", err)
+			}
+		}
+		switch role {
+		case roleEgress:
+			p.policyErr = json.Unmarshal([]byte(p.meta.Annotations[annPolicy]), &p.policy)
+			res.proxies[name] = p
+		case rolePoolProxy:
+			res.poolProxies[name] = p
+		}
+	case it.Kind == "NetworkPolicy" && it.APIVersion == apiNetworking:
+		if res.policies[name] == nil {
+			res.policies[name] = map[string]bool{}
+		}
+		res.policies[name][it.Metadata.Name] = it.Metadata.DeletionTimestamp == ""
+	case it.Kind == "SandboxWarmPool" && it.APIVersion == apiExtensions:
+		var s struct {
+			Replicas           *int `json:"replicas"`
+			SandboxTemplateRef struct {
+				Name string `json:"name"`
+			} `json:"sandboxTemplateRef"`
+		}
+		var st struct {
+			ReadyReplicas int `json:"readyReplicas"`
+		}
+		if err := jsonv2.Unmarshal(it.Spec, &s); err != nil || s.Replicas == nil {
+			return bad("spec.replicas: missing or not an integer (%v)", err)
+		}
+		if len(it.Status) > 0 {
+			if err := jsonv2.Unmarshal(it.Status, &st); err != nil {
+				return bad("status: %v", err)
+			}
+		}
+		res.pools[name] = &poolState{replicas: *s.Replicas, ready: st.ReadyReplicas, template: s.SandboxTemplateRef.Name}
+	default:
+		return bad("unexpected kind %s/%s in the listing", it.APIVersion, it.Kind)
+	}
+	return nil
 }
 
 // liveOf builds a sandbox's Live from its place's listing; nil when it
@@ -384,13 +449,12 @@ func (d *Driver) liveOf(name string, p place, ls *listing) (*reconcile.Live, err
 	}
 	l.Managed = true
 	ann := sb.meta.Annotations
-	if rec := ann[annRecord]; rec != "" {
-		var r reconcile.Record
-		if err := json.Unmarshal([]byte(rec), &r); err != nil {
+	if sb.record != nil {
+		if err := sb.recordErr; err != nil {
 			return nil, fmt.Errorf("sandbox %q: the annotation %s of sandboxes.agents.x-k8s.io/%s in namespace %s is not a record sbx wrote (%v); "+
 				"it was changed by hand: remove it (kubectl annotate sandboxes.agents.x-k8s.io/%s %s-) and the record kept on this machine, if any, is used", name, annRecord, name, p.namespace, err, name, annRecord)
 		}
-		l.Record = &r
+		l.Record = sb.record
 	}
 	l.Agent = ann[annAgent]
 	l.Hardening = ann[annHardening]
@@ -453,8 +517,8 @@ func (d *Driver) liveOf(name string, p place, ls *listing) (*reconcile.Live, err
 		l.Missing = append(l.Missing, "egress proxy")
 	} else {
 		o.egressIP = proxy.status.PodIP
-		var pol egress.Policy
-		if err := json.Unmarshal([]byte(proxy.meta.Annotations[annPolicy]), &pol); err != nil {
+		pol := proxy.policy
+		if err := proxy.policyErr; err != nil {
 			return nil, fmt.Errorf("sandbox %q: the annotation %s of pod/%s in namespace %s is not the policy sbx put in force (%v); "+
 				"it was changed by hand, so which policy the proxy enforces is unknown: delete the pod (kubectl delete pod/%s) and sbx apply makes it again with the file's", name, annPolicy, proxy.meta.Name, p.namespace, err, proxy.meta.Name)
 		}
