@@ -19,7 +19,7 @@ import (
 func Bridge(ctx context.Context, ln net.Listener, socket string) error {
 	b := &unixBridge{socket: socket}
 	b.copyOnly.Store(!canHandOff)
-	return serveConns(ctx, ln, 0, nil, func(c net.Conn) { b.serve(ctx, c) })
+	return serveConns(ctx, ln, nil, nil, func(c net.Conn) { b.serve(ctx, c) })
 }
 
 // BridgeFile serves the sandbox's proxy address by carrying each
@@ -32,7 +32,7 @@ func Bridge(ctx context.Context, ln net.Listener, socket string) error {
 // one pod to another.
 func BridgeFile(ctx context.Context, ln net.Listener, path string) error {
 	var buffers sync.Pool
-	return serveConns(ctx, ln, 0, nil, func(c net.Conn) {
+	return serveConns(ctx, ln, nil, nil, func(c net.Conn) {
 		defer c.Close()
 		b, err := os.ReadFile(path)
 		if err != nil {

@@ -69,7 +69,11 @@ func BenchmarkBridge(b *testing.B) {
 					}
 					c.Write([]byte{ackTaken})
 					c.Close()
-					hc, why := take(fds, 0, false, buf[:n])
+					fd, why := take(fds, 0, false, buf[:n], handoffMessage, checkTCP)
+					var hc *handedConn
+					if why == "" {
+						hc, why = newHandedConn(fd)
+					}
 					if hc == nil {
 						b.Errorf("stand-in: %s", why)
 						return
@@ -89,7 +93,7 @@ func BenchmarkBridge(b *testing.B) {
 		}
 		br := &unixBridge{socket: socket}
 		br.copyOnly.Store(copyOnly)
-		go serveConns(ctx, ln, 0, nil, func(c net.Conn) { br.serve(ctx, c) })
+		go serveConns(ctx, ln, nil, nil, func(c net.Conn) { br.serve(ctx, c) })
 		bridges[copyOnly] = ln.Addr().String()
 	}
 	for _, path := range []struct{ name, network, addr string }{

@@ -128,3 +128,69 @@ func handOver(c, u net.Conn) (handOff, []byte) {
 
 // errNoHandoff says that no connection can be handed over this way.
 var errNoHandoff = errors.New("connections cannot be handed to the proxy")
+
+// The listener's hand-over. Once at start, and again whenever the proxy
+// it handed to is gone, the sandbox's bridge dials the proxy's Unix
+// socket and sends listenMessage with its listening socket attached. The
+// proxy answers ackTaken once it holds it and then accepts the sandbox's
+// connections from it itself, as from its own listener: the bridge does
+// nothing per connection. The bridge keeps the Unix connection open as
+// the lease: when it ends, the proxy closes its copy of the listener, and
+// the bridge, seeing the proxy gone, hands the listener to the next one.
+// Meanwhile connections wait in the listener's backlog. A proxy that
+// answers anything else, or closes without an answer, does not take
+// listeners, and the bridge accepts and hands over (or copies) each
+// connection as before.
+const listenMessage = "\x00L\n"
+
+// maxHeld is the most listeners the proxy holds at once. A sandbox's
+// bridge hands over one; whatever else connects to the socket (the agent)
+// can send more, each a listener of the sandbox's own loopback that
+// reaches nothing the agent cannot reach by connecting to the proxy. A
+// newer listener closes the oldest: the bridge whose listener that was
+// sees its lease end and hands it over again.
+const maxHeld = 4
+
+// heldListeners are the listeners the proxy holds, oldest first, each by
+// the function that ends its lease.
+type heldListeners struct {
+	mu   sync.Mutex
+	next uint64
+	held []heldListener
+}
+
+type heldListener struct {
+	id  uint64
+	end func()
+}
+
+// add holds a listener whose lease end ends, closing the oldest beyond
+// maxHeld, and returns the function that lets go of it.
+func (h *heldListeners) add(end func()) (remove func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for len(h.held) >= maxHeld {
+		h.held[0].end()
+		h.held = h.held[1:]
+	}
+	h.next++
+	id := h.next
+	h.held = append(h.held, heldListener{id: id, end: end})
+	return func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		for i := range h.held {
+			if h.held[i].id == id {
+				h.held = append(h.held[:i:i], h.held[i+1:]...)
+				return
+			}
+		}
+	}
+}
+
+// count says how many listeners the proxy holds.
+func (h *heldListeners) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.held)
+}

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -49,9 +51,10 @@ func sendConn(c, u net.Conn) error {
 const firstRead = 512
 
 // serveUnix serves a connection on the proxy's Unix socket: either the
-// hand-over of one TCP connection from the sandbox's bridge, or requests
-// on the Unix connection itself (the bridge copying, or anything else
-// connecting to the socket).
+// hand-over of one TCP connection, or of the listening socket, from the
+// sandbox's bridge, or requests on the Unix connection itself (the bridge
+// copying, or anything else connecting to the socket). A listener it
+// takes it serves in a goroutine that leases adds to.
 //
 // Whatever connects to the socket may be the agent, and may send any
 // bytes with any descriptors. The first read takes the first message
@@ -60,10 +63,11 @@ const firstRead = 512
 // A request that came without one is served as always; anything else
 // with a descriptor, or that starts with the marker, is a hand-over,
 // which take accepts only as handoffMessage with one connected TCP
-// socket. What arrived is closed otherwise, and the connection dropped.
-// Reads after the first carry no room for descriptors, so the kernel
-// closes any that come with them.
-func (p *Proxy) serveUnix(ctx context.Context, c *net.UnixConn) {
+// socket or listenMessage with one listening TCP socket on loopback.
+// What arrived is closed otherwise, and the connection dropped. Reads
+// after the first carry no room for descriptors, so the kernel closes any
+// that come with them.
+func (p *Proxy) serveUnix(ctx context.Context, c *net.UnixConn, leases *sync.WaitGroup) {
 	c.SetReadDeadline(time.Now().Add(p.opts.HeaderTimeout))
 	buf := make([]byte, firstRead)
 	oob := make([]byte, unix.CmsgSpace(4))
@@ -78,7 +82,15 @@ func (p *Proxy) serveUnix(ctx context.Context, c *net.UnixConn) {
 		p.handle(ctx, c, &prefixed{pre: buf[:n], err: err, r: c})
 		return
 	}
-	hc, why := take(fds, others, truncated, buf[:n])
+	if string(buf[:n]) == listenMessage {
+		p.takeListener(ctx, c, fds, others, truncated, leases)
+		return
+	}
+	fd, why := take(fds, others, truncated, buf[:n], handoffMessage, checkTCP)
+	var hc *handedConn
+	if why == "" {
+		hc, why = newHandedConn(fd)
+	}
 	if hc == nil {
 		p.log(entry{Decision: "deny", Reason: "refused a handed-over connection: " + why})
 		if why == whyNoFD {
@@ -97,6 +109,64 @@ func (p *Proxy) serveUnix(ctx context.Context, c *net.UnixConn) {
 	}
 	hc.SetReadDeadline(time.Now().Add(p.opts.HeaderTimeout))
 	p.handle(ctx, hc, hc)
+}
+
+// takeListener checks a listener's hand-over on c and, if it takes it,
+// serves the connections it accepts from it until c (the lease) ends, the
+// proxy holds maxHeld newer ones, or ctx ends; then it closes it.
+func (p *Proxy) takeListener(ctx context.Context, c *net.UnixConn, fds []int, others int, truncated bool, leases *sync.WaitGroup) {
+	fd, why := take(fds, others, truncated, []byte(listenMessage), listenMessage, checkListener)
+	var ln net.Listener
+	if why == "" {
+		f := os.NewFile(uintptr(fd), "handed-over listener")
+		var err error
+		// FileListener serves a descriptor of its own (a dup), which
+		// joins the runtime's poller; the socket is non-blocking
+		// already (checkListener), so no flag changes for the bridge.
+		ln, err = net.FileListener(f)
+		f.Close()
+		if err != nil {
+			why = "not a listener: " + err.Error()
+		}
+	}
+	if why != "" {
+		p.log(entry{Decision: "deny", Reason: "refused a handed-over listener: " + why})
+		if why == whyNoFD {
+			c.Write([]byte{ackNone})
+		}
+		c.Close()
+		return
+	}
+	// Held before the bridge hears it is, so that listeners handed
+	// over one after another are held in that order.
+	lctx, end := context.WithCancel(ctx)
+	remove := p.held.add(end)
+	if _, err := c.Write([]byte{ackTaken}); err != nil {
+		remove()
+		end()
+		ln.Close()
+		c.Close()
+		return
+	}
+	c.SetReadDeadline(time.Time{})
+	leases.Add(1)
+	go func() {
+		defer leases.Done()
+		defer remove()
+		defer c.Close()
+		defer end()
+		go func() {
+			// The bridge sends nothing more: any read's return, its
+			// end or bytes, ends the lease.
+			c.Read(make([]byte, 1))
+			end()
+		}()
+		go func() {
+			<-lctx.Done()
+			c.Close()
+		}()
+		serveConns(lctx, ln, p.slots, p.refuseConn, func(conn net.Conn) { p.serveTCP(ctx, conn) })
+	}()
 }
 
 // rights returns the descriptors in a message's control data, and the
@@ -125,9 +195,10 @@ func rights(oob []byte) (fds []int, others int) {
 
 const whyNoFD = "the hand-over message came without a descriptor"
 
-// take checks a hand-over and returns the connection it carried, or why
-// it refused it; every descriptor it does not return it has closed.
-func take(fds []int, others int, truncated bool, msg []byte) (*handedConn, string) {
+// take checks a hand-over of one descriptor with the message want, and
+// returns the descriptor, or why it refused it; every descriptor it does
+// not return it has closed.
+func take(fds []int, others int, truncated bool, msg []byte, want string, check func(fd int) string) (int, string) {
 	why := ""
 	switch {
 	case truncated:
@@ -136,26 +207,32 @@ func take(fds []int, others int, truncated bool, msg []byte) (*handedConn, strin
 		why = "more than one descriptor"
 	case others > 0:
 		why = "control data other than one descriptor"
-	case string(msg) != handoffMessage && len(fds) > 0:
+	case string(msg) != want && len(fds) > 0:
 		why = "a descriptor with bytes other than the hand-over message"
-	case string(msg) != handoffMessage:
+	case string(msg) != want:
 		why = "the hand-over marker without the hand-over message"
 	case len(fds) == 0:
 		why = whyNoFD
 	default:
-		why = checkTCP(fds[0])
+		why = check(fds[0])
 	}
 	if why != "" {
 		for _, fd := range fds {
 			unix.Close(fd)
 		}
-		return nil, why
+		return -1, why
 	}
-	// A non-blocking socket (the bridge's, as every socket Go makes) joins
-	// the runtime's poller, so that its deadlines work (os.NewFile); a
-	// blocking one would have none, and the proxy does not change the
-	// flags of a descriptor it shares with the sender.
-	f := os.NewFile(uintptr(fds[0]), "handed-over connection")
+	return fds[0], ""
+}
+
+// newHandedConn makes a connection of a handed-over TCP socket, or says
+// why not, having closed it. A non-blocking socket (the bridge's, as
+// every socket Go makes) joins the runtime's poller, so that its
+// deadlines work (os.NewFile); a blocking one would have none, and the
+// proxy does not change the flags of a descriptor it shares with the
+// sender.
+func newHandedConn(fd int) (*handedConn, string) {
+	f := os.NewFile(uintptr(fd), "handed-over connection")
 	if f.SetReadDeadline(time.Time{}) != nil {
 		f.Close()
 		return nil, "a blocking socket"
@@ -166,6 +243,50 @@ func take(fds []int, others int, truncated bool, msg []byte) (*handedConn, strin
 // checkTCP says why fd is not a connected TCP socket, or "" when it is.
 // It only asks: it changes nothing on fd.
 func checkTCP(fd int) string {
+	if why := checkTCPSocket(fd); why != "" {
+		return why
+	}
+	if listening, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ACCEPTCONN); err != nil || listening != 0 {
+		return "a listening socket"
+	}
+	if _, err := unix.Getpeername(fd); err != nil {
+		return "not connected"
+	}
+	return ""
+}
+
+// checkListener says why fd is not a non-blocking TCP socket listening on
+// a loopback address, or "" when it is. It only asks.
+func checkListener(fd int) string {
+	if why := checkTCPSocket(fd); why != "" {
+		return why
+	}
+	if listening, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ACCEPTCONN); err != nil || listening != 1 {
+		return "not a listening socket"
+	}
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		return "no local address"
+	}
+	var addr netip.Addr
+	switch sa := sa.(type) {
+	case *unix.SockaddrInet4:
+		addr = netip.AddrFrom4(sa.Addr)
+	case *unix.SockaddrInet6:
+		addr = netip.AddrFrom16(sa.Addr)
+	}
+	if !canonical(addr).IsLoopback() {
+		return "not listening on a loopback address"
+	}
+	flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+	if err != nil || flags&unix.O_NONBLOCK == 0 {
+		return "a blocking socket"
+	}
+	return ""
+}
+
+// checkTCPSocket says why fd is not a TCP socket, or "" when it is.
+func checkTCPSocket(fd int) string {
 	domain, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_DOMAIN)
 	if err != nil {
 		return "not a socket"
@@ -178,12 +299,6 @@ func checkTCP(fd int) string {
 	}
 	if proto, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PROTOCOL); err != nil || proto != unix.IPPROTO_TCP {
 		return "not a TCP socket"
-	}
-	if listening, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ACCEPTCONN); err != nil || listening != 0 {
-		return "a listening socket"
-	}
-	if _, err := unix.Getpeername(fd); err != nil {
-		return "not connected"
 	}
 	return ""
 }

@@ -20,7 +20,7 @@ import (
 // osPaths: on Linux the harness's clients also reach the proxy as the
 // sandbox's do: their connections handed over on its Unix socket, and
 // copied over it as under gVisor.
-func osPaths() []path { return []path{handedOver, copiedOver} }
+func osPaths() []path { return []path{handedOver, copiedOver, lentOver} }
 
 // copiedOver serves the proxy on a Unix socket behind a bridge that copies
 // every connection over it (Bridge where it cannot hand over).
@@ -34,7 +34,7 @@ var copiedOver = path{"copied", func(t *testing.T, ctx context.Context, p *Proxy
 	b.copyOnly.Store(true)
 	done := make(chan struct{})
 	go func() {
-		serveConns(ctx, ln, 0, nil, func(c net.Conn) { b.serve(ctx, c) })
+		serveConns(ctx, ln, nil, nil, func(c net.Conn) { b.serve(ctx, c) })
 		<-proxyDone
 		close(done)
 	}()
@@ -54,7 +54,7 @@ var handedOver = path{"handed-over", func(t *testing.T, ctx context.Context, p *
 	var buffers sync.Pool
 	done := make(chan struct{})
 	go func() {
-		serveConns(ctx, ln, 0, nil, func(c net.Conn) {
+		serveConns(ctx, ln, nil, nil, func(c net.Conn) {
 			defer c.Close()
 			u, err := net.Dial("unix", sock)
 			if err != nil {
@@ -177,6 +177,13 @@ func handOverRequest(t *testing.T, sock string, ln net.Listener, req string) (st
 		t.Errorf("after the acknowledgement the Unix connection gave %d bytes, %v; want it closed", n, err)
 	}
 	u.Close()
+	return exchange(t, c, req)
+}
+
+// exchange sends req on c and returns the answer's status line and the
+// rest of it, to its end.
+func exchange(t *testing.T, c net.Conn, req string) (string, string) {
+	t.Helper()
 	c.SetDeadline(time.Now().Add(10 * time.Second))
 	go io.WriteString(c, req)
 	br := bufio.NewReader(c)
@@ -607,7 +614,7 @@ func TestBridgeFallsBack(t *testing.T) {
 			b := &unixBridge{socket: sock}
 			done := make(chan struct{})
 			go func() {
-				serveConns(ctx, ln, 0, nil, func(c net.Conn) { b.serve(ctx, c) })
+				serveConns(ctx, ln, nil, nil, func(c net.Conn) { b.serve(ctx, c) })
 				close(done)
 			}()
 			defer func() { cancel(); <-done }()

@@ -65,6 +65,12 @@ type Proxy struct {
 	// latency tail. bodies holds the buffers response bodies are copied
 	// through (see bulkWriter).
 	readers, writers, bodies sync.Pool
+
+	// slots bounds the connections served at once (MaxConns), those on
+	// the proxy's own listener and those accepted from listeners the
+	// sandbox's bridge handed over (held) alike.
+	slots chan struct{}
+	held  heldListeners
 }
 
 // New loads the policy, finds the proxy's own addresses and returns a
@@ -90,6 +96,9 @@ func New(opts Options) (*Proxy, error) {
 		opts.MaxConns = maxConns
 	}
 	p := &Proxy{opts: opts}
+	if opts.MaxConns > 0 {
+		p.slots = make(chan struct{}, opts.MaxConns)
+	}
 	// "This network" (a connect to 0.0.0.0 or :: reaches the local
 	// host), loopback, and the addresses of the proxy's own namespace.
 	for _, s := range []string{"0.0.0.0/8", "127.0.0.0/8", "::/128", "::1/128"} {
@@ -175,17 +184,26 @@ func (p *Proxy) Policy() Policy {
 }
 
 // Serve accepts connections until ctx ends or ln fails. On a Unix socket
-// a connection may instead carry the sandbox's TCP connection, which the
-// proxy then serves in its place (serveUnix).
+// a connection may instead carry the sandbox's TCP connection, or its
+// listening socket, which the proxy then serves in its place (serveUnix).
+// Serve returns once every connection it served, and every listener it
+// was handed, is closed.
 func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
-	return serveConns(ctx, ln, p.opts.MaxConns, p.refuseConn, func(c net.Conn) {
+	var leases sync.WaitGroup
+	defer leases.Wait()
+	return serveConns(ctx, ln, p.slots, p.refuseConn, func(c net.Conn) {
 		if uc, ok := c.(*net.UnixConn); ok {
-			p.serveUnix(ctx, uc)
+			p.serveUnix(ctx, uc, &leases)
 			return
 		}
-		c.SetReadDeadline(time.Now().Add(p.opts.HeaderTimeout))
-		p.handle(ctx, c, c)
+		p.serveTCP(ctx, c)
 	})
+}
+
+// serveTCP serves a client's TCP connection.
+func (p *Proxy) serveTCP(ctx context.Context, c net.Conn) {
+	c.SetReadDeadline(time.Now().Add(p.opts.HeaderTimeout))
+	p.handle(ctx, c, c)
 }
 
 // refuseConn answers a connection over MaxConns. The answer fits in any
@@ -199,20 +217,16 @@ func (p *Proxy) refuseConn(conn net.Conn) {
 }
 
 // serveConns runs handle for each accepted connection until ctx ends
-// (nil) or the listener fails, and waits for the handlers. With max > 0,
-// a connection accepted while max are being handled goes to refuse
-// instead, in the accepting goroutine.
-func serveConns(ctx context.Context, ln net.Listener, max int, refuse, handle func(net.Conn)) error {
+// (nil) or the listener fails, and waits for the handlers. With slots, a
+// connection accepted while every slot is taken goes to refuse instead,
+// in the accepting goroutine.
+func serveConns(ctx context.Context, ln net.Listener, slots chan struct{}, refuse, handle func(net.Conn)) error {
 	go func() {
 		<-ctx.Done()
 		ln.Close()
 	}()
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	var slots chan struct{}
-	if max > 0 {
-		slots = make(chan struct{}, max)
-	}
 	for {
 		conn, err := ln.Accept()
 		if err != nil {

@@ -7,9 +7,9 @@
 // sbx's proxy is measured alone (the client connects to it over TCP, and
 // over the Unix socket it serves in its container) and through the
 // sandbox's full path: the client connects to the sandbox's bridge
-// (`sbx __sandbox-init` on 127.0.0.1), which hands each connection to the
-// proxy over the proxy's Unix socket (egress.Bridge; the proxy then serves
-// the client's TCP connection itself). Each runs as its own process, as
+// (`sbx __sandbox-init` on 127.0.0.1), which hands its listening socket
+// to the proxy over the proxy's Unix socket (the proxy then accepts and
+// serves the client's TCP connections itself). Each runs as its own process, as
 // in its container: the proxy with GOMAXPROCS=1 as the docker driver sets
 // it, the bridge with what the sandbox gives it.
 //
