@@ -372,12 +372,22 @@ func BenchmarkKwokPlan(b *testing.B) {
 			}
 			// Timed with the real kubectl, not the logging wrapper.
 			f.env = append(f.env, "SBX_KUBECTL="+f.KubectlPath())
+			// own-ms/op is sbx's own time: the whole process less the
+			// kubectl calls it made, as its trace timed them.
+			trace := filepath.Join(b.TempDir(), "trace")
 			b.Run("sbx-plan", func(b *testing.B) {
+				env := f.env
+				f.env = append(env, "SBX_TRACE="+trace)
+				defer func() { f.env = env }()
+				var own time.Duration
 				for b.Loop() {
+					start := time.Now()
 					if out, code := f.sbx(b, append([]string{"plan", "--detailed-exitcode"}, f.files...)...); code != 0 {
 						b.Fatalf("sbx plan: exit %d\n%.3000s", code, out)
 					}
+					own += time.Since(start) - tracedCalls(b, trace)
 				}
+				b.ReportMetric(float64(own.Microseconds())/1000/float64(b.N), "own-ms/op")
 			})
 			b.Run("kubectl-get", func(b *testing.B) {
 				for b.Loop() {
@@ -390,4 +400,34 @@ func BenchmarkKwokPlan(b *testing.B) {
 			})
 		})
 	}
+}
+
+// traceEnd is the line ending each call in an SBX_TRACE file (runner's
+// trace): its exit and its duration.
+var traceEnd = regexp.MustCompile(`(?m)^# (?:exit [-0-9]+|[a-z ]+) \(([0-9.]+[a-zµ]+)\)$`)
+
+// tracedCalls is the time the calls in an SBX_TRACE file took, and
+// removes the file.
+func tracedCalls(tb testing.TB, path string) time.Duration {
+	tb.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.Remove(path); err != nil {
+		tb.Fatal(err)
+	}
+	var sum time.Duration
+	ends := traceEnd.FindAllStringSubmatch(string(b), -1)
+	if len(ends) == 0 || len(ends) != strings.Count(string(b), "\n$ ")+1 {
+		tb.Fatalf("the trace's calls and their ends do not pair up:\n%.3000s", b)
+	}
+	for _, m := range ends {
+		d, err := time.ParseDuration(m[1])
+		if err != nil {
+			tb.Fatalf("trace: %q: %v", m[0], err)
+		}
+		sum += d
+	}
+	return sum
 }
