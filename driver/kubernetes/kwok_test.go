@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/sbxhq/sbx/driver/runner"
 	"github.com/sbxhq/sbx/internal/k8stest"
 	"github.com/sbxhq/sbx/reconcile"
 	"github.com/sbxhq/sbx/schema"
@@ -86,7 +87,9 @@ func newFleet(tb testing.TB, n int) *fleet {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	d := New(Options{Kubectl: e.KubectlPath(), Binary: env.binary, HelperImage: env.helper, Namespace: f.ns})
+	// The cluster's kubeconfig, whatever the environment says (as the
+	// e2e tests' driver).
+	d := New(Options{Runner: &runner.Runner{Env: append(os.Environ(), "KUBECONFIG="+e.Kubeconfig)}, Kubectl: e.KubectlPath(), Binary: env.binary, HelperImage: env.helper, Namespace: f.ns})
 	var objs []object
 	for i := range n {
 		sd := filepath.Join(dir, fmt.Sprintf("s%d", i))
