@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"runtime/debug"
 
 	"github.com/spf13/pflag"
 
@@ -35,12 +34,10 @@ file is merged over it unless --no-local is given.`,
 			noLocal := fs.Bool("no-local", false, "do not merge sandbox.local.yaml")
 			fs.StringArrayVarP(&files, "file", "f", nil, "sandbox file or layer (repeatable; default ./sandbox.yaml)")
 			return func(ctx context.Context, a *app, args []string) int {
-				// validate is a batch job whose garbage dies with the
-				// process: collecting a fifth as often makes a
-				// pre-commit hook over 1,000 files spend a third less
+				// A pre-commit hook over 1,000 files spends a third less
 				// CPU (bench/validate.sh), for a peak heap about a third
 				// larger (spec.MaxFileSize bounds each file).
-				debug.SetGCPercent(400)
+				batchGC()
 				return a.validate(append(files, args...), *asJSON, spec.Options{Offline: *offline, NoLocal: *noLocal})
 			}
 		},
