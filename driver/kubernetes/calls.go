@@ -554,6 +554,9 @@ func truncate(b []byte) string {
 // container), then on the pod's annotation, which plans read.
 func (d *Driver) policyCalls(sp *spec.Spec, p place) ([]reconcile.Call, error) {
 	pod := egressPodName(sp.Name)
+	// The policy is made once (the nodes are listed once), so that the
+	// annotation records exactly what the proxy put in force.
+	var inForce []byte
 	return []reconcile.Call{{
 		Desc: runner.Quote(d.kubectl(p, "attach", "-i", pod, "-c", proxyName)) + "  # set the policy of sandbox.yaml, in force when the proxy answers",
 		Run: func(ctx context.Context) error {
@@ -572,28 +575,20 @@ func (d *Driver) policyCalls(sp *spec.Spec, p place) ([]reconcile.Call, error) {
 			if rep.Error != "" {
 				return fmt.Errorf("the egress proxy of %q refused the new policy (the previous one stays in force): %s", sp.Name, rep.Error)
 			}
+			inForce = data
 			return nil
 		},
-	}, d.annotateCall(p, pod, sp)}, nil
-}
-
-// annotateCall records on the proxy pod the policy sbx put in force.
-func (d *Driver) annotateCall(p place, pod string, sp *spec.Spec) reconcile.Call {
-	return reconcile.Call{
+	}, {
+		// The pod's annotation is what plans read as the policy in force.
 		Desc: runner.Quote(d.kubectl(p, "annotate", "pod/"+pod, annPolicy+"=<the policy>", "--overwrite")),
 		Run: func(ctx context.Context) error {
-			nodes, err := d.nodeAddrs(ctx, p)
-			if err != nil {
-				return err
+			if inForce == nil {
+				return fmt.Errorf("the egress proxy of %q has no new policy in force to record", sp.Name)
 			}
-			data, err := json.Marshal(egress.PolicyOf(sp, nodes))
-			if err != nil {
-				return err
-			}
-			_, err = d.run(ctx, p, "annotate", "pod/"+pod, annPolicy+"="+string(data), "--overwrite")
+			_, err := d.run(ctx, p, "annotate", "pod/"+pod, annPolicy+"="+string(inForce), "--overwrite")
 			return err
 		},
-	}
+	}}, nil
 }
 
 // controlTimeout bounds one exchange on the proxy's control channel.
