@@ -176,7 +176,7 @@ func (d *Driver) createCalls(sp *spec.Spec, rec *reconcile.Record, live *reconci
 	}
 	steps = append(steps,
 		"kubectl get nodes (their addresses, which the proxy always refuses)",
-		runner.Quote(d.kubectl(p, "apply", "--server-side", "--field-manager=sbx", "--force-conflicts", "-f", "-"))+
+		runner.Quote(d.kubectl(p, applyArgs...))+
 			"  # Pod "+egressPodName(n)+" (sbx __egress-proxy, the policy of sandbox.yaml), NetworkPolicy "+sandboxPolicyName(n)+" and "+egressPolicyName(n)+
 			", Sandbox "+n+" ("+image+", workspace claim "+claimName(n)+")",
 		runner.Quote(d.kubectl(p, "wait", "--for=condition=Ready", "pod/"+egressPodName(n), "sandboxes.agents.x-k8s.io/"+n, "--timeout="+waitTimeout)))
@@ -224,11 +224,7 @@ func (d *Driver) createObjects(ctx context.Context, sp *spec.Spec, p place, rec 
 	if err != nil {
 		return err
 	}
-	doc, err := applyList(objs...)
-	if err != nil {
-		return err
-	}
-	if _, err := d.runInput(ctx, p, bytes.NewReader(doc), "apply", "--server-side", "--field-manager=sbx", "--force-conflicts", "-f", "-"); err != nil {
+	if err := d.apply(ctx, p, objs); err != nil {
 		return err
 	}
 	if err := d.waitReady(ctx, p, sp.Name, "pod/"+egressPodName(sp.Name), "sandboxes.agents.x-k8s.io/"+sp.Name); err != nil {
@@ -689,7 +685,7 @@ func (d *Driver) repairCalls(sp *spec.Spec, p place, parts []string) ([]reconcil
 		}
 	}
 	apply := reconcile.Call{
-		Desc: runner.Quote(d.kubectl(p, "apply", "--server-side", "--field-manager=sbx", "--force-conflicts", "-f", "-")) + "  # " + strings.Join(kinds, ", "),
+		Desc: runner.Quote(d.kubectl(p, applyArgs...)) + "  # " + strings.Join(kinds, ", "),
 		Run: func(ctx context.Context) error {
 			helper, err := d.helperImage(sp.K8s().Registry)
 			if err != nil {
@@ -710,12 +706,7 @@ func (d *Driver) repairCalls(sp *spec.Spec, p place, parts []string) ([]reconcil
 			if pols {
 				objs = append(objs, policies(sp, p.namespace, roleAgent, roleEgress, sandboxPolicyName(n), egressPolicyName(n))...)
 			}
-			doc, err := applyList(objs...)
-			if err != nil {
-				return err
-			}
-			_, err = d.runInput(ctx, p, bytes.NewReader(doc), "apply", "--server-side", "--field-manager=sbx", "--force-conflicts", "-f", "-")
-			return err
+			return d.apply(ctx, p, objs)
 		},
 	}
 	calls := []reconcile.Call{apply}
@@ -726,4 +717,18 @@ func (d *Driver) repairCalls(sp *spec.Spec, p place, parts []string) ([]reconcil
 		})
 	}
 	return calls, nil
+}
+
+// applyArgs apply a List from stdin server-side, as sbx's field manager,
+// taking over fields another manager set.
+var applyArgs = []string{"apply", "--server-side", "--field-manager=sbx", "--force-conflicts", "-f", "-"}
+
+// apply applies objs in one server-side apply.
+func (d *Driver) apply(ctx context.Context, p place, objs []object) error {
+	doc, err := applyList(objs...)
+	if err != nil {
+		return err
+	}
+	_, err = d.runInput(ctx, p, bytes.NewReader(doc), applyArgs...)
+	return err
 }

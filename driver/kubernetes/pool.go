@@ -96,11 +96,7 @@ func (d *Driver) poolCalls(sp *spec.Spec, p place, o *observed) ([]reconcile.Cal
 			if err != nil {
 				return err
 			}
-			doc, err := applyList(objs...)
-			if err != nil {
-				return err
-			}
-			if _, err := d.runInput(ctx, p, bytes.NewReader(doc), "apply", "--server-side", "--field-manager=sbx", "--force-conflicts", "-f", "-"); err != nil {
+			if err := d.apply(ctx, p, objs); err != nil {
 				return err
 			}
 			return d.waitReady(ctx, p, n, "pod/"+poolProxyName(n))
