@@ -254,6 +254,12 @@ func (d *Driver) sandboxObjects(ctx context.Context, sp *spec.Spec, p place, rec
 	if err != nil {
 		return nil, err
 	}
+	return newSandboxObjects(sp, p, rec, helper, image, nodes)
+}
+
+// newSandboxObjects are sandboxObjects given the cluster's node
+// addresses (nodeAddrs).
+func newSandboxObjects(sp *spec.Spec, p place, rec *reconcile.Record, helper, image string, nodes []string) ([]object, error) {
 	proxy, err := proxyPod(sp, egressPodName(sp.Name), p.namespace, helper, roleEgress, egress.PolicyOf(sp, nodes))
 	if err != nil {
 		return nil, err
