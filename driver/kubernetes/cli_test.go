@@ -45,14 +45,7 @@ func TestCLI(t *testing.T) {
 	write(filepath.Join(ws, "sandbox.yaml"), decl)
 	sbx := func(args ...string) (string, error) {
 		t.Helper()
-		cmd := exec.Command(env.binary, args...)
-		cmd.Dir = ws
-		cmd.Env = append(os.Environ(), "KUBECONFIG="+c.Kubeconfig, "SBX_KUBECTL="+c.KubectlPath(),
-			"SBX_K8S_HELPER_IMAGE="+env.helper, "SBX_STATE_DIR="+filepath.Join(dir, "state"), "SBX_DOCKER_SBX=")
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		err := cmd.Run()
-		return out.String(), err
+		return c.sbx(ws, filepath.Join(dir, "state"), nil, args...)
 	}
 	t.Cleanup(func() {
 		if out, err := sbx("destroy", "-y"); err != nil {
@@ -126,4 +119,19 @@ func TestCLI(t *testing.T) {
 	if left := c.labelled("cli"); len(left) > 0 {
 		t.Errorf("destroy left: %v", left)
 	}
+}
+
+// sbx runs the built sbx in dir as a user would, against the test's
+// cluster, with its state in state and extra added to the environment;
+// it returns what it printed (stdout and stderr) and how it ended.
+func (c *cluster) sbx(dir, state string, extra []string, args ...string) (string, error) {
+	cmd := exec.Command(env.binary, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.Kubeconfig, "SBX_KUBECTL="+c.KubectlPath(),
+		"SBX_K8S_HELPER_IMAGE="+env.helper, "SBX_STATE_DIR="+state, "SBX_DOCKER_SBX=")
+	cmd.Env = append(cmd.Env, extra...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.String(), err
 }

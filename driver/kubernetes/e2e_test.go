@@ -82,14 +82,14 @@ func setup(t testing.TB) {
 // image loaded, volumes for its workspaces.
 type cluster struct {
 	*k8stest.Env
-	t     *testing.T
+	t     testing.TB
 	ns    string
 	class string // the storage class of its volumes
 }
 
 // newCluster gives the test a namespace with the helper image and n
 // PersistentVolumes (one per workspace claim the test makes).
-func newCluster(t *testing.T, volumes int) *cluster {
+func newCluster(t testing.TB, volumes int) *cluster {
 	t.Helper()
 	e := k8stest.Cluster(t)
 	setup(t)
@@ -154,7 +154,7 @@ func (c *cluster) head() string {
 // box is one sandbox of a test, applied through reconcile as sbx apply
 // does.
 type box struct {
-	t     *testing.T
+	t     testing.TB
 	d     *Driver
 	store *reconcile.Store
 	key   reconcile.Key
@@ -162,7 +162,7 @@ type box struct {
 	name  string
 }
 
-func newBox(t *testing.T, d *Driver, name string) *box {
+func newBox(t testing.TB, d *Driver, name string) *box {
 	t.Helper()
 	store, err := reconcile.OpenStore(t.TempDir())
 	if err != nil {

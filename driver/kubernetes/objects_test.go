@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -32,5 +33,35 @@ func TestHostAddrsOf(t *testing.T) {
 	}
 	if _, err := egress.LoadPolicy(file); err != nil {
 		t.Errorf("the proxy refuses the driver's policy: %v", err)
+	}
+}
+
+// TestClaimedPod reads `kubectl wait sandboxclaim/NAME -o json`: a
+// SandboxClaim whose status.sandbox.name is the claimed Sandbox
+// (agent-sandbox v1.0.3, extensions/api/v1beta1/sandboxclaim_types.go:
+// SandboxClaimStatus.SandboxStatus, json "sandbox"). Any other shape is
+// an error, never an empty pod name.
+func TestClaimedPod(t *testing.T) {
+	for _, tc := range []struct {
+		name, out, want, err string
+	}{
+		{"bound", `{"apiVersion":"extensions.agents.x-k8s.io/v1beta1","kind":"SandboxClaim","metadata":{"name":"c"},"status":{"conditions":[{"type":"Ready","status":"True"}],"sandbox":{"name":"box.pool-x7k2p","podIPs":["10.244.0.9"]}}}`, "box.pool-x7k2p", ""},
+		{"no sandbox", `{"apiVersion":"extensions.agents.x-k8s.io/v1beta1","kind":"SandboxClaim","metadata":{"name":"c"},"status":{"conditions":[{"type":"Ready","status":"True"}]}}`, "", "names no sandbox"},
+		{"another kind", `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"c"},"status":{"sandbox":{"name":"x"}}}`, "", "not a SandboxClaim"},
+		{"a list", `{"apiVersion":"v1","kind":"List","items":[]}`, "", "not a SandboxClaim"},
+		{"not json", `sandboxclaim.extensions.agents.x-k8s.io/c condition met`, "", "not a SandboxClaim"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := claimedPod("c", []byte(tc.out))
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("claimedPod = %q, %v; want an error saying %q", got, err, tc.err)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("claimedPod = %q, %v; want %q", got, err, tc.want)
+			}
+		})
 	}
 }

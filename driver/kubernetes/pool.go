@@ -135,20 +135,35 @@ func (d *Driver) Claim(ctx context.Context, sp *spec.Spec, w io.Writer) (func(co
 		return nil, err
 	}
 	start := time.Now()
+	// The pool's proxy address is looked up while the claim is made.
+	type addr struct {
+		ip  string
+		err error
+	}
+	proxy := make(chan addr, 1)
+	go func() {
+		ip, err := d.podIP(ctx, p, poolProxyName(sp.Name))
+		proxy <- addr{ip, err}
+	}()
 	if _, err := d.runInput(ctx, p, bytes.NewReader(doc), "create", "-f", "-"); err != nil {
+		<-proxy
 		return nil, err
 	}
-	if _, err := d.run(ctx, p, "wait", "--for=condition=Ready", "sandboxclaims.extensions.agents.x-k8s.io/"+cn, "--timeout="+waitTimeout); err != nil {
+	// kubectl wait -o json prints the claim as it was when Ready.
+	out, err := d.run(ctx, p, "wait", "--for=condition=Ready", "sandboxclaims.extensions.agents.x-k8s.io/"+cn, "--timeout="+waitTimeout, "-o", "json")
+	if err != nil {
+		<-proxy
 		return fail(err)
 	}
-	pod, err := d.claimedPod(ctx, p, cn)
+	pod, err := claimedPod(cn, out)
+	a := <-proxy
+	if err == nil {
+		err = a.err
+	}
 	if err != nil {
 		return fail(err)
 	}
-	ip, err := d.podIP(ctx, p, poolProxyName(sp.Name))
-	if err != nil {
-		return fail(err)
-	}
+	ip := a.ip
 	if err := d.prepareAt(ctx, sp, p, pod, ip, true); err != nil {
 		return fail(err)
 	}
@@ -168,13 +183,9 @@ func (d *Driver) Claim(ctx context.Context, sp *spec.Spec, w io.Writer) (func(co
 	}, nil
 }
 
-// claimedPod reads the claimed sandbox's name from a SandboxClaim
-// (status.sandbox.name); its pod has its name.
-func (d *Driver) claimedPod(ctx context.Context, p place, cn string) (string, error) {
-	out, err := d.run(ctx, p, "get", "sandboxclaims.extensions.agents.x-k8s.io/"+cn, "-o", "json")
-	if err != nil {
-		return "", err
-	}
+// claimedPod reads the claimed sandbox's name from SandboxClaim cn as
+// kubectl printed it (status.sandbox.name); its pod has its name.
+func claimedPod(cn string, out []byte) (string, error) {
 	var o object
 	var st struct {
 		Sandbox struct {
@@ -182,7 +193,7 @@ func (d *Driver) claimedPod(ctx context.Context, p place, cn string) (string, er
 		} `json:"sandbox"`
 	}
 	if err := json.Unmarshal(out, &o); err != nil || o.Kind != "SandboxClaim" {
-		return "", fmt.Errorf("kubectl get sandboxclaim %s -o json: not a SandboxClaim (%v)", cn, err)
+		return "", fmt.Errorf("kubectl wait sandboxclaim %s -o json: not a SandboxClaim (%v)", cn, err)
 	}
 	if err := json.Unmarshal(o.Status, &st); err != nil || st.Sandbox.Name == "" {
 		return "", fmt.Errorf("sandboxclaim %s is Ready but names no sandbox (status.sandbox.name)", cn)
