@@ -169,9 +169,12 @@ func (d *Driver) createCalls(sp *spec.Spec, rec *reconcile.Record, live *reconci
 	if !replace {
 		steps = append(steps, "remove anything labelled "+LabelSandbox+"="+n+" (what a create cut short left)")
 	}
-	if sp.K8s().Registry != "" {
+	switch {
+	case d.pushesHelper(sp):
 		steps = append(steps, "docker build "+helper+" (FROM scratch: this sbx) unless present; docker push "+helper)
-	} else {
+	case d.opts.HelperImage != "":
+		steps = append(steps, "(the helper image "+helper+" is SBX_K8S_HELPER_IMAGE's: sbx neither builds nor pushes it; the nodes must have or pull it)")
+	default:
 		steps = append(steps, "(no kubernetes.registry: the nodes must already have "+helper+")")
 	}
 	steps = append(steps,
@@ -212,7 +215,7 @@ func (d *Driver) create(ctx context.Context, sp *spec.Spec, p place, rec *reconc
 }
 
 func (d *Driver) createObjects(ctx context.Context, sp *spec.Spec, p place, rec *reconcile.Record, helper, image string, seed bool) error {
-	if reg := sp.K8s().Registry; reg != "" {
+	if d.pushesHelper(sp) {
 		if err := BuildHelperImage(ctx, d.opts.Runner, d.opts.Docker, d.opts.Binary, helper); err != nil {
 			return err
 		}
@@ -245,6 +248,16 @@ func (d *Driver) createObjects(ctx context.Context, sp *spec.Spec, p place, rec 
 		return err
 	}
 	return nil
+}
+
+// pushesHelper reports whether a create builds (unless docker has it) and
+// pushes the helper image: only sbx's own, REGISTRY/sbx-helper:HASH, when
+// the file names a registry. A helper image given by the user
+// (Options.HelperImage: a mirror) is theirs, already where the nodes pull
+// it from: building a FROM scratch image under its name and pushing it
+// would overwrite the user's image, or push to wherever the name points.
+func (d *Driver) pushesHelper(sp *spec.Spec) bool {
+	return sp.K8s().Registry != "" && d.opts.HelperImage == ""
 }
 
 // sandboxObjects are the objects of a new sandbox: its proxy, its

@@ -43,10 +43,7 @@ func TestCLI(t *testing.T) {
 	// The declaration lives in the workspace, so it is protected there.
 	decl := "version: 1\nname: cli\nagent: shell\ndriver: kubernetes\nworkspace: .\n" + c.head() + "  namespace: " + c.ns + "\n"
 	write(filepath.Join(ws, "sandbox.yaml"), decl)
-	sbx := func(args ...string) (string, error) {
-		t.Helper()
-		return c.sbx(ws, filepath.Join(dir, "state"), nil, args...)
-	}
+	sbx := c.cli(ws, filepath.Join(dir, "state"), "SBX_K8S_HELPER_IMAGE="+env.helper)
 	t.Cleanup(func() {
 		if out, err := sbx("destroy", "-y"); err != nil {
 			t.Errorf("sbx destroy: %v\n%s", err, out)
@@ -121,17 +118,20 @@ func TestCLI(t *testing.T) {
 	}
 }
 
-// sbx runs the built sbx in dir as a user would, against the test's
-// cluster, with its state in state and extra added to the environment;
-// it returns what it printed (stdout and stderr) and how it ended.
-func (c *cluster) sbx(dir, state string, extra []string, args ...string) (string, error) {
-	cmd := exec.Command(env.binary, args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.Kubeconfig, "SBX_KUBECTL="+c.KubectlPath(),
-		"SBX_K8S_HELPER_IMAGE="+env.helper, "SBX_STATE_DIR="+state, "SBX_DOCKER_SBX=")
-	cmd.Env = append(cmd.Env, extra...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	return out.String(), err
+// cli runs the built sbx as a user would, in dir, against the test's
+// cluster, with its state in state and extra added to its environment
+// (TestCLI's helper image, for one); it returns sbx's output, stdout and
+// stderr as the user sees them.
+func (c *cluster) cli(dir, state string, extra ...string) func(args ...string) (string, error) {
+	return func(args ...string) (string, error) {
+		cmd := exec.Command(env.binary, args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+c.Kubeconfig, "SBX_KUBECTL="+c.KubectlPath(),
+			"SBX_STATE_DIR="+state, "SBX_DOCKER_SBX=")
+		cmd.Env = append(cmd.Env, extra...)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		err := cmd.Run()
+		return out.String(), err
+	}
 }

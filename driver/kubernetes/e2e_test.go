@@ -185,22 +185,32 @@ func newBox(t testing.TB, d *Driver, name string) *box {
 	return b
 }
 
+// loadSpec resolves the one sandbox of file, with no variables set.
+func loadSpec(t testing.TB, file string) *spec.Spec {
+	t.Helper()
+	sch, err := schema.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := spec.Load([]string{file}, spec.Options{Schema: sch, LookupEnv: func(string) (string, bool) { return "", false }})
+	if err != nil {
+		doc, _ := os.ReadFile(file)
+		t.Fatalf("spec: %v\n%s", err, doc)
+	}
+	if len(res.Specs) != 1 {
+		t.Fatalf("%s declares %d sandboxes, want 1", file, len(res.Specs))
+	}
+	return res.Specs[0]
+}
+
 // spec resolves a sandbox.yaml with body for the box.
 func (b *box) spec(body string) *spec.Spec {
 	b.t.Helper()
-	sch, err := schema.Compile()
-	if err != nil {
-		b.t.Fatal(err)
-	}
 	doc := fmt.Sprintf("version: 1\nname: %s\nagent: shell\ndriver: kubernetes\nworkspace: ws\n%s", b.name, body)
 	if err := os.WriteFile(filepath.Join(b.dir, "sandbox.yaml"), []byte(doc), 0o644); err != nil {
 		b.t.Fatal(err)
 	}
-	res, err := spec.Load([]string{filepath.Join(b.dir, "sandbox.yaml")}, spec.Options{Schema: sch, LookupEnv: func(string) (string, bool) { return "", false }})
-	if err != nil {
-		b.t.Fatalf("spec: %v\n%s", err, doc)
-	}
-	sp := res.Specs[0]
+	sp := loadSpec(b.t, filepath.Join(b.dir, "sandbox.yaml"))
 	if err := b.d.Configure([]*spec.Spec{sp}); err != nil {
 		b.t.Fatal(err)
 	}

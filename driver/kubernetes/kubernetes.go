@@ -108,7 +108,8 @@ type Options struct {
 	Binary string
 	// HelperImage, when set, is the helper image the pods run instead of
 	// sbx-helper:<hash of Binary> ($SBX_K8S_HELPER_IMAGE: a mirror, or a
-	// test's own tag); it must hold Binary's build at /sbx.
+	// test's own tag); it must hold Binary's build at /sbx, and be where
+	// the nodes find it: sbx never builds or pushes it, registry or not.
 	HelperImage string
 	// Context and Namespace place a sandbox whose file names neither
 	// ("": kubectl's current context and its namespace).

@@ -90,10 +90,7 @@ loop:
 			t.Fatal(err)
 		}
 	}
-	sbx := func(args ...string) (string, error) {
-		t.Helper()
-		return c.sbx(ws, filepath.Join(dir, "state"), []string{"LOOP_TOKEN=" + secret}, args...)
-	}
+	sbx := c.cli(ws, filepath.Join(dir, "state"), "SBX_K8S_HELPER_IMAGE="+env.helper, "LOOP_TOKEN="+secret)
 	t.Cleanup(func() {
 		if out, err := sbx("destroy", "-y"); err != nil {
 			t.Errorf("sbx destroy: %v\n%s", err, out)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -129,6 +130,9 @@ func TestLoadImage(t *testing.T) {
 	})
 
 	c.LoadImage(t, image)
+	if names := c.Images(t); !slices.Contains(names, "docker.io/library/"+image) {
+		t.Errorf("the cluster's images after loading %s: %q", image, names)
+	}
 	ns := c.Namespace(t)
 	c.KubectlInput(t, fmt.Sprintf(`apiVersion: v1
 kind: Pod

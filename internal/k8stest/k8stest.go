@@ -201,18 +201,18 @@ func (e *Env) kubectl(ctx context.Context, input string, args ...string) (string
 	return run(e.Command(ctx, args...), input)
 }
 
-// script runs test/kubernetes/cluster with args, bounded by callTimeout.
-func (e *Env) script(ctx context.Context, args ...string) error {
+// script runs test/kubernetes/cluster with args, bounded by callTimeout,
+// and returns its stdout.
+func (e *Env) script(ctx context.Context, args ...string) (string, error) {
 	path, err := clusterScript()
 	if err != nil {
-		return err
+		return "", err
 	}
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, path, args...)
 	cmd.Env = append(os.Environ(), "SBX_K8S_RUN="+e.run)
-	_, err = run(cmd, "")
-	return err
+	return run(cmd, "")
 }
 
 // run runs cmd with input on stdin and returns its stdout; its error shows
@@ -307,7 +307,7 @@ func (e *Env) LoadImage(t testing.TB, image string) {
 	// the image in the cluster.
 	loaded := false
 	t.Cleanup(func() {
-		err := e.script(context.WithoutCancel(t.Context()), "remove-image", image)
+		_, err := e.script(context.WithoutCancel(t.Context()), "remove-image", image)
 		switch {
 		case err != nil && loaded:
 			t.Errorf("removing the test image from the cluster: %v", err)
@@ -315,10 +315,59 @@ func (e *Env) LoadImage(t testing.TB, image string) {
 			t.Logf("removing the test image after its failed load: %v", err)
 		}
 	})
-	if err := e.script(t.Context(), "load-image", image); err != nil {
+	if _, err := e.script(t.Context(), "load-image", image); err != nil {
 		t.Fatal(err)
 	}
 	loaded = true
+}
+
+// Images lists the names of the images in the cluster's containerd: what
+// LoadImage copied and what the node pulled. CRI names a pulled image by
+// the reference the pod gave, by REPOSITORY@DIGEST and by sha256:IMAGE-ID
+// (containerd 1.6, pkg/cri/server/image_pull.go). It runs
+// test/kubernetes/cluster images, which needs root.
+func (e *Env) Images(t testing.TB) []string {
+	t.Helper()
+	out, err := e.script(t.Context(), "images")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Fields(out)
+}
+
+// RemovePulled removes, when the test ends, every image in the cluster's
+// containerd whose name starts with prefix: the node's copies of what it
+// pulled from a test's own registry, which the test cluster's kubelet
+// never collects (its image GC is off). The sha256:IMAGE-ID name goes
+// with an image's last other name. Call it before anything is pulled, so
+// that it runs after the cleanups that remove the pods using the images.
+// It runs test/kubernetes/cluster images and remove-image, which need
+// root.
+func (e *Env) RemovePulled(t testing.TB, prefix string) {
+	t.Helper()
+	if prefix == "" || strings.HasPrefix(prefix, "sha256:") {
+		t.Fatalf("RemovePulled(%q): give the prefix of a registry of the test's own", prefix)
+	}
+	t.Cleanup(func() {
+		ctx := context.WithoutCancel(t.Context())
+		out, err := e.script(ctx, "images")
+		if err != nil {
+			t.Errorf("listing the cluster's images, to remove those from %s: %v", prefix, err)
+			return
+		}
+		var names []string
+		for _, n := range strings.Fields(out) {
+			if strings.HasPrefix(n, prefix) {
+				names = append(names, n)
+			}
+		}
+		if len(names) == 0 {
+			return
+		}
+		if _, err := e.script(ctx, append([]string{"remove-image"}, names...)...); err != nil {
+			t.Errorf("removing the images the cluster pulled from %s: %v", prefix, err)
+		}
+	})
 }
 
 // clusterScript finds test/kubernetes/cluster from the working directory,
