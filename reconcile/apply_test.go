@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/sbxhq/sbx/internal/golden"
 	"github.com/sbxhq/sbx/spec"
 )
 
@@ -299,7 +300,7 @@ func TestPlanJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertNoSecrets(t, buf.String())
-	golden(t, filepath.Join("testdata", "plan_json.golden"), buf.String())
+	golden.Check(t, filepath.Join("testdata", "plan_json.golden"), buf.Bytes())
 }
 
 func TestPlanDestroy(t *testing.T) {

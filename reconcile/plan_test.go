@@ -3,10 +3,8 @@ package reconcile
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,10 +12,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/sbxhq/sbx/internal/golden"
 	"github.com/sbxhq/sbx/spec"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
 
 // testKey is a fixed fingerprint key so plans are reproducible.
 var testKey = Key(bytes.Repeat([]byte{7}, KeySize))
@@ -497,7 +494,7 @@ func TestPlan(t *testing.T) {
 				buf.WriteString("Error: " + err.Error() + "\n")
 			}
 			assertNoSecrets(t, buf.String())
-			golden(t, filepath.Join("testdata", "plan", tc.name+".golden"), buf.String())
+			golden.Check(t, filepath.Join("testdata", "plan", tc.name+".golden"), buf.Bytes())
 		})
 	}
 }
@@ -530,26 +527,6 @@ func assertNoSecrets(t *testing.T, out string) {
 		if strings.Contains(out, v) {
 			t.Errorf("output contains sensitive value %q:\n%s", v, out)
 		}
-	}
-}
-
-func golden(t *testing.T, path, got string) {
-	t.Helper()
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if diff := cmp.Diff(string(want), got); diff != "" {
-		t.Errorf("%s (-want +got):\n%s", path, diff)
 	}
 }
 

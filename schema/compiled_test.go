@@ -5,16 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"go/format"
-	"os"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/sbxhq/sbx/internal/dfa/dfagen"
+	"github.com/sbxhq/sbx/internal/golden"
 )
 
 // TestCompiledInSync keeps compiled.go, the validator Compile returns,
@@ -26,20 +24,7 @@ func TestCompiledInSync(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := generate(t, root)
-	const path = "compiled.go"
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(string(want), string(got)); diff != "" {
-		t.Errorf("compiled.go is stale; run go test ./schema -update (-want +got):\n%s", diff)
-	}
+	golden.Check(t, "compiled.go", got)
 }
 
 // generate writes the Go source of the graph of nodes under root: a

@@ -1,14 +1,10 @@
 package schema
 
 import (
-	"flag"
-	"os"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
+	"github.com/sbxhq/sbx/internal/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite docs/sandbox-yaml.md")
 
 func TestCompile(t *testing.T) {
 	s, err := Compile()
@@ -74,20 +70,7 @@ func TestReferenceInSync(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := s.Reference()
-	const path = "../docs/sandbox-yaml.md"
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(string(want), got); diff != "" {
-		t.Errorf("docs/sandbox-yaml.md is stale; run go test ./schema -update (-want +got):\n%s", diff)
-	}
+	golden.Check(t, "../docs/sandbox-yaml.md", []byte(got))
 }
 
 func TestSuggest(t *testing.T) {

@@ -2,7 +2,6 @@ package spec
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
 	"go/format"
 	"io/fs"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/sbxhq/sbx/internal/dfa"
 	"github.com/sbxhq/sbx/internal/dfa/dfagen"
+	"github.com/sbxhq/sbx/internal/golden"
 )
 
 // automata are the regular expressions spec matches with, each with the
@@ -51,30 +51,7 @@ func TestAutomataInSync(t *testing.T) {
 	if err != nil {
 		t.Fatalf("generated source: %v", err)
 	}
-	const path = "automata.go"
-	if updating(t) {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(string(want), string(got)); diff != "" {
-		t.Errorf("automata.go is stale; run go test ./spec -update (-want +got):\n%s", diff)
-	}
-}
-
-// updating reports whether -update, which load_test.go (package
-// spec_test) declares, is set.
-func updating(t *testing.T) bool {
-	f := flag.Lookup("update")
-	if f == nil {
-		t.Fatal("no -update flag")
-	}
-	return f.Value.String() == "true"
+	golden.Check(t, "automata.go", got)
 }
 
 // corpus is every scalar and key of the repository's YAML files (its

@@ -2,7 +2,6 @@ package spec_test
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"net/netip"
 	"os"
@@ -14,11 +13,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/sbxhq/sbx/internal/golden"
 	"github.com/sbxhq/sbx/schema"
 	"github.com/sbxhq/sbx/spec"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 func compile(t testing.TB) *schema.Schema {
 	t.Helper()
@@ -62,20 +60,7 @@ func TestInvalid(t *testing.T) {
 			}
 			// Resolved paths are absolute; keep the golden files portable.
 			got := strings.ReplaceAll(ds.Error()+"\n", dir, "$DIR")
-			golden := strings.TrimSuffix(f, ".yaml") + ".golden"
-			if *update {
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(string(want), got); diff != "" {
-				t.Errorf("messages (-want +got):\n%s", diff)
-			}
+			golden.Check(t, strings.TrimSuffix(f, ".yaml")+".golden", []byte(got))
 		})
 	}
 }
