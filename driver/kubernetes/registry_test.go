@@ -48,6 +48,23 @@ func TestRegistry(t *testing.T) {
 		t.Skip(err)
 	}
 	reg := newRegistry(t)
+	// The helper image sbx pushes is the test's loaded helper image
+	// (newCluster) by another name and manifest: one image ID. Removing
+	// what the node pulled must leave the loaded one whole: CRI's
+	// sha256:<ID> name stays while a name of the image does (before
+	// test/kubernetes/cluster remove-image matched by image ID, it went,
+	// and CRI lost the loaded image: every later test's pods tried to
+	// pull it from Docker Hub). Registered before RemovePulled, so it
+	// checks after it.
+	id, err := exec.Command("docker", "image", "inspect", "-f", "{{.Id}}", env.helper).Output()
+	if err != nil {
+		t.Fatalf("docker image inspect %s: %v", env.helper, err)
+	}
+	t.Cleanup(func() {
+		if !slices.Contains(c.Images(t), strings.TrimSpace(string(id))) {
+			t.Errorf("removing the images pulled from the registry removed %s, the ID of the loaded %s", strings.TrimSpace(string(id)), env.helper)
+		}
+	})
 	// Cleanups run last first: destroy (registered below), then the
 	// images of the registry in docker and in the cluster, then the
 	// registry stops.

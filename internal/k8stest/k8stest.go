@@ -328,7 +328,8 @@ func (e *Env) LoadImage(t testing.TB, image string) {
 // test/kubernetes/cluster images, which needs root.
 func (e *Env) Images(t testing.TB) []string {
 	t.Helper()
-	out, err := e.script(t.Context(), "images")
+	// Not cancelled with the test: cleanups may list images too.
+	out, err := e.script(context.WithoutCancel(t.Context()), "images")
 	if err != nil {
 		t.Fatal(err)
 	}
