@@ -22,8 +22,6 @@ import (
 	"github.com/sbxhq/sbx/driver/runner"
 	"github.com/sbxhq/sbx/internal/k8stest"
 	"github.com/sbxhq/sbx/reconcile"
-	"github.com/sbxhq/sbx/schema"
-	"github.com/sbxhq/sbx/spec"
 )
 
 // fleet is n sandboxes on the kwok fake node, made as the driver makes
@@ -91,10 +89,6 @@ func newFleet(tb testing.TB, n int) *fleet {
 	f.env = append(os.Environ(), "KUBECONFIG="+e.Kubeconfig, "SBX_KUBECTL="+wrapper, "SBX_K8S_HELPER_IMAGE="+env.helper,
 		"SBX_STATE_DIR="+state, "SBX_DOCKER_SBX=", "HOME="+dir, "NO_COLOR=1")
 
-	sch, err := schema.Compile()
-	if err != nil {
-		tb.Fatal(err)
-	}
 	// The cluster's kubeconfig, whatever the environment says (as the
 	// e2e tests' driver).
 	d := New(Options{Runner: &runner.Runner{Env: append(os.Environ(), "KUBECONFIG="+e.Kubeconfig)}, Kubectl: e.KubectlPath(), Binary: env.binary, HelperImage: env.helper, Namespace: f.ns})
@@ -116,11 +110,7 @@ func newFleet(tb testing.TB, n int) *fleet {
 			tb.Fatal(err)
 		}
 		f.files = append(f.files, "-f", file)
-		res, err := spec.Load([]string{file}, spec.Options{Schema: sch, LookupEnv: func(string) (string, bool) { return "", false }})
-		if err != nil {
-			tb.Fatal(err)
-		}
-		sp := res.Specs[0]
+		sp := loadSpec(tb, file)
 		hash, err := d.BuildHash(sp)
 		if err != nil {
 			tb.Fatal(err)

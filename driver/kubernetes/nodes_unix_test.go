@@ -13,17 +13,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/sbxhq/sbx/driver/runner"
 	"github.com/sbxhq/sbx/egress"
-	"github.com/sbxhq/sbx/schema"
 	"github.com/sbxhq/sbx/spec"
 )
 
 // testSpec loads a minimal kubernetes sandbox file.
 func testSpec(t testing.TB, dir string) *spec.Spec {
 	t.Helper()
-	sch, err := schema.Compile()
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := os.Mkdir(filepath.Join(dir, "ws"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -31,11 +26,7 @@ func testSpec(t testing.TB, dir string) *spec.Spec {
 	if err := os.WriteFile(file, []byte("version: 1\nname: base\nagent: shell\ndriver: kubernetes\nworkspace: ws\ntemplate: busybox\nnetwork: {allow: [example.com]}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	res, err := spec.Load([]string{file}, spec.Options{Schema: sch, LookupEnv: func(string) (string, bool) { return "", false }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res.Specs[0]
+	return loadSpec(t, file)
 }
 
 // fakeKubectl writes a kubectl that prints out and exits with code.
