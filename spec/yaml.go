@@ -49,23 +49,20 @@ func readDocument(name, dir string, data []byte) (*document, Diagnostics) {
 	if line, col, ok := tabIndent(data); ok {
 		return nil, at(line, col, "tab character in indentation; YAML indents with spaces only")
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var n yaml.Node
-	if err := dec.Decode(&n); err != nil {
-		if errors.Is(err, io.EOF) {
+	root, ok := parseFast(data)
+	if !ok {
+		first, second, err := decodeYAML(data)
+		switch {
+		case errors.Is(err, io.EOF):
 			return nil, at(1, 1, "file is empty; a sandbox file needs at least \"version: 1\" and \"agent\"")
+		case err != nil:
+			line, msg := yamlError(err)
+			return nil, at(line, 0, "%s", msg)
+		case second != nil:
+			return nil, at(second.Line, second.Column, "file holds more than one YAML document; put each sandbox in its own file")
 		}
-		line, msg := yamlError(err)
-		return nil, at(line, 0, "%s", msg)
+		root = first
 	}
-	var second yaml.Node
-	if err := dec.Decode(&second); err == nil {
-		return nil, at(second.Line, second.Column, "file holds more than one YAML document; put each sandbox in its own file")
-	} else if !errors.Is(err, io.EOF) {
-		line, msg := yamlError(err)
-		return nil, at(line, 0, "%s", msg)
-	}
-	root := &n
 	if root.Kind == yaml.DocumentNode {
 		if len(root.Content) == 0 {
 			return nil, at(1, 1, "file is empty; a sandbox file needs at least \"version: 1\" and \"agent\"")
@@ -81,6 +78,24 @@ func readDocument(name, dir string, data []byte) (*document, Diagnostics) {
 	sum := sha256.Sum256(data)
 	doc := &document{name: name, dir: dir, abs: filepath.Join(dir, filepath.Base(name)), digest: hex.EncodeToString(sum[:]), root: root}
 	return doc, checkKeys(doc)
+}
+
+// decodeYAML parses data with go-yaml: its first document, and the start
+// of a second if there is one. An empty input is io.EOF.
+func decodeYAML(data []byte) (first, second *yaml.Node, err error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	first = new(yaml.Node)
+	if err := dec.Decode(first); err != nil {
+		return nil, nil, err
+	}
+	second = new(yaml.Node)
+	switch err := dec.Decode(second); {
+	case errors.Is(err, io.EOF):
+		return first, nil, nil
+	case err != nil:
+		return nil, nil, err
+	}
+	return first, second, nil
 }
 
 var yamlLine = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^yaml: line (\d+): (.*)$`) })
