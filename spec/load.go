@@ -261,11 +261,13 @@ func resolve(layers []*document, opts Options) (*Spec, Diagnostics, Diagnostics)
 	if st.opts.LookupEnv == nil {
 		st.opts.LookupEnv = func(string) (string, bool) { return "", false }
 	}
-	for _, d := range layers {
-		markOrigin(d.root, d, st.origin)
+	if len(layers) > 1 { // fileOf is the base file for a node not marked
+		for _, d := range layers {
+			markOrigin(d.root, d, st.origin)
+		}
 	}
 	for _, d := range layers {
-		st.interpolate(d.root, "")
+		st.interpolate(d.root, &fieldPath{})
 	}
 	root := layers[0].root
 	for _, d := range layers[1:] {
@@ -357,15 +359,20 @@ func markOrigin(n *yaml.Node, d *document, origin map[*yaml.Node]*document) {
 }
 
 // interpolate expands variables in every string value (never in keys).
-func (st *state) interpolate(n *yaml.Node, path string) {
+// path is where n is.
+func (st *state) interpolate(n *yaml.Node, path *fieldPath) {
 	switch n.Kind {
 	case yaml.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			st.interpolate(n.Content[i+1], joinKey(path, n.Content[i].Value))
+			*path = append(*path, pathStep{key: n.Content[i].Value, index: -1})
+			st.interpolate(n.Content[i+1], path)
+			*path = (*path)[:len(*path)-1]
 		}
 	case yaml.SequenceNode:
 		for i, c := range n.Content {
-			st.interpolate(c, path+"["+strconv.Itoa(i)+"]")
+			*path = append(*path, pathStep{index: i})
+			st.interpolate(c, path)
+			*path = (*path)[:len(*path)-1]
 		}
 	case yaml.ScalarNode:
 		if !strings.Contains(n.Value, "$") || (n.ShortTag() != "!!str" && n.Style == 0) {
@@ -374,13 +381,13 @@ func (st *state) interpolate(n *yaml.Node, path string) {
 		ip := &interpolator{lookup: st.opts.LookupEnv, offline: st.opts.Offline}
 		e, err := ip.expand(n.Value)
 		if err != nil {
-			st.errorf(n, path, "%v", err)
+			st.errorf(n, path.String(), "%v", err)
 			st.unresolved[n] = true
 			return
 		}
 		for _, name := range e.needed {
 			d := st.fileOf(n)
-			st.needed = append(st.needed, Diagnostic{File: d.name, Line: n.Line, Col: n.Column, Path: path, Message: fmt.Sprintf("variable %q must be set", name)})
+			st.needed = append(st.needed, Diagnostic{File: d.name, Line: n.Line, Col: n.Column, Path: path.String(), Message: fmt.Sprintf("variable %q must be set", name)})
 			st.unresolved[n] = true
 		}
 		n.Value = e.value

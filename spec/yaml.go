@@ -162,48 +162,105 @@ func nodeKind(n *yaml.Node) string {
 // checkKeys reports what the rest of the loader must not see: duplicate
 // keys, merge keys, non-scalar keys and unknown tags.
 func checkKeys(doc *document) Diagnostics {
-	var ds Diagnostics
-	seen := map[*yaml.Node]bool{}
-	var walk func(n *yaml.Node, path string)
-	walk = func(n *yaml.Node, path string) {
-		if n == nil || seen[n] {
-			return
-		}
-		seen[n] = true
-		if n.Tag != "" && !strings.HasPrefix(n.Tag, "!!") && n.Kind != yaml.AliasNode {
-			if !strings.HasPrefix(n.Tag, "tag:yaml.org,2002:") {
-				ds = append(ds, Diagnostic{File: doc.name, Line: n.Line, Col: n.Column, Path: path, Message: fmt.Sprintf("unsupported YAML tag %q", n.Tag)})
-			}
-		}
-		switch n.Kind {
-		case yaml.MappingNode:
-			first := map[string]*yaml.Node{}
-			for i := 0; i+1 < len(n.Content); i += 2 {
-				k, v := n.Content[i], n.Content[i+1]
-				if k.Kind != yaml.ScalarNode {
-					ds = append(ds, Diagnostic{File: doc.name, Line: k.Line, Col: k.Column, Path: path, Message: "keys must be plain strings"})
-					continue
-				}
-				if k.ShortTag() == "!!merge" {
-					ds = append(ds, Diagnostic{File: doc.name, Line: k.Line, Col: k.Column, Path: path, Message: "merge keys (<<) are not supported; write the keys out, or use sandbox.local.yaml for overrides"})
-					continue
-				}
-				p := joinKey(path, k.Value)
-				if f, dup := first[k.Value]; dup {
-					ds = append(ds, Diagnostic{File: doc.name, Line: k.Line, Col: k.Column, Path: p, Message: fmt.Sprintf("duplicate key %q (first defined at line %d)", k.Value, f.Line)})
-					continue
-				}
-				first[k.Value] = k
-				walk(v, p)
-			}
-		case yaml.SequenceNode:
-			for i, c := range n.Content {
-				walk(c, fmt.Sprintf("%s[%d]", path, i))
-			}
+	c := &keyChecker{doc: doc}
+	c.walk(doc.root)
+	return c.ds
+}
+
+type keyChecker struct {
+	doc  *document
+	path fieldPath
+	ds   Diagnostics
+}
+
+func (c *keyChecker) report(n *yaml.Node, path, message string) {
+	c.ds = append(c.ds, Diagnostic{File: c.doc.name, Line: n.Line, Col: n.Column, Path: path, Message: message})
+}
+
+// walk checks n and what is under it. A parsed tree shares no node (an
+// alias is a node of its own, and is not followed), so nothing is checked
+// twice.
+func (c *keyChecker) walk(n *yaml.Node) {
+	if n.Tag != "" && !strings.HasPrefix(n.Tag, "!!") && n.Kind != yaml.AliasNode {
+		if !strings.HasPrefix(n.Tag, "tag:yaml.org,2002:") {
+			c.report(n, c.path.String(), fmt.Sprintf("unsupported YAML tag %q", n.Tag))
 		}
 	}
-	walk(doc.root, "")
-	return ds
+	switch n.Kind {
+	case yaml.MappingNode:
+		var first map[string]*yaml.Node // for a long mapping; a short one is searched
+		if len(n.Content) > 32 {
+			first = map[string]*yaml.Node{}
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			if k.Kind != yaml.ScalarNode {
+				c.report(k, c.path.String(), "keys must be plain strings")
+				continue
+			}
+			if k.ShortTag() == "!!merge" {
+				c.report(k, c.path.String(), "merge keys (<<) are not supported; write the keys out, or use sandbox.local.yaml for overrides")
+				continue
+			}
+			c.path = append(c.path, pathStep{key: k.Value, index: -1})
+			if f := firstKey(n, i, first); f != k {
+				c.report(k, c.path.String(), fmt.Sprintf("duplicate key %q (first defined at line %d)", k.Value, f.Line))
+			} else {
+				c.walk(v)
+			}
+			c.path = c.path[:len(c.path)-1]
+		}
+	case yaml.SequenceNode:
+		for i, e := range n.Content {
+			c.path = append(c.path, pathStep{index: i})
+			c.walk(e)
+			c.path = c.path[:len(c.path)-1]
+		}
+	}
+}
+
+// firstKey returns the first plain key of mapping m, up to its i'th
+// content node, spelled as that node's; first, when not nil, remembers
+// them for a long mapping.
+func firstKey(m *yaml.Node, i int, first map[string]*yaml.Node) *yaml.Node {
+	k := m.Content[i]
+	if first != nil {
+		if f, ok := first[k.Value]; ok {
+			return f
+		}
+		first[k.Value] = k
+		return k
+	}
+	for j := 0; j < i; j += 2 {
+		if f := m.Content[j]; f.Value == k.Value && f.Kind == yaml.ScalarNode && f.ShortTag() != "!!merge" {
+			return f
+		}
+	}
+	return k
+}
+
+// fieldPath is a field path built up during a walk, spelled out only when
+// a message needs it: network.allow[2].
+type fieldPath []pathStep
+
+type pathStep struct {
+	key   string
+	index int // -1 for a key
+}
+
+func (fp fieldPath) String() string {
+	var b strings.Builder
+	for _, s := range fp {
+		if s.index >= 0 {
+			b.WriteString("[" + strconv.Itoa(s.index) + "]")
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(s.key)
+	}
+	return b.String()
 }
 
 func joinKey(path, key string) string {
