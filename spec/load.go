@@ -15,6 +15,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sbxhq/sbx/internal/par"
+	"github.com/sbxhq/sbx/internal/untrusted"
 	"github.com/sbxhq/sbx/schema"
 )
 
@@ -163,6 +164,9 @@ func readError(err error) string {
 	}
 	if errors.Is(err, fs.ErrNotExist) {
 		return "no such file"
+	}
+	if errors.Is(err, untrusted.ErrTooLarge) {
+		return tooLarge
 	}
 	return "cannot read: " + err.Error()
 }

@@ -24,6 +24,9 @@ import (
 // kilobytes; the bound keeps a mistaken or hostile input from costing memory.
 const MaxFileSize = 1 << 20
 
+// tooLarge is the problem with a file over MaxFileSize.
+var tooLarge = fmt.Sprintf("file is larger than %d bytes (1 MiB); sandbox files are small, is this the right file?", MaxFileSize)
+
 // document is one parsed file.
 type document struct {
 	name   string     // as the user named it, used in messages
@@ -40,7 +43,7 @@ func readDocument(name, dir string, data []byte) (*document, Diagnostics) {
 		return Diagnostics{{File: name, Line: line, Col: col, Message: fmt.Sprintf(format, args...)}}
 	}
 	if len(data) > MaxFileSize {
-		return nil, at(0, 0, "file is larger than %d bytes (1 MiB); sandbox files are small, is this the right file?", MaxFileSize)
+		return nil, at(0, 0, "%s", tooLarge)
 	}
 	if !utf8.Valid(data) {
 		line, col := invalidUTF8(data)
@@ -414,20 +417,10 @@ func lookupKey(m *yaml.Node, key string) (k, v *yaml.Node) {
 	return nil, nil
 }
 
-// readFile reads at most MaxFileSize+1 bytes, enough to tell a file is too
-// large without reading all of it. The file must be a regular file: the
-// open does not block (a FIFO named sandbox.local.yaml is an error at
-// once, not a hang) and what it opened is checked, not a stat before it.
+// readFile reads a sandbox file of at most MaxFileSize bytes. It must be
+// a regular file: the open does not block (a FIFO named sandbox.local.yaml
+// is an error at once, not a hang) and what it opened is checked, not a
+// stat before it.
 func readFile(path string) ([]byte, error) {
-	f, info, err := untrusted.OpenPath(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	// A buffer of the size fstat gives (bounded, since the file may grow)
-	// takes the file in one read and its end in a second, where
-	// io.ReadAll's growing one takes six reads for 2 kB.
-	buf := bytes.NewBuffer(make([]byte, 0, min(info.Size(), MaxFileSize)+bytes.MinRead))
-	_, err = buf.ReadFrom(io.LimitReader(f, MaxFileSize+1))
-	return buf.Bytes(), err
+	return untrusted.ReadPath(path, MaxFileSize)
 }

@@ -66,12 +66,7 @@ func TestReadFile(t *testing.T) {
 	}
 	defer root.Close()
 
-	tests := []struct {
-		name    string
-		want    string
-		wantErr error // nil: any error
-		ok      bool
-	}{
+	tests := []readCase{
 		{name: "prompt.md", want: "do it\n", ok: true},
 		{name: "inside", want: "other\n", ok: true},
 		{name: "exact", want: strings.Repeat("x", 100), ok: true},
@@ -86,11 +81,25 @@ func TestReadFile(t *testing.T) {
 		{name: "missing", wantErr: fs.ErrNotExist},
 		{name: "../" + filepath.Base(dir) + "/prompt.md"},
 	}
+	checkReads(t, tests, func(name string) ([]byte, error) { return ReadFile(root, name, 100) })
+}
+
+// readCase is a read and what it must give.
+type readCase struct {
+	name    string
+	want    string
+	wantErr error // nil: any error
+	ok      bool
+}
+
+// checkReads reads each case's name, promptly, and checks the outcome.
+func checkReads(t *testing.T, tests []readCase, read func(name string) ([]byte, error)) {
+	t.Helper()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var data []byte
 			var err error
-			fixture.Promptly(t, func() { data, err = ReadFile(root, tt.name, 100) })
+			fixture.Promptly(t, func() { data, err = read(tt.name) })
 			if tt.ok {
 				if err != nil {
 					t.Fatal(err)
@@ -145,6 +154,43 @@ func TestOpenPath(t *testing.T) {
 	f.Close()
 	if info.Size() != int64(len("host secret")) {
 		t.Errorf("size = %d", info.Size())
+	}
+}
+
+func TestReadPath(t *testing.T) {
+	dir := t.TempDir()
+	secret := hostFile(t)
+	fixture.WriteFile(t, filepath.Join(dir, "sandbox.yaml"), "version: 1\n")
+	fixture.WriteFile(t, filepath.Join(dir, "big"), strings.Repeat("x", 101))
+	fixture.WriteFile(t, filepath.Join(dir, "exact"), strings.Repeat("x", 100))
+	fixture.WriteFile(t, filepath.Join(dir, "empty"), "")
+	symlink(t, secret, filepath.Join(dir, "link"))
+	symlink(t, "/dev/zero", filepath.Join(dir, "zero"))
+	mkfifo(t, filepath.Join(dir, "fifo"))
+	ln, err := net.Listen("unix", filepath.Join(dir, "sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	os.Mkdir(filepath.Join(dir, "adir"), 0o755)
+
+	tests := []readCase{
+		{name: "sandbox.yaml", want: "version: 1\n", ok: true},
+		{name: "exact", want: strings.Repeat("x", 100), ok: true},
+		{name: "empty", want: "", ok: true},
+		// ReadPath trusts the path: a symlink named by the user is followed.
+		{name: "link", want: "host secret", ok: true},
+		{name: "big", wantErr: ErrTooLarge},
+		{name: "zero", wantErr: ErrNotRegular},
+		{name: "fifo", wantErr: ErrNotRegular},
+		{name: "sock"}, // open(2) of a socket fails: ENXIO
+		{name: "adir", wantErr: ErrNotRegular},
+		{name: "missing", wantErr: fs.ErrNotExist},
+	}
+	checkReads(t, tests, func(name string) ([]byte, error) { return ReadPath(filepath.Join(dir, name), 100) })
+	_, err = ReadPath(filepath.Join(dir, "fifo"), 100)
+	if want := "open " + filepath.Join(dir, "fifo") + ": not a regular file (named pipe)"; err == nil || err.Error() != want {
+		t.Errorf("error = %v, want %q", err, want)
 	}
 }
 
