@@ -72,13 +72,11 @@ func (p *fastParser) split() bool {
 	p.lines = make([]fastLine, 0, bytes.Count(d, []byte("\n"))+1)
 	start, num := 0, 1
 	for i := 0; i <= len(d); i++ {
-		if i < len(d) {
-			if c := d[i]; c != '\n' {
-				if c < 0x20 || c > 0x7e {
-					return false
-				}
-				continue
+		if i < len(d) && d[i] != '\n' {
+			if d[i]-0x20 > 0x7e-0x20 {
+				return false
 			}
+			continue
 		}
 		l := fastLine{start: start, end: i, num: num}
 		for l.start+l.indent < l.end && d[l.start+l.indent] == ' ' {
@@ -512,6 +510,15 @@ func fastTag(v string) (string, bool) {
 	}
 	if digits == 4 && len(v) > 4 && v[4] == '-' { // perhaps a timestamp
 		return "", false
+	}
+	// A number has no character but these (strconv's syntax for base
+	// prefixes, underscores and exponents, and go-yaml's float shape):
+	// "8g", "15m" and "10.0.0.0/8" are strings without a failed parse.
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' ||
+			strings.IndexByte("_xXoO+-.", c) >= 0) {
+			return "!!str", true
+		}
 	}
 	plain := strings.ReplaceAll(v, "_", "")
 	if _, err := strconv.ParseInt(plain, 0, 64); err == nil {

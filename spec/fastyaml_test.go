@@ -210,6 +210,55 @@ func TestFastYAMLCases(t *testing.T) {
 	}
 }
 
+// TestFastTag holds fastTag to go-yaml's resolver on every string of up
+// to three characters, and a sample of longer ones, drawn from what
+// numbers, booleans and nulls are made of.
+func TestFastTag(t *testing.T) {
+	const alphabet = "019_xobeE.+-aTn:~"
+	var values []string
+	var gen func(prefix string, n int)
+	gen = func(prefix string, n int) {
+		values = append(values, prefix)
+		if n > 0 {
+			for _, c := range alphabet {
+				gen(prefix+string(c), n-1)
+			}
+		}
+	}
+	gen("", 3)
+	rng := rand.New(rand.NewSource(1))
+	for range 3000 {
+		b := make([]byte, 4+rng.Intn(6))
+		for i := range b {
+			b[i] = alphabet[rng.Intn(len(alphabet))]
+		}
+		values = append(values, string(b))
+	}
+	values = append(values, "true", "True", "TRUE", "yes", "off", "null", "NULL", ".inf", "-.Inf", ".NaN", "<<",
+		"2001-12-14", "2001-12-14t21:59:43.10Z", "0b101", "-0b101", "0o17", "-0o17", "0x_1F", "1_000.5", "1e1000",
+		"9223372036854775808", "18446744073709551616", "-9223372036854775809", "0777", "0999", "+0x10")
+	checked := 0
+	for _, v := range values[1:] {
+		tag, ok := fastTag(v)
+		if !ok {
+			continue
+		}
+		first, _, err := decodeYAML([]byte("a: " + v + "\n"))
+		if err != nil || len(first.Content) == 0 || len(first.Content[0].Content) != 2 {
+			continue // not a plain scalar here
+		}
+		if n := first.Content[0].Content[1]; n.Kind == yaml.ScalarNode && n.Value == v {
+			checked++
+			if n.Tag != tag {
+				t.Errorf("fastTag(%q) = %s, go-yaml %s", v, tag, n.Tag)
+			}
+		}
+	}
+	if checked < len(values)/2 {
+		t.Errorf("only %d of %d values checked", checked, len(values))
+	}
+}
+
 func deep(n int) string {
 	var b strings.Builder
 	for i := range n {

@@ -309,7 +309,7 @@ func resolve(layers []*document, opts Options) (*Spec, Diagnostics, Diagnostics)
 		s.Files = append(s.Files, d.name)
 		s.Declarations = append(s.Declarations, Declaration{Path: d.abs, SHA256: d.digest})
 	}
-	s.Origins = map[string]Origin{}
+	s.Origins = make(map[string]Origin, countNodes(root))
 	st.provenance(root, "", s)
 	return s, st.needed, st.diags
 }
