@@ -151,20 +151,33 @@ func (p *fastParser) mapping(col, pos int) (*yaml.Node, bool) {
 			return nil, false
 		}
 		p.stack = append(p.stack, k, v)
-		if p.i == len(p.lines) {
+		more, ok := p.next(col)
+		if !ok {
+			return nil, false
+		}
+		if !more {
 			p.content(m, base)
 			return m, true
 		}
 		l = p.lines[p.i]
-		switch {
-		case l.indent < col:
-			p.content(m, base)
-			return m, true
-		case l.indent > col:
-			return nil, false
-		}
 		pos = l.start + col
 	}
+}
+
+// next tells how a block collection at column col goes on after an entry:
+// with the next line (more), or not, or ok is false for a line indented
+// past col, which go-yaml would read as a continuation or an error.
+func (p *fastParser) next(col int) (more, ok bool) {
+	if p.i == len(p.lines) {
+		return false, true
+	}
+	switch l := p.lines[p.i]; {
+	case l.indent < col:
+		return false, true
+	case l.indent > col:
+		return false, false
+	}
+	return true, true
 }
 
 // blockValue parses what follows a key with nothing after its colon: a
@@ -218,24 +231,21 @@ func (p *fastParser) sequence(col int, indentless bool) (*yaml.Node, bool) {
 			return nil, false
 		}
 		p.stack = append(p.stack, item)
-		if p.i == len(p.lines) {
+		more, ok := p.next(col)
+		if !ok {
+			return nil, false
+		}
+		if more && !p.isEntry(p.lines[p.i]) {
+			if !indentless {
+				return nil, false
+			}
+			more = false
+		}
+		if !more {
 			p.content(s, base)
 			return s, true
 		}
 		l = p.lines[p.i]
-		switch {
-		case l.indent < col:
-			p.content(s, base)
-			return s, true
-		case l.indent > col:
-			return nil, false
-		case !p.isEntry(l):
-			if indentless {
-				p.content(s, base)
-				return s, true
-			}
-			return nil, false
-		}
 	}
 }
 
