@@ -6,10 +6,13 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/sbxhq/sbx/internal/fixture"
 )
 
 // sameTree compares two trees in every field spec reads: all but the
@@ -256,6 +259,63 @@ func TestFastTag(t *testing.T) {
 	}
 	if checked < len(values)/2 {
 		t.Errorf("only %d of %d values checked", checked, len(values))
+	}
+}
+
+// TestFastYAMLHostileOverlay plays the agent, which can write
+// sandbox.local.yaml: an overlay of almost 1 MiB made to be costly (60,000
+// keys in one mapping with the last a duplicate of the first, a flow list
+// of 10,000 entries, nesting to the fast path's bound) is taken by the
+// fast path, read as go-yaml reads it, reported at the duplicate, and
+// loaded within a bounded allocation (94 MiB when written); one level
+// deeper goes to go-yaml.
+func TestFastYAMLHostileOverlay(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("env:\n")
+	for i := range 60000 {
+		fmt.Fprintf(&b, "  K%d: v\n", i)
+	}
+	b.WriteString("  K0: again\nmounts: [")
+	for i := range 10000 {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "/m%d", i)
+	}
+	b.WriteString("]\n")
+	b.WriteString(deep(fastMaxDepth - 1))
+	data := []byte(b.String())
+	if len(data) > MaxFileSize {
+		t.Fatalf("overlay of %d bytes, over MaxFileSize", len(data))
+	}
+	if !checkFast(t, "hostile overlay", data) {
+		t.Fatal("the fast path refused the hostile overlay")
+	}
+	if _, ok := parseFast([]byte(deep(fastMaxDepth + 1))); ok {
+		t.Errorf("the fast path took nesting past its bound")
+	}
+
+	dir := t.TempDir()
+	base := filepath.Join(dir, "sandbox.yaml")
+	for name, content := range map[string][]byte{"sandbox.yaml": []byte("version: 1\nagent: claude\n"), "sandbox.local.yaml": data} {
+		if err := os.WriteFile(filepath.Join(dir, name), content, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	var err error
+	fixture.Promptly(t, func() { _, err = Load([]string{base}, Options{}) })
+	runtime.ReadMemStats(&after)
+	want := filepath.Join(dir, "sandbox.local.yaml") + ":60002:3: env.K0: duplicate key \"K0\" (first defined at line 2)"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Load = %.300v, want a problem %s", err, want)
+	}
+	alloc := after.TotalAlloc - before.TotalAlloc
+	t.Logf("loading the overlay allocated %d MiB", alloc>>20)
+	if alloc > 128<<20 {
+		t.Errorf("loading the overlay allocated %d MiB, want under 128 MiB", alloc>>20)
 	}
 }
 
