@@ -166,7 +166,7 @@ func readError(err error) string {
 		return "no such file"
 	}
 	if errors.Is(err, untrusted.ErrTooLarge) {
-		return tooLarge
+		return tooLarge()
 	}
 	return "cannot read: " + err.Error()
 }

@@ -25,7 +25,9 @@ import (
 const MaxFileSize = 1 << 20
 
 // tooLarge is the problem with a file over MaxFileSize.
-var tooLarge = fmt.Sprintf("file is larger than %d bytes (1 MiB); sandbox files are small, is this the right file?", MaxFileSize)
+func tooLarge() string {
+	return fmt.Sprintf("file is larger than %d bytes (1 MiB); sandbox files are small, is this the right file?", MaxFileSize)
+}
 
 // document is one parsed file.
 type document struct {
@@ -43,7 +45,7 @@ func readDocument(name, dir string, data []byte) (*document, Diagnostics) {
 		return Diagnostics{{File: name, Line: line, Col: col, Message: fmt.Sprintf(format, args...)}}
 	}
 	if len(data) > MaxFileSize {
-		return nil, at(0, 0, "%s", tooLarge)
+		return nil, at(0, 0, "%s", tooLarge())
 	}
 	if !utf8.Valid(data) {
 		line, col := invalidUTF8(data)
