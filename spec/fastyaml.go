@@ -83,7 +83,7 @@ func (p *fastParser) split() bool {
 			l.indent++
 		}
 		if c := l.start + l.indent; c < l.end && d[c] != '#' {
-			if l.indent == 0 && (d[c] == '%' || hasPrefixAt(d, c, "---") || hasPrefixAt(d, c, "...")) {
+			if l.indent == 0 && (d[c] == '%' || bytes.HasPrefix(d[c:], []byte("---")) || bytes.HasPrefix(d[c:], []byte("..."))) {
 				return false
 			}
 			p.lines = append(p.lines, l)
@@ -91,10 +91,6 @@ func (p *fastParser) split() bool {
 		start, num = i+1, num+1
 	}
 	return true
-}
-
-func hasPrefixAt(d []byte, i int, s string) bool {
-	return len(d)-i >= len(s) && string(d[i:i+len(s)]) == s
 }
 
 func (p *fastParser) node(kind yaml.Kind, tag, value string, line, col int) *yaml.Node {
@@ -272,8 +268,7 @@ func (p *fastParser) keyEnd(l fastLine, pos int, flow bool) (int, bool) {
 	i := pos
 	for i < l.end && i-pos <= fastMaxKeyLen {
 		c := d[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' ||
-			i > pos && (c == '.' || c == '-' || c == '/')) {
+		if !(isNameChar(c) || i > pos && (c == '.' || c == '-' || c == '/')) {
 			break
 		}
 		i++
@@ -448,9 +443,9 @@ func (p *fastParser) plain(l fastLine, pos int, flow bool) (*yaml.Node, int, boo
 	d := p.data
 	// A plain scalar may start with '-' followed by a character that is
 	// not a space (go-yaml's yaml_parser_fetch_next_token); the fast path
-	// takes it before a letter, a digit, '.' or '-'.
+	// takes it before a letter, a digit or one of "_.-".
 	if c := d[pos]; strings.IndexByte("-?:,[]{}#&*!|>'\"%@`", c) >= 0 &&
-		!(c == '-' && pos+1 < l.end && (isAlnum(d[pos+1]) || d[pos+1] == '.' || d[pos+1] == '-')) {
+		!(c == '-' && pos+1 < l.end && (isNameChar(d[pos+1]) || d[pos+1] == '.' || d[pos+1] == '-')) {
 		return nil, 0, false
 	}
 	end := pos
@@ -587,8 +582,4 @@ func yamlFloat(s string) bool {
 		}
 	}
 	return i == len(s)
-}
-
-func isAlnum(c byte) bool {
-	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
 }

@@ -254,18 +254,15 @@ type pathStep struct {
 }
 
 func (fp fieldPath) String() string {
-	var b strings.Builder
+	path := ""
 	for _, s := range fp {
 		if s.index >= 0 {
-			b.WriteString("[" + strconv.Itoa(s.index) + "]")
-			continue
+			path += "[" + strconv.Itoa(s.index) + "]"
+		} else {
+			path = joinKey(path, s.key)
 		}
-		if b.Len() > 0 {
-			b.WriteByte('.')
-		}
-		b.WriteString(s.key)
 	}
-	return b.String()
+	return path
 }
 
 func joinKey(path, key string) string {

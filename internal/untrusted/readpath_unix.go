@@ -3,7 +3,6 @@
 package untrusted
 
 import (
-	"fmt"
 	"io/fs"
 	"syscall"
 )
@@ -33,7 +32,7 @@ func ReadPath(path string, max int64) ([]byte, error) {
 	if m := fileType(uint32(st.Mode)); m != 0 {
 		return nil, notRegular(path, m)
 	}
-	tooLarge := &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("%w: more than %d bytes", ErrTooLarge, max)}
+	tooLarge := tooLargeError(path, max)
 	if st.Size > max {
 		return nil, tooLarge
 	}

@@ -106,9 +106,14 @@ func notRegular(name string, m fs.FileMode) error {
 	return &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("%w (%s)", ErrNotRegular, Kind(m))}
 }
 
+// tooLargeError is the error of a read of name over its maximum.
+func tooLargeError(name string, max int64) error {
+	return &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("%w: more than %d bytes", ErrTooLarge, max)}
+}
+
 // readAll reads f, whose fstat is info, refusing more than max bytes.
 func readAll(f *os.File, info fs.FileInfo, name string, max int64) ([]byte, error) {
-	tooLarge := &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("%w: more than %d bytes", ErrTooLarge, max)}
+	tooLarge := tooLargeError(name, max)
 	if info.Size() > max {
 		return nil, tooLarge
 	}
