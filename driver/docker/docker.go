@@ -55,6 +55,11 @@ const (
 	// labelProtected lists (JSON) the paths mounted read-only to protect
 	// the declaration, so observing tells them from the file's mounts.
 	labelProtected = "dev.sbx.protected"
+	// labelUser is the user the file declared ("" for the template's
+	// own): Docker fills Config.User from the image's USER when create
+	// names none, so Config.User alone cannot tell "the template's
+	// user" from a user the file named.
+	labelUser = "dev.sbx.user"
 )
 
 // Paths inside the containers.
@@ -227,7 +232,7 @@ func (d *Driver) Observe(ctx context.Context, names []string) (map[string]*recon
 		if in == nil {
 			continue
 		}
-		l := &reconcile.Live{Name: name, Exists: true, Status: in.State.Status, Template: in.Config.Image, User: in.Config.User}
+		l := &reconcile.Live{Name: name, Exists: true, Status: in.State.Status, Template: in.Config.Image, User: observedUser(in)}
 		if in.Config.Labels[LabelManaged] != "true" || in.Config.Labels[LabelSandbox] != name {
 			live[name] = l // a same-named container sbx did not create
 			continue
@@ -303,6 +308,19 @@ func (d *Driver) Observe(ctx context.Context, names []string) (map[string]*recon
 		live[name] = l
 	}
 	return live, nil
+}
+
+// observedUser is who a sandbox's processes run as, in the terms of the
+// file that made it: the user it named, or "" when it named none and the
+// container runs as its image's USER (which Docker copies into
+// Config.User at create). A container without sbx's user label (made by
+// an earlier sbx, or not by sbx) is known by Config.User alone.
+func observedUser(in *inspect) string {
+	declared, ok := in.Config.Labels[labelUser]
+	if !ok || (declared != "" && declared != in.Config.User) {
+		return in.Config.User
+	}
+	return declared
 }
 
 // protectedPaths are the paths a sandbox container was given read-only to
@@ -622,6 +640,7 @@ func (d *Driver) sandboxContainer(sp *spec.Spec, rec *reconcile.Record, prot *pr
 		c.Labels[LabelRecord] = string(data)
 	}
 	c.User = sp.User
+	c.Labels[labelUser] = sp.User
 	h := &c.HostConfig
 	h.Binds = []string{
 		d.opts.Binary + ":" + helperPath + ":ro",

@@ -1,8 +1,10 @@
 package docker
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -62,5 +64,47 @@ loop:
 	write("4322:4322")
 	if out, _ := e.sbx("plan"); !strings.Contains(out, `~ user: "4321:4321" → "4322:4322"`) || !strings.Contains(out, "forces replacement") {
 		t.Errorf("plan of a user change:\n%s", out)
+	}
+}
+
+// TestTemplateUser: a template whose image has a USER line (every real
+// agent template: Docker's sandbox-templates, examples/custom-template)
+// converges when the file names no user. Docker fills the container's
+// Config.User from the image; the driver must still see the sandbox as
+// the file declared it, or apply fails with "did not converge (- user)"
+// and every plan wants a replace nobody caused.
+func TestTemplateUser(t *testing.T) {
+	e := newLoopEnv(t, "e2e-tmpl-user")
+	if err := os.Chmod(e.ws, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	image := "sbx-test-user:" + runID
+	build := exec.Command("docker", "build", "-q", "-t", image, "-")
+	build.Stdin = strings.NewReader("FROM " + testImage + "\nUSER 1000:1000\n")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building %s: %v\n%s", image, err, out)
+	}
+	t.Cleanup(func() {
+		New(Options{Binary: env.binary}).remove(context.Background(), e.name)
+		exec.Command("docker", "rmi", "-f", image).Run()
+	})
+	doc := fmt.Sprintf(`version: 1
+name: %s
+agent: shell
+driver: docker
+template: %s
+network: {agentHosts: false}
+`, e.name, image)
+	if err := os.WriteFile(filepath.Join(e.ws, "sandbox.yaml"), []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := e.sbx("apply", "-y"); code != 0 {
+		t.Fatalf("apply of a template with USER: exit %d\n%s", code, out)
+	}
+	if out, code := e.sbx("plan", "--detailed-exitcode"); code != 0 || !strings.Contains(out, "No changes") {
+		t.Errorf("plan after apply (exit %d), want no changes:\n%s", code, out)
+	}
+	if out, code := e.sbx("shell", "--", "id", "-u"); code != 0 || strings.TrimSpace(out) != "1000" {
+		t.Errorf("the sandbox runs as %q (exit %d), want the template's USER 1000", out, code)
 	}
 }
