@@ -250,7 +250,7 @@ func (it *iterator) loop(ctx context.Context) *Result {
 		}
 		command := a.Loop.Command
 		if len(command) == 0 {
-			command = DefaultCommand(a.Agent)
+			command = spec.AgentOf(a.Agent).Command
 		}
 		if len(command) == 0 {
 			return fail("agent %s has no default non-interactive command; set loop.command in %s", a.Agent, a.File)

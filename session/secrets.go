@@ -102,9 +102,18 @@ func (s *Session) UnsetSecrets() []string {
 }
 
 // ExecEnv is the environment a command in the sandbox gets through its
-// exec: the secrets, and the sandbox's env on backends that store none.
+// exec: the secrets, the sandbox's env on backends that store none, and
+// what the agent documents for running in a sandbox (spec.Agent.Env)
+// where the file sets no value of that name.
 func (s *Session) ExecEnv(sp *spec.Spec, secrets reconcile.Secrets) map[string]string {
 	env := map[string]string{}
+	for k, v := range spec.AgentOf(sp.Agent).Env {
+		_, inEnv := sp.Env[k]
+		_, inSecrets := sp.Secrets[k]
+		if !inEnv && !inSecrets {
+			env[k] = v
+		}
+	}
 	if pe, ok := s.Backend.(driver.EnvPerExec); ok && pe.EnvPerExec() {
 		for k, v := range sp.Env {
 			env[k] = v

@@ -6,8 +6,8 @@ import "sort"
 // a tool needs for its API, sign-in and package downloads; the README lists
 // them.
 var presets = map[string][]string{
-	"anthropic":      {"api.anthropic.com", "claude.ai", "console.anthropic.com", "platform.claude.com", "sentry.io", "statsig.anthropic.com", "statsig.com"},
-	"openai":         {"*.openai.com", "api.openai.com", "auth.openai.com", "chatgpt.com"},
+	"anthropic":      {"api.anthropic.com", "claude.ai", "console.anthropic.com", "platform.claude.com"},
+	"openai":         {"api.openai.com", "auth.openai.com", "chatgpt.com"},
 	"google-gemini":  {"accounts.google.com", "cloudcode-pa.googleapis.com", "generativelanguage.googleapis.com", "oauth2.googleapis.com"},
 	"github":         {"*.githubusercontent.com", "api.github.com", "codeload.github.com", "github.com", "objects.githubusercontent.com", "raw.githubusercontent.com"},
 	"github-copilot": {"*.githubcopilot.com", "api.github.com", "api.githubcopilot.com", "copilot-proxy.githubusercontent.com", "github.com"},
@@ -29,22 +29,6 @@ func PresetNames() []string {
 	}
 	sort.Strings(names)
 	return names
-}
-
-// AgentPreset names the preset holding an agent's own API and sign-in hosts,
-// allowed implicitly unless network.agentHosts is false; "" for agents that
-// need none.
-func AgentPreset(agent string) string {
-	return map[string]string{
-		"claude":   "anthropic",
-		"codex":    "openai",
-		"gemini":   "google-gemini",
-		"copilot":  "github-copilot",
-		"cursor":   "cursor",
-		"kiro":     "kiro",
-		"opencode": "opencode",
-		"droid":    "droid",
-	}[agent]
 }
 
 func sortRules(rules []Rule) {

@@ -220,9 +220,6 @@ func TestAllowRules(t *testing.T) {
 		"files.pythonhosted.org <- preset pypi",
 		"platform.claude.com <- agent claude",
 		"pypi.org <- preset pypi",
-		"sentry.io <- agent claude",
-		"statsig.anthropic.com <- agent claude",
-		"statsig.com <- agent claude",
 	}
 	if diff := cmp.Diff(want, hosts); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)

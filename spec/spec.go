@@ -16,9 +16,6 @@ import (
 // Version is the only sandbox.yaml format version this sbx reads.
 const Version = 1
 
-// Agents lists the agents a sandbox can run, in the order docs show them.
-var Agents = []string{"claude", "codex", "copilot", "cursor", "devin", "gemini", "kiro", "opencode", "droid", "docker-agent", "shell"}
-
 // Drivers lists the accepted values of the driver field.
 var Drivers = []string{"auto", "sbx", "docker-sandbox", "docker", "kubernetes"}
 
@@ -379,16 +376,6 @@ var DefaultBlockCIDRs = []string{
 	"100::/64", "100:0:0:1::/64", "2001::/23", "2001:db8::/32", "2002::/16",
 	"2620:4f:8000::/48", "3fff::/20", "5f00::/16", "fc00::/7", "fe80::/10",
 	"fec0::/10", "ff00::/8",
-}
-
-// DefaultTemplate returns the Docker Sandboxes template image of an agent
-// (docker-sandboxes-cli.md §5.2).
-func DefaultTemplate(agent string) string {
-	variant := map[string]string{"claude": "claude-code", "cursor": "cursor-agent"}[agent]
-	if variant == "" {
-		variant = agent
-	}
-	return "docker/sandbox-templates:" + variant
 }
 
 // AllowRules returns the hosts the sandbox may reach, each with where the

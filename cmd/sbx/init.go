@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/sbxhq/sbx/internal/atomicfile"
-	"github.com/sbxhq/sbx/loop"
 	"github.com/sbxhq/sbx/schema"
 	"github.com/sbxhq/sbx/session"
 	"github.com/sbxhq/sbx/spec"
@@ -73,9 +72,9 @@ func (a *app) init(agent, file string, force bool) int {
 	} else if !errors.Is(err, fs.ErrExist) {
 		return a.errorf("%v", err)
 	}
-	if secrets := agentSecrets(agent); len(secrets) > 0 {
+	if ag := spec.AgentOf(agent); ag.Key != "" {
 		fmt.Fprintf(a.stdout, "hint: the agent signs in inside the sandbox ('sbx shell', then %s); to pass an API key instead, uncomment 'secrets:' in %s and export %s\n",
-			agentProgram(agent), file, strings.Join(secrets, ", "))
+			ag.Program(agent), file, ag.HostKey)
 	}
 	fmt.Fprintln(a.stdout, "hint: add sandbox.local.yaml to .gitignore; it holds personal overrides merged over sandbox.yaml")
 	return exitOK
@@ -107,35 +106,6 @@ func validAgent(agent string) bool {
 	return false
 }
 
-// agentSecrets are the credentials init declares for each agent, read from
-// the user's environment at apply time.
-func agentSecrets(agent string) []string {
-	switch agent {
-	case "claude":
-		return []string{"ANTHROPIC_API_KEY"}
-	case "codex":
-		return []string{"OPENAI_API_KEY"}
-	case "gemini":
-		return []string{"GEMINI_API_KEY"}
-	case "copilot":
-		return []string{"GITHUB_TOKEN"}
-	case "cursor":
-		return []string{"CURSOR_API_KEY"}
-	case "droid":
-		return []string{"FACTORY_API_KEY"}
-	}
-	return nil
-}
-
-// agentProgram is the command that starts an agent in its template, for
-// the sign-in hint.
-func agentProgram(agent string) string {
-	if argv := loop.DefaultCommand(agent); len(argv) > 0 {
-		return argv[0]
-	}
-	return agent
-}
-
 func initFile(agent string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# yaml-language-server: $schema=%s\n", schemaURL)
@@ -164,19 +134,18 @@ workspace: .
 env:
   TZ: ${TZ:-UTC}
 `, strings.Join(spec.Agents, ", "), agent, spec.DefaultTemplate(agent))
-	if secrets := agentSecrets(agent); len(secrets) > 0 {
+	if ag := spec.AgentOf(agent); ag.Key != "" {
 		fmt.Fprintf(&b, `
 # Secrets are read from your environment when sbx runs something in the
 # sandbox (shell, loop) and reach the agent only through the environment of
 # the process it starts; they are never written into the sandbox's
 # configuration, plans, logs or sbx's state. Plan and apply need no values.
 # Sign in inside the sandbox (sbx shell, then %s), or to pass an API key
-# instead, uncomment these lines and export the variable in your shell:
+# instead, uncomment these lines and export %s in your shell
+# (%s reads its key from %s):
 # secrets:
-`, agentProgram(agent))
-		for _, s := range secrets {
-			fmt.Fprintf(&b, "#   %s: {env: %s}\n", s, s)
-		}
+#   %s: {env: %s}
+`, ag.Program(agent), ag.HostKey, agent, ag.Key, ag.Key, ag.HostKey)
 	}
 	b.WriteString(`
 # Egress is denied by default. The agent's own API and sign-in hosts are

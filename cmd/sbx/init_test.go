@@ -16,15 +16,15 @@ import (
 
 // TestInitSecretsUncomment: the secrets init writes commented out are
 // valid once uncommented, for every agent that has them, and declare the
-// agent's key.
+// variable the agent reads its key from, read from the one users export.
 func TestInitSecretsUncomment(t *testing.T) {
 	sch, err := schema.Compile()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, agent := range spec.Agents {
-		secrets := agentSecrets(agent)
-		if len(secrets) == 0 {
+		ag := spec.AgentOf(agent)
+		if ag.Key == "" {
 			continue
 		}
 		t.Run(agent, func(t *testing.T) {
@@ -33,9 +33,7 @@ func TestInitSecretsUncomment(t *testing.T) {
 				t.Fatal("init declares secrets uncommented: plan, apply and shell would need them exported")
 			}
 			text = strings.Replace(text, "\n# secrets:\n", "\nsecrets:\n", 1)
-			for _, s := range secrets {
-				text = strings.Replace(text, "\n#   "+s+": ", "\n  "+s+": ", 1)
-			}
+			text = strings.Replace(text, "\n#   "+ag.Key+": ", "\n  "+ag.Key+": ", 1)
 			dir := t.TempDir()
 			if err := os.WriteFile(filepath.Join(dir, "PROMPT.md"), []byte("x"), 0o644); err != nil {
 				t.Fatal(err)
@@ -44,10 +42,8 @@ func TestInitSecretsUncomment(t *testing.T) {
 			if err != nil {
 				t.Fatalf("uncommented: %v\n%s", err, text)
 			}
-			for _, s := range secrets {
-				if _, ok := res.Specs[0].Secrets[s]; !ok {
-					t.Errorf("uncommented file does not declare %s", s)
-				}
+			if got := res.Specs[0].Secrets[ag.Key]; got.Env != ag.HostKey {
+				t.Errorf("uncommented file declares %s as %+v, want it read from %s", ag.Key, got, ag.HostKey)
 			}
 		})
 	}

@@ -1,0 +1,92 @@
+package spec
+
+// Agents lists the agents a sandbox can run, in the order docs show them.
+// What sbx knows of each is AgentOf's; the schema's enum of agent repeats
+// this list (a test holds them equal).
+var Agents = []string{"claude", "codex", "copilot", "cursor", "devin", "gemini", "kiro", "opencode", "droid", "docker-agent", "shell"}
+
+// Agent is what sbx knows of one agent, in one place: where each fact
+// comes from is said beside it.
+type Agent struct {
+	// Template is Docker's sandbox template of the agent
+	// (docker-sandboxes-cli.md §5.2), the default of template.
+	Template string
+	// Preset names the host preset of the agent's own API and sign-in
+	// hosts, allowed implicitly unless network.agentHosts is false; ""
+	// for agents that need none.
+	Preset string
+	// Command is the agent's non-interactive command, which reads the
+	// prompt on standard input and prints its answer on standard output;
+	// nil for agents whose loop needs loop.command.
+	Command []string
+	// Key is the environment variable the agent reads its API key from,
+	// and HostKey the one sbx init reads it from on the host (the name
+	// users already export); "" for agents that sign in another way.
+	Key, HostKey string
+	// Env is set in every command the agent's sandbox runs (the loop's,
+	// sbx shell's), unless the file's env or secrets set the same name:
+	// what the agent documents for running inside a sandbox.
+	Env map[string]string
+}
+
+// agents are the facts, from each agent's documentation and, for claude
+// and codex, from running the pinned releases the end-to-end tests run
+// (Claude Code 2.1.332, Codex CLI 0.171.0):
+//   - claude: `claude -p` (print mode) reads the prompt from stdin and
+//     prints the answer on stdout. As root it refuses
+//     --dangerously-skip-permissions unless IS_SANDBOX=1 says it runs in a
+//     sandbox. CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 turns off its
+//     telemetry, error reporting and update checks, hosts the sandbox's
+//     egress would deny on every iteration. It reads ANTHROPIC_API_KEY
+//     (and ANTHROPIC_BASE_URL for a gateway).
+//   - codex: `codex exec -` reads the prompt from stdin, echoes it and its
+//     progress on stderr and prints only its final message on stdout. It
+//     reads its key from CODEX_API_KEY (not OPENAI_API_KEY) and its base
+//     URL from config.toml's openai_base_url (not OPENAI_BASE_URL).
+//   - gemini: non-interactive when stdin is not a terminal; opencode:
+//     `opencode run` reads piped input.
+var agents = map[string]Agent{
+	"claude": {
+		Template: "docker/sandbox-templates:claude-code", Preset: "anthropic",
+		Command: []string{"claude", "-p", "--dangerously-skip-permissions"},
+		Key:     "ANTHROPIC_API_KEY", HostKey: "ANTHROPIC_API_KEY",
+		Env: map[string]string{"IS_SANDBOX": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"},
+	},
+	"codex": {
+		Template: "docker/sandbox-templates:codex", Preset: "openai",
+		Command: []string{"codex", "exec", "--dangerously-bypass-approvals-and-sandbox", "-"},
+		Key:     "CODEX_API_KEY", HostKey: "OPENAI_API_KEY",
+	},
+	"copilot":      {Template: "docker/sandbox-templates:copilot", Preset: "github-copilot", Key: "GITHUB_TOKEN", HostKey: "GITHUB_TOKEN"},
+	"cursor":       {Template: "docker/sandbox-templates:cursor-agent", Preset: "cursor", Key: "CURSOR_API_KEY", HostKey: "CURSOR_API_KEY"},
+	"devin":        {Template: "docker/sandbox-templates:devin"},
+	"gemini":       {Template: "docker/sandbox-templates:gemini", Preset: "google-gemini", Command: []string{"gemini", "--yolo"}, Key: "GEMINI_API_KEY", HostKey: "GEMINI_API_KEY"},
+	"kiro":         {Template: "docker/sandbox-templates:kiro", Preset: "kiro"},
+	"opencode":     {Template: "docker/sandbox-templates:opencode", Preset: "opencode", Command: []string{"opencode", "run"}},
+	"droid":        {Template: "docker/sandbox-templates:droid", Preset: "droid", Key: "FACTORY_API_KEY", HostKey: "FACTORY_API_KEY"},
+	"docker-agent": {Template: "docker/sandbox-templates:docker-agent"},
+	"shell":        {Template: "docker/sandbox-templates:shell"},
+}
+
+// AgentOf returns what sbx knows of an agent (the zero Agent for a name
+// it does not know).
+func AgentOf(name string) Agent {
+	a := agents[name]
+	a.Command = append([]string(nil), a.Command...)
+	return a
+}
+
+// Program is the program that starts the agent in its template: its
+// command's first word, or its name.
+func (a Agent) Program(name string) string {
+	if len(a.Command) > 0 {
+		return a.Command[0]
+	}
+	return name
+}
+
+// AgentPreset names the preset holding an agent's own API and sign-in hosts.
+func AgentPreset(agent string) string { return agents[agent].Preset }
+
+// DefaultTemplate returns the Docker Sandboxes template image of an agent.
+func DefaultTemplate(agent string) string { return agents[agent].Template }
