@@ -104,23 +104,48 @@ type NetEntry struct {
 	Since string `json:"since,omitempty"`
 }
 
-// DenialCounter counts the requests a sandbox's egress denied in a time
-// window and lists the first max of them, oldest first (for the loop's
+// EgressCounter counts, in a time window, the requests a sandbox's egress
+// denied and those that failed upstream (a name that did not resolve, a
+// connection refused or timed out, a 5xx answer where the proxy sees it),
+// and lists the first max of each, oldest first (for the loop's
 // per-iteration records).
-type DenialCounter interface {
-	Denials(ctx context.Context, name string, since, until time.Time, max int) (int, []Denial, error)
+type EgressCounter interface {
+	EgressCount(ctx context.Context, name string, since, until time.Time, max int) (EgressCount, error)
 }
 
-// Denial is one request egress denied. Every text in it is what the
-// agent asked for or derived from it: bound it before keeping it and
-// escape it before showing it (untrusted.Text).
+// EgressCount is what an EgressCounter found in a window.
+type EgressCount struct {
+	Denied, Failed           int
+	FirstDenied, FirstFailed []Denial
+}
+
+// Add counts one request (Decision "error" failed, any other was
+// denied), keeping the first max of each kind.
+func (c *EgressCount) Add(d Denial, max int) {
+	if d.Decision == "error" {
+		if c.Failed++; len(c.FirstFailed) < max {
+			c.FirstFailed = append(c.FirstFailed, d)
+		}
+		return
+	}
+	if c.Denied++; len(c.FirstDenied) < max {
+		c.FirstDenied = append(c.FirstDenied, d)
+	}
+}
+
+// Denial is one request egress denied, or that failed upstream
+// (Decision). Every text in it is what the agent asked for or derived
+// from it: bound it before keeping it and escape it before showing it
+// (untrusted.Text).
 type Denial struct {
-	Time   time.Time `json:"time"`
-	Method string    `json:"method,omitempty"`
-	Host   string    `json:"host,omitempty"`
-	Port   int       `json:"port,omitempty"`
-	Reason string    `json:"reason"`
-	Rule   string    `json:"rule,omitempty"`
+	Time time.Time `json:"time"`
+	// Decision is deny, or error for a request that failed upstream.
+	Decision string `json:"decision,omitempty"`
+	Method   string `json:"method,omitempty"`
+	Host     string `json:"host,omitempty"`
+	Port     int    `json:"port,omitempty"`
+	Reason   string `json:"reason"`
+	Rule     string `json:"rule,omitempty"`
 }
 
 // Helper is a backend that puts sbx's own static binary inside its

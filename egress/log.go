@@ -3,6 +3,7 @@ package egress
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"time"
 
@@ -52,14 +53,26 @@ func (d LoggedDecision) NetEntry() driver.NetEntry {
 		Decision: d.Decision, Reason: d.Reason, Rule: d.Rule, Status: d.Status}
 }
 
-// Denial is a deny decision made in [since, until], as the loop records
-// it; ok is false for any other line.
-func Denial(line []byte, since, until time.Time) (driver.Denial, bool) {
+// Problem is a decision made in [since, until] that the loop counts, as
+// it records it: a denial (decision deny), or a request that failed
+// upstream (decision error: a name that did not resolve, a connection
+// refused or timed out; or an allowed plain-HTTP request answered with a
+// 5xx status, by the upstream or by the proxy when the upstream answered
+// badly). ok is false for any other line.
+func Problem(line []byte, since, until time.Time) (driver.Denial, bool) {
 	d, ok := ParseDecision(line)
-	if !ok || d.Decision != "deny" || d.Time.Before(since) || d.Time.After(until) {
+	if !ok || d.Time.Before(since) || d.Time.After(until) {
 		return driver.Denial{}, false
 	}
-	return driver.Denial{Time: d.Time, Method: d.Method, Host: d.Host, Port: d.Port, Reason: d.Reason, Rule: d.Rule}, true
+	p := driver.Denial{Time: d.Time, Method: d.Method, Host: d.Host, Port: d.Port, Reason: d.Reason, Rule: d.Rule, Decision: d.Decision}
+	switch {
+	case d.Decision == "deny", d.Decision == "error":
+	case d.Decision == "allow" && d.Status >= 500 && d.Status <= 599:
+		p.Decision, p.Reason = "error", fmt.Sprintf("answered %d", d.Status)
+	default:
+		return driver.Denial{}, false
+	}
+	return p, true
 }
 
 // FollowLog emits the decisions read returns, in order; with follow it

@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -28,10 +29,47 @@ func TestDecisionNetEntry(t *testing.T) {
 		}
 	}
 	since := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
-	if dn, ok := Denial([]byte(line), since, since.Add(time.Second)); !ok || dn.Host != "a.example" {
-		t.Errorf("Denial = %+v, %v", dn, ok)
+	if dn, ok := Problem([]byte(line), since, since.Add(time.Second)); !ok || dn.Host != "a.example" || dn.Decision != "deny" {
+		t.Errorf("Problem = %+v, %v", dn, ok)
 	}
-	if _, ok := Denial([]byte(line), since.Add(time.Second), since.Add(2*time.Second)); ok {
+	if _, ok := Problem([]byte(line), since.Add(time.Second), since.Add(2*time.Second)); ok {
 		t.Error("a denial outside the window counted")
+	}
+}
+
+// TestProblem: what the loop counts of the decision log: denials, and
+// requests that failed upstream — a connect that failed, a name that did
+// not resolve (decision error), an allowed request answered 5xx — but
+// never a request that was served.
+func TestProblem(t *testing.T) {
+	since := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
+	line := func(decision, reason string, status int) string {
+		return `{"time":"2026-11-24T10:00:00.5Z","method":"POST","host":"model-api","port":8080,"decision":"` + decision + `","reason":"` + reason + `","status":` + fmt.Sprint(status) + `}`
+	}
+	for _, tc := range []struct {
+		line     string
+		decision string // "": not counted
+		reason   string
+	}{
+		{line("deny", "not in the allow list (policy: deny)", 403), "deny", "not in the allow list (policy: deny)"},
+		{line("error", "connect failed: dial tcp 10.0.0.1:8080: i/o timeout", 502), "error", "connect failed: dial tcp 10.0.0.1:8080: i/o timeout"},
+		{line("error", "cannot resolve host", 502), "error", "cannot resolve host"},
+		{line("allow", "allowed by policy", 502), "error", "answered 502"},
+		{line("allow", "allowed by policy", 529), "error", "answered 529"},
+		{line("allow", "allowed by policy", 200), "", ""},
+		{line("allow", "allowed by policy", 404), "", ""},
+	} {
+		p, ok := Problem([]byte(tc.line), since, since.Add(time.Second))
+		if ok != (tc.decision != "") || p.Decision != tc.decision || p.Reason != tc.reason {
+			t.Errorf("Problem(%s) = %+v, %v; want decision %q reason %q", tc.line, p, ok, tc.decision, tc.reason)
+		}
+	}
+	var c driver.EgressCount
+	for _, l := range []string{line("deny", "x", 403), line("error", "y", 502), line("deny", "z", 403), line("allow", "ok", 503)} {
+		p, _ := Problem([]byte(l), since, since.Add(time.Second))
+		c.Add(p, 1)
+	}
+	if c.Denied != 2 || c.Failed != 2 || len(c.FirstDenied) != 1 || len(c.FirstFailed) != 1 || c.FirstFailed[0].Reason != "y" {
+		t.Errorf("count: %+v", c)
 	}
 }

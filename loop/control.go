@@ -1,12 +1,12 @@
 package loop
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/sbxhq/sbx/internal/atomicfile"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -14,6 +14,9 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/sbxhq/sbx/internal/atomicfile"
+	"github.com/sbxhq/sbx/reconcile"
 )
 
 // Control is one sandbox's loop directory under sbx's state directory,
@@ -244,6 +247,48 @@ func (c *Control) Stop(wait time.Duration) (*Status, error) {
 		}
 	}
 	return s, fmt.Errorf("the loop (pid %d) did not stop within %s", s.PID, wait)
+}
+
+// Reap ends what the sandbox's latest run left behind when its process
+// died: holding the sandbox's run lock (so that no run starts meanwhile),
+// it calls kill for each agent the run left running in the sandbox, then
+// records the run as interrupted. With nothing to reap it returns a
+// *NotRunningError (or a *BusyError when a run is live: stop that one).
+func (c *Control) Reap(kill func(Orphan) error) (*Status, []Orphan, error) {
+	l, err := reconcile.AcquireLock(context.Background(), c.Dir, "run", reconcile.LockOptions{Command: "sbx loop stop"})
+	var le *reconcile.LockedError
+	if errors.As(err, &le) {
+		live, _ := c.Live()
+		return nil, nil, &BusyError{Sandbox: c.Sandbox, Run: live, Holder: le.Holder}
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	defer l.Release()
+	orphans := c.orphans()
+	prev, err := c.Latest()
+	var nr *NoRunError
+	switch {
+	case errors.As(err, &nr):
+		return nil, nil, &NotRunningError{Sandbox: c.Sandbox}
+	case err != nil:
+		return nil, nil, err
+	case len(orphans) == 0:
+		return prev, nil, &NotRunningError{Sandbox: c.Sandbox, Last: prev}
+	}
+	for _, o := range orphans {
+		if err := kill(o); err != nil {
+			return prev, nil, fmt.Errorf("killing the agent run %s left running in sandbox %q: %v", o.RunID, o.Sandbox, err)
+		}
+	}
+	prev.State, prev.ExitCode, prev.Phase = StateInterrupted, ExitInterrupted, PhaseFinished
+	prev.Detail = "its sbx process died while its agent ran; sbx loop stop killed the agent"
+	prev.AgentPidfile, prev.Orphans, prev.IterationStarted, prev.PauseUntil = "", nil, nil, nil
+	prev.Updated = time.Now()
+	if err := writeAtomic(filepath.Join(prev.RunDir, "status.json"), prev); err != nil {
+		return prev, orphans, err
+	}
+	return prev, orphans, nil
 }
 
 func writeAtomic(path string, v any) error {

@@ -72,11 +72,19 @@ type Grouper interface {
 	Kill(pidfile string) []string
 }
 
-// DenialCounter counts the requests the sandbox's egress denied in a time
-// window and lists the first max of them (driver.DenialCounter, for one
-// sandbox).
-type DenialCounter interface {
-	Denials(ctx context.Context, since, until time.Time, max int) (int, []driver.Denial, error)
+// EgressCounter counts the requests the sandbox's egress denied, and those
+// that failed upstream, in a time window, and lists the first max of each
+// (driver.EgressCounter, for one sandbox).
+type EgressCounter interface {
+	EgressCount(ctx context.Context, since, until time.Time, max int) (driver.EgressCount, error)
+}
+
+// Progress measures the workspace where the agent works: the host's, or
+// the sandbox's own copy of it on backends that keep one (kubernetes).
+type Progress interface {
+	Snapshot(ctx context.Context) (Snapshot, error)
+	// Commits counts the commits between two HEADs of Snapshots.
+	Commits(ctx context.Context, before, after string) (int, error)
 }
 
 // Checkpointer is where checkpoints of the sandboxes hook into a run: the
@@ -106,10 +114,17 @@ type Agent struct {
 	Loop spec.Loop
 	// Env is the environment of each exec: secrets (and env on backends
 	// that store none). Values are passed as -e NAME, never in argv.
-	Env     map[string]string
-	Exec    Sandbox
-	Group   Grouper // default: ShellGrouper
-	Denials DenialCounter
+	Env    map[string]string
+	Exec   Sandbox
+	Group  Grouper // default: ShellGrouper
+	Egress EgressCounter
+	// WorkspaceReadOnly says the file mounts the workspace read-only: the
+	// agent is not expected to write it, so the loop does not check that
+	// it can.
+	WorkspaceReadOnly bool
+	// Progress is where the agent's work is measured (nil: the run's
+	// workspace on the host, shared by every such agent).
+	Progress Progress
 }
 
 // Config is what a run does.
@@ -140,7 +155,9 @@ type Config struct {
 // counted. An iteration stopped while the workspace was read has neither.
 // Denials counts the requests egress denied during the iteration, on
 // drivers that log them; Denied lists the first MaxDenialRecords of them,
-// each text bounded.
+// each text bounded. UpstreamErrors and Failed are the same for requests
+// that failed upstream (an unreachable or failing model is otherwise
+// invisible: the agent retries, for minutes).
 type Record struct {
 	Iteration      int             `json:"iteration"`
 	Sandbox        string          `json:"sandbox"`
@@ -157,6 +174,8 @@ type Record struct {
 	Commits        int             `json:"commits"`
 	Denials        *int            `json:"denials,omitempty"`
 	Denied         []driver.Denial `json:"denied,omitempty"`
+	UpstreamErrors *int            `json:"upstream_errors,omitempty"`
+	Failed         []driver.Denial `json:"failed,omitempty"`
 	Failure        *Failure        `json:"failure,omitempty"`
 	Summary        string          `json:"summary"`
 	Log            string          `json:"log"`
@@ -186,7 +205,7 @@ const killGrace = time.Second
 // agent inside the sandbox and ends the run as "interrupted".
 func (r *Run) Loop(ctx context.Context, cfg Config) *Result {
 	ctx = r.Watch(ctx)
-	it := &iterator{run: r, cfg: cfg, scan: NewScanner(cfg.Workspace)}
+	it := &iterator{run: r, cfg: cfg, last: map[Progress]*Snapshot{}}
 	if it.cfg.Stdout == nil {
 		it.cfg.Stdout = io.Discard
 	}
@@ -217,11 +236,13 @@ type iterator struct {
 	run *Run
 	cfg Config
 	log io.Writer // the run's log
-	// last is the workspace after the previous iteration, reused as the
-	// next one's starting point when nothing ran in between.
-	last     *Snapshot
-	scan     *Scanner
+	// last is each workspace (by its Progress) after the previous
+	// iteration there, reused as the next one's starting point when
+	// nothing ran in between.
+	last     map[Progress]*Snapshot
 	commands [][]string // each agent's command
+	// failures counts the failing iterations in a row (loop.backoff).
+	failures int
 }
 
 // say prints one line of the loop's own on the terminal and in the log.
@@ -260,6 +281,15 @@ func (it *iterator) loop(ctx context.Context) *Result {
 		}
 		it.commands = append(it.commands, command)
 	}
+	var host Progress
+	for i := range cfg.Agents {
+		if cfg.Agents[i].Progress == nil {
+			if host == nil {
+				host = &hostProgress{scan: NewScanner(cfg.Workspace), dir: cfg.Workspace}
+			}
+			cfg.Agents[i].Progress = host
+		}
+	}
 	it.cfg = cfg
 	records, err := os.OpenFile(filepath.Join(it.run.Dir, "records.jsonl"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
@@ -289,6 +319,12 @@ func (it *iterator) loop(ctx context.Context) *Result {
 	}
 	ended := func(state, detail string, i int) *Result {
 		return &Result{State: state, Detail: detail, Iterations: i}
+	}
+	if err := it.preflight(runCtx); err != nil {
+		if ctx.Err() != nil {
+			return ended(StateInterrupted, "stopped before iteration 1", 0)
+		}
+		return ended(StateError, err.Error(), 0)
 	}
 	for i := 1; ; i++ {
 		switch {
@@ -328,6 +364,9 @@ func (it *iterator) loop(ctx context.Context) *Result {
 			if rec.Denials != nil {
 				s.Denials = append(s.Denials, *rec.Denials)
 			}
+			if rec.UpstreamErrors != nil {
+				s.UpstreamErrors = append(s.UpstreamErrors, *rec.UpstreamErrors)
+			}
 			s.Completion.PromiseSeen = rec.PromiseSeen
 			s.Completion.VerifyPassed = len(l.Completion.Verify) > 0 && verified(rec, l)
 			s.Completion.Complete = done
@@ -351,6 +390,39 @@ func (it *iterator) loop(ctx context.Context) *Result {
 		case i >= l.MaxIterations:
 			return ended(StateMaxIterations, fmt.Sprintf("reached maxIterations (%d) without completing", l.MaxIterations), i)
 		}
+		if rec.Failure == nil {
+			it.failures = 0
+			continue
+		}
+		it.failures++
+		if !it.pause(ctx, runCtx, i) {
+			if ctx.Err() != nil {
+				return ended(StateInterrupted, fmt.Sprintf("stopped after iteration %d, while pausing", i), i)
+			}
+			return ended(StateBudget, fmt.Sprintf("maxDuration %s spent after iteration %d, while pausing", l.MaxDuration, i), i)
+		}
+	}
+}
+
+// pause waits loop.backoff's pause after the it.failures-th failing
+// iteration in a row, the run's status saying so; false when the run was
+// stopped or ran out of time meanwhile.
+func (it *iterator) pause(ctx, runCtx context.Context, i int) bool {
+	d := it.cfg.Loop.Backoff.Pause(it.failures)
+	if d <= 0 {
+		return true
+	}
+	until := time.Now().Add(d)
+	it.run.update(func(s *Status) { s.Phase, s.PauseUntil = PhasePausing, &until })
+	defer it.run.update(func(s *Status) { s.PauseUntil = nil })
+	it.say("pausing %s after %s in a row (loop.backoff)", roundDuration(d), plural(it.failures, "failing iteration"))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-runCtx.Done():
+		return false
 	}
 }
 
@@ -412,9 +484,10 @@ func (it *iterator) iteration(ctx, runCtx context.Context, i, turn int) (*Record
 	input := Prompt(i, l.MaxIterations, hints, string(prompt))
 	// The workspace as the last iteration left it, unless something ran
 	// since (verify commands may write).
-	before := it.last
+	progress := ag.Progress
+	before := it.last[progress]
 	if before == nil {
-		b, err := it.scan.Snapshot(ctx)
+		b, err := progress.Snapshot(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -427,10 +500,14 @@ func (it *iterator) iteration(ctx, runCtx context.Context, i, turn int) (*Record
 	}
 	defer logFile.Close()
 	captured := &tail{max: maxTail}
+	// The agent's answer: its standard output, where the promise counts
+	// (what it echoes of its prompt on stderr, as codex exec does, never
+	// does).
+	answer := &tail{max: maxTail}
 	iterLog := &capped{w: logFile, max: maxLog}
 	runLog := &capped{w: it.log, max: maxRunLogIteration,
 		note: fmt.Sprintf("the run's log stops here for iteration %d, which printed more than %d MiB; its own log has more: %s", i, maxRunLogIteration>>20, logPath)}
-	out := newRedactor(io.MultiWriter(Quiet{cfg.Stdout}, runLog, iterLog, captured), cfg.Redact)
+	out := newRedactor(io.MultiWriter(Quiet{cfg.Stdout}, runLog, iterLog, captured, answer), cfg.Redact)
 	errOut := newRedactor(io.MultiWriter(Quiet{cfg.Stderr}, runLog, iterLog, captured), cfg.Redact)
 	if len(cfg.Agents) > 1 {
 		it.say("iteration %d of %d (sandbox %q)", i, l.MaxIterations, ag.Sandbox)
@@ -446,6 +523,9 @@ func (it *iterator) iteration(ctx, runCtx context.Context, i, turn int) (*Record
 	iterCtx, cancel := context.WithTimeout(runCtx, timeout)
 	defer cancel()
 	pidfile := fmt.Sprintf("/tmp/sbx-loop-%s-%d.pid", it.run.ID, i)
+	// Recorded while the agent runs, so that if this process dies the
+	// next run (or sbx loop stop) can kill the agent it left behind.
+	it.run.update(func(s *Status) { s.AgentPidfile = pidfile })
 	status, err := it.supervise(iterCtx, ag, ag.Group.Group(command, pidfile), pidfile, cliutil.ExecOptions{
 		Interactive: true,
 		Workdir:     cfg.Workspace,
@@ -460,6 +540,7 @@ func (it *iterator) iteration(ctx, runCtx context.Context, i, turn int) (*Record
 	if err != nil {
 		return nil, fmt.Errorf("iteration %d: %v", i, err)
 	}
+	it.run.update(func(s *Status) { s.AgentPidfile = "" })
 	rec.ExitStatus = status
 	switch {
 	case ctx.Err() != nil || runCtx.Err() != nil:
@@ -470,36 +551,37 @@ func (it *iterator) iteration(ctx, runCtx context.Context, i, turn int) (*Record
 	}
 	output := captured.String()
 	rec.CommandMissing = status == 127 && strings.Contains(output, MissingCommand+command[0]+"\n")
-	rec.PromiseSeen = PromiseSeen(output, l.Completion.Promise)
-	// Count egress denials (a backend call) while the workspace is read.
-	type denials struct {
-		n     int
-		first []driver.Denial
-		err   error
+	rec.PromiseSeen = PromiseSeen(Unechoed(answer.String(), input, string(prompt)), l.Completion.Promise)
+	// Count egress denials and upstream failures (a backend call) while
+	// the workspace is read.
+	type counts struct {
+		c   driver.EgressCount
+		err error
 	}
-	counted := make(chan denials, 1)
+	counted := make(chan counts, 1)
 	go func() {
-		var d denials
-		if ag.Denials != nil {
-			d.n, d.first, d.err = ag.Denials.Denials(ctx, rec.Start, time.Now(), MaxDenialRecords)
+		var c counts
+		if ag.Egress != nil {
+			c.c, c.err = ag.Egress.EgressCount(ctx, rec.Start, time.Now(), MaxDenialRecords)
 		}
-		counted <- d
+		counted <- c
 	}()
-	after, err := it.scan.Snapshot(ctx)
-	d := <-counted
-	if ag.Denials != nil && d.err == nil {
-		rec.Denials, rec.Denied = &d.n, boundDenials(d.first)
-	} else if d.err != nil && ctx.Err() == nil {
-		it.say("iteration %d: counting egress denials: %v", i, d.err)
+	after, err := progress.Snapshot(ctx)
+	c := <-counted
+	if ag.Egress != nil && c.err == nil {
+		rec.Denials, rec.Denied = &c.c.Denied, boundDenials(c.c.FirstDenied)
+		rec.UpstreamErrors, rec.Failed = &c.c.Failed, boundDenials(c.c.FirstFailed)
+	} else if c.err != nil && ctx.Err() == nil {
+		it.say("iteration %d: counting egress denials: %v", i, c.err)
 	}
 	switch {
 	case err == nil:
 		rec.Progressed = !before.Same(after)
 		rec.Files = Changed(*before, after)
-		if rec.Commits, err = Commits(ctx, cfg.Workspace, before.Head, after.Head); err != nil && ctx.Err() == nil {
+		if rec.Commits, err = progress.Commits(ctx, before.Head, after.Head); err != nil && ctx.Err() == nil {
 			it.say("iteration %d: counting commits: %v", i, err)
 		}
-		it.last = &after
+		it.last[progress] = &after
 	case ctx.Err() != nil:
 		// Stopped while the workspace was read: the run ends without
 		// this iteration's progress measured.
@@ -508,7 +590,7 @@ func (it *iterator) iteration(ctx, runCtx context.Context, i, turn int) (*Record
 		return nil, err
 	}
 	if !rec.Interrupted && !rec.CommandMissing && rec.ExitStatus == 0 && !rec.TimedOut && (l.Completion.Promise == "" || rec.PromiseSeen) {
-		it.last = nil // verify may change the workspace
+		it.last[progress] = nil // verify may change the workspace
 		for _, v := range l.Completion.Verify {
 			it.run.update(func(s *Status) { s.Phase, s.VerifyCommand = PhaseVerifying, v })
 			code, err := ag.Exec.Exec(runCtx, []string{"sh", "-c", v}, cliutil.ExecOptions{Workdir: cfg.Workspace, Env: ag.Env, Stdout: out, Stderr: errOut})

@@ -54,6 +54,20 @@ func PromiseSeen(output, promise string) bool {
 	return false
 }
 
+// Unechoed is an agent's answer with every copy of what it was given cut
+// out: the iteration's whole input, and the prompt file's text. The
+// prompt names the promise (sbx init's does), so an agent that echoes it
+// must not complete the run with the echo; an answer that merely repeats
+// the promise's line is the agent's own and stays.
+func Unechoed(answer string, given ...string) string {
+	for _, g := range given {
+		if strings.TrimSpace(g) != "" && promiseTag.MatchString(g) {
+			answer = strings.ReplaceAll(answer, g, "")
+		}
+	}
+	return answer
+}
+
 // MaxPrompt is the largest prompt file the loop reads.
 const MaxPrompt = 1 << 20
 

@@ -103,11 +103,16 @@ func Begin(stateDir string, o BeginOptions) (*Run, error) {
 		r.release()
 		return nil, err
 	}
+	var orphans []Orphan
+	for _, c := range r.controls {
+		orphans = append(orphans, c.orphans()...)
+	}
 	r.status = Status{
+		Orphans:       orphans,
 		FormatVersion: StatusFormat, RunID: r.ID, Sandbox: lead.Sandbox, Sandboxes: o.Sandboxes,
 		PID: os.Getpid(), PIDStart: procStart(os.Getpid()), Detached: o.Detached,
 		State: StateRunning, Phase: PhaseConverging, Started: time.Now(), MaxIterations: o.MaxIterations,
-		Denials: []int{}, RunDir: r.Dir, Log: r.log.Name(),
+		Denials: []int{}, UpstreamErrors: []int{}, RunDir: r.Dir, Log: r.log.Name(),
 	}
 	if err := r.update(func(*Status) {}); err != nil {
 		r.release()
@@ -127,6 +132,26 @@ func Begin(stateDir string, o BeginOptions) (*Run, error) {
 		}
 	}
 	return r, nil
+}
+
+// orphans are the agents the sandbox's latest run left running, when its
+// process died without ending them (called with the sandbox's run lock
+// held, before a new run becomes its latest).
+func (c *Control) orphans() []Orphan {
+	prev, err := c.Latest()
+	if err != nil || prev.State != StateVanished {
+		return nil
+	}
+	var out []Orphan
+	for _, o := range prev.Orphans {
+		if o.Sandbox == c.Sandbox {
+			out = append(out, o)
+		}
+	}
+	if prev.AgentPidfile != "" && prev.IterationSandbox == c.Sandbox {
+		out = append(out, Orphan{RunID: prev.RunID, Sandbox: c.Sandbox, Pidfile: prev.AgentPidfile})
+	}
+	return out
 }
 
 // LockFiles are the run's lock files, in the order Resume takes them, to
@@ -331,6 +356,8 @@ func (s *Status) Doing() string {
 		return fmt.Sprintf("iteration %d of %d running", s.Iteration, s.MaxIterations)
 	case PhaseVerifying:
 		return fmt.Sprintf("iteration %d of %d verifying", s.Iteration, s.MaxIterations)
+	case PhasePausing:
+		return fmt.Sprintf("pausing after iteration %d of %d failed (loop.backoff)", s.Iteration, s.MaxIterations)
 	}
 	return s.State
 }

@@ -376,34 +376,41 @@ func TestMultiAgentTurns(t *testing.T) {
 	}
 }
 
-// fakeDenials is a driver's denial log with what a hostile agent asks for.
-type fakeDenials struct{ n int }
+// fakeEgress is a driver's decision log with what a hostile agent asks
+// for: n denials and failed requests that failed upstream.
+type fakeEgress struct{ n, failed int }
 
-func (d fakeDenials) Denials(ctx context.Context, since, until time.Time, max int) (int, []driver.Denial, error) {
-	var ds []driver.Denial
-	for i := 0; i < d.n && i < max; i++ {
-		ds = append(ds, driver.Denial{Time: since, Method: "CONNECT", Host: fmt.Sprintf("\x1b]0;owned\x07%d.", i) + strings.Repeat("a", 400), Port: 443,
-			Reason: "not in the allow list (policy: deny)", Rule: "default"})
+func (d fakeEgress) EgressCount(ctx context.Context, since, until time.Time, max int) (driver.EgressCount, error) {
+	var c driver.EgressCount
+	for i := 0; i < d.n; i++ {
+		c.Add(driver.Denial{Time: since, Decision: "deny", Method: "CONNECT", Host: fmt.Sprintf("\x1b]0;owned\x07%d.", i) + strings.Repeat("a", 400), Port: 443,
+			Reason: "not in the allow list (policy: deny)", Rule: "default"}, max)
 	}
-	return d.n, ds, nil
+	for i := 0; i < d.failed; i++ {
+		c.Add(driver.Denial{Time: since, Decision: "error", Method: "POST", Host: "model-api", Port: 8080, Reason: "connect failed: connection refused"}, max)
+	}
+	return c, nil
 }
 
-// TestDenialsRecorded: every iteration's denials are counted; the record
-// keeps the first MaxDenialRecords, each text bounded, and shows them
-// escaped.
+// TestDenialsRecorded: every iteration's denials, and requests that failed
+// upstream, are counted; the record keeps the first MaxDenialRecords of
+// each, each text bounded, and shows them escaped.
 func TestDenialsRecorded(t *testing.T) {
 	f := newFixture(t, false)
 	l := spec.Loop{MaxIterations: 1, Completion: spec.Completion{Promise: "X"}}
 	ag := f.agent("box", "true", l, nil)
-	ag.Denials = fakeDenials{n: 80}
+	ag.Egress = fakeEgress{n: 80, failed: 7}
 	r := f.begin(l, "box")
 	res := r.Loop(context.Background(), Config{Workspace: f.ws, Loop: l, Agents: []Agent{ag}, Stdout: &f.out, Stderr: &f.out})
 	rec := f.records(res)[0]
 	if rec.Denials == nil || *rec.Denials != 80 || len(rec.Denied) != MaxDenialRecords {
 		t.Fatalf("record: %d listed of %v", len(rec.Denied), rec.Denials)
 	}
-	if !strings.HasSuffix(rec.Summary, ", 80 egress denials") {
+	if !strings.HasSuffix(rec.Summary, ", 80 egress denials, 7 upstream errors (POST model-api:8080: connect failed: connection refused)") {
 		t.Errorf("summary %q", rec.Summary)
+	}
+	if rec.UpstreamErrors == nil || *rec.UpstreamErrors != 7 || len(rec.Failed) != 7 {
+		t.Errorf("record's upstream errors: %v, %d listed", rec.UpstreamErrors, len(rec.Failed))
 	}
 	d := rec.Denied[0]
 	if len(d.Host) > maxDenialText+len("…") || !strings.HasPrefix(d.Host, "\x1b]0;owned") {
@@ -413,8 +420,8 @@ func TestDenialsRecorded(t *testing.T) {
 	if strings.ContainsAny(line, "\x1b\x07") || !strings.Contains(line, `CONNECT "\x1b]0;owned\a0.aaa`) {
 		t.Errorf("denial line: %q", line)
 	}
-	if s := f.latest(); len(s.Denials) != 1 || s.Denials[0] != 80 {
-		t.Errorf("status denials: %v", s.Denials)
+	if s := f.latest(); len(s.Denials) != 1 || s.Denials[0] != 80 || len(s.UpstreamErrors) != 1 || s.UpstreamErrors[0] != 7 {
+		t.Errorf("status denials: %v, upstream errors: %v", s.Denials, s.UpstreamErrors)
 	}
 }
 

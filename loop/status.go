@@ -28,6 +28,9 @@ const (
 	// PhaseVerifying: a completion.verify command runs
 	// (Status.VerifyCommand).
 	PhaseVerifying = "verifying"
+	// PhasePausing: loop.backoff's pause after a failing iteration
+	// (Status.PauseUntil).
+	PhasePausing = "pausing"
 	// PhaseFinished: the run ended (Status.State says how).
 	PhaseFinished = "finished"
 )
@@ -70,7 +73,15 @@ type Status struct {
 	IterationStarted *time.Time `json:"iteration_started,omitempty"`
 	// VerifyCommand is the completion.verify command running.
 	VerifyCommand string `json:"verify_command,omitempty"`
-	MaxIterations int    `json:"max_iterations"`
+	// AgentPidfile is, while an agent runs, its process group's pid file
+	// inside IterationSandbox: what kills it if this run's process dies.
+	AgentPidfile string `json:"agent_pidfile,omitempty"`
+	// PauseUntil is when loop.backoff's pause ends (phase pausing).
+	PauseUntil *time.Time `json:"pause_until,omitempty"`
+	// Orphans are agents that runs whose process died left running in
+	// this run's sandboxes, killed before its first iteration.
+	Orphans       []Orphan `json:"orphans,omitempty"`
+	MaxIterations int      `json:"max_iterations"`
 	// LastOutcome is the last finished iteration's record.
 	LastOutcome *Record `json:"last_outcome,omitempty"`
 	Breaker     Breaker `json:"breaker"`
@@ -78,8 +89,11 @@ type Status struct {
 	Completion CompletionState `json:"completion"`
 	// Denials counts the network requests egress denied in each finished
 	// iteration, on drivers that log them; empty elsewhere.
-	Denials []int  `json:"denials_per_iteration"`
-	RunDir  string `json:"run_dir"`
+	Denials []int `json:"denials_per_iteration"`
+	// UpstreamErrors counts the requests that failed upstream in each
+	// finished iteration, on the same drivers.
+	UpstreamErrors []int  `json:"upstream_errors_per_iteration"`
+	RunDir         string `json:"run_dir"`
 	// Log is everything the run printed (sbx loop logs).
 	Log string `json:"log"`
 	// Records are the finished iterations (records.jsonl), filled by

@@ -53,6 +53,12 @@ func Summary(rec *Record, multi bool) string {
 	if rec.Denials != nil {
 		fmt.Fprintf(&b, ", %s", plural(*rec.Denials, "egress denial"))
 	}
+	if rec.UpstreamErrors != nil && *rec.UpstreamErrors > 0 {
+		fmt.Fprintf(&b, ", %s", plural(*rec.UpstreamErrors, "upstream error"))
+		if len(rec.Failed) > 0 {
+			fmt.Fprintf(&b, " (%s)", failureText(rec.Failed[0]))
+		}
+	}
 	return b.String()
 }
 
@@ -107,6 +113,24 @@ func clip(s string) string {
 		cut--
 	}
 	return s[:cut] + "…"
+}
+
+// failureText is a request that failed upstream in a few words, as the
+// iteration's line shows the first: what the agent chose escaped, the
+// reason clipped.
+func failureText(d driver.Denial) string {
+	target := untrusted.Text(d.Host)
+	if d.Port != 0 {
+		target += fmt.Sprintf(":%d", d.Port)
+	}
+	if d.Method != "" {
+		target = untrusted.Text(d.Method) + " " + target
+	}
+	reason := d.Reason
+	if len(reason) > 80 {
+		reason = clip(reason[:80]) + "…"
+	}
+	return target + ": " + untrusted.Text(reason)
 }
 
 // DenialLine is a denial as `sbx loop status` prints it: what the agent

@@ -18,7 +18,7 @@ func compiled() *node { return &ns0 }
 
 // The nodes, numbered depth first.
 var (
-	ns0   = node{loc: "#", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"agent", "docker", "driver", "env", "kubernetes", "loop", "mounts", "name", "network", "ports", "resources", "secrets", "template", "user", "version", "workspace"}, properties: []*node{&ns1, &ns2, &ns5, &ns6, &ns11, &ns20, &ns45, &ns52, &ns53, &ns65, &ns69, &ns75, &ns84, &ns100, &ns101, &ns102}, noAdditional: true, required: []string{"version", "agent"}}
+	ns0   = node{loc: "#", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"agent", "docker", "driver", "env", "kubernetes", "loop", "mounts", "name", "network", "ports", "resources", "secrets", "template", "user", "version", "workspace"}, properties: []*node{&ns1, &ns2, &ns5, &ns6, &ns11, &ns20, &ns49, &ns56, &ns57, &ns69, &ns73, &ns79, &ns88, &ns104, &ns105, &ns106}, noAdditional: true, required: []string{"version", "agent"}}
 	ns1   = node{loc: "#/properties/agent", types: typeString, enum: []any{"claude", "codex", "copilot", "cursor", "devin", "gemini", "kiro", "opencode", "droid", "docker-agent", "shell"}, minLength: -1, maxLength: -1, minItems: -1}
 	ns2   = node{loc: "#/properties/docker", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"noNewPrivileges", "runtime"}, properties: []*node{&ns3, &ns4}, noAdditional: true}
 	ns3   = node{loc: "#/properties/docker/properties/noNewPrivileges", types: typeBoolean, minLength: -1, maxLength: -1, minItems: -1}
@@ -38,94 +38,98 @@ var (
 	ns17  = node{loc: "#/properties/kubernetes/properties/storageClass", types: typeString, minLength: 1, maxLength: 253, minItems: -1}
 	ns18  = node{loc: "#/properties/kubernetes/properties/warmPool", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: "0", maximum: "100"}
 	ns19  = node{loc: "#/properties/kubernetes/properties/workspaceSize", types: typeString, minLength: -1, maxLength: -1, minItems: -1, pattern: "^[0-9]+(\\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$", re: &pattern19, hint: "write a Kubernetes quantity such as 10Gi"}
-	ns20  = node{loc: "#/properties/loop", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"breaker", "checkpoint", "command", "completion", "ephemeral", "iterationTimeout", "maxDuration", "maxIterations", "prompt"}, properties: []*node{&ns21, &ns24, &ns29, &ns31, &ns37, &ns38, &ns41, &ns43, &ns44}, noAdditional: true, required: []string{"prompt", "maxIterations"}}
-	ns21  = node{loc: "#/properties/loop/properties/breaker", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"noProgress", "sameError"}, properties: []*node{&ns22, &ns23}, noAdditional: true}
-	ns22  = node{loc: "#/properties/loop/properties/breaker/properties/noProgress", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: "0"}
-	ns23  = node{loc: "#/properties/loop/properties/breaker/properties/sameError", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: "0"}
-	ns24  = node{loc: "#/properties/loop/properties/checkpoint", minLength: -1, maxLength: -1, minItems: -1, oneOf: []*node{&ns25, &ns26}}
-	ns25  = node{loc: "#/properties/loop/properties/checkpoint/oneOf/0", types: typeString, enum: []any{"never", "onComplete", "everyIteration"}, minLength: -1, maxLength: -1, minItems: -1}
-	ns26  = node{loc: "#/properties/loop/properties/checkpoint/oneOf/1", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"keep", "when"}, properties: []*node{&ns27, &ns28}, noAdditional: true, required: []string{"when"}}
-	ns27  = node{loc: "#/properties/loop/properties/checkpoint/oneOf/1/properties/keep", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: "1", maximum: "100"}
-	ns28  = node{loc: "#/properties/loop/properties/checkpoint/oneOf/1/properties/when", types: typeString, enum: []any{"never", "onComplete", "everyIteration"}, minLength: -1, maxLength: -1, minItems: -1}
-	ns29  = node{loc: "#/properties/loop/properties/command", types: typeArray, minLength: -1, maxLength: -1, minItems: 1, items: &ns30}
-	ns30  = node{loc: "#/properties/loop/properties/command/items", types: typeString, minLength: -1, maxLength: -1, minItems: -1}
-	ns31  = node{loc: "#/properties/loop/properties/completion", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"promise", "verify"}, properties: []*node{&ns32, &ns33}, noAdditional: true, anyOf: []*node{&ns35, &ns36}, requiredOnly: []string{"promise", "verify"}}
-	ns32  = node{loc: "#/properties/loop/properties/completion/properties/promise", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns33  = node{loc: "#/properties/loop/properties/completion/properties/verify", types: typeArray, minLength: -1, maxLength: -1, minItems: 1, items: &ns34}
-	ns34  = node{loc: "#/properties/loop/properties/completion/properties/verify/items", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns35  = node{loc: "#/properties/loop/properties/completion/anyOf/0", minLength: -1, maxLength: -1, minItems: -1, required: []string{"promise"}}
-	ns36  = node{loc: "#/properties/loop/properties/completion/anyOf/1", minLength: -1, maxLength: -1, minItems: -1, required: []string{"verify"}}
-	ns37  = node{loc: "#/properties/loop/properties/ephemeral", types: typeBoolean, minLength: -1, maxLength: -1, minItems: -1}
-	ns38  = node{loc: "#/properties/loop/properties/iterationTimeout", minLength: -1, maxLength: -1, minItems: -1, allOf: []*node{&ns39}}
-	ns39  = node{loc: "#/properties/loop/properties/iterationTimeout/allOf/0", ref: &ns40, minLength: -1, maxLength: -1, minItems: -1}
-	ns40  = node{loc: "#/definitions/duration", types: typeString, minLength: -1, maxLength: -1, minItems: -1, pattern: "^([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$", re: &pattern40, hint: "use a number and a unit, as in 90s, 15m or 4h"}
-	ns41  = node{loc: "#/properties/loop/properties/maxDuration", minLength: -1, maxLength: -1, minItems: -1, allOf: []*node{&ns42}}
-	ns42  = node{loc: "#/properties/loop/properties/maxDuration/allOf/0", ref: &ns40, minLength: -1, maxLength: -1, minItems: -1}
-	ns43  = node{loc: "#/properties/loop/properties/maxIterations", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: "1", maximum: "100000"}
-	ns44  = node{loc: "#/properties/loop/properties/prompt", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns45  = node{loc: "#/properties/mounts", types: typeArray, minLength: -1, maxLength: -1, minItems: -1, items: &ns46}
-	ns46  = node{loc: "#/properties/mounts/items", minLength: -1, maxLength: -1, minItems: -1, oneOf: []*node{&ns47, &ns48}}
-	ns47  = node{loc: "#/properties/mounts/items/oneOf/0", types: typeString, minLength: 3, maxLength: -1, minItems: -1}
-	ns48  = node{loc: "#/properties/mounts/items/oneOf/1", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"readOnly", "source", "target"}, properties: []*node{&ns49, &ns50, &ns51}, noAdditional: true, required: []string{"source", "target"}}
-	ns49  = node{loc: "#/properties/mounts/items/oneOf/1/properties/readOnly", types: typeBoolean, minLength: -1, maxLength: -1, minItems: -1}
-	ns50  = node{loc: "#/properties/mounts/items/oneOf/1/properties/source", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns51  = node{loc: "#/properties/mounts/items/oneOf/1/properties/target", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns52  = node{loc: "#/properties/name", types: typeString, minLength: 2, maxLength: 63, minItems: -1, pattern: "^[A-Za-z0-9][A-Za-z0-9.-]*$", re: &pattern52, hint: "must start with a letter or digit and contain only letters, digits, hyphens and periods"}
-	ns53  = node{loc: "#/properties/network", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"agentHosts", "allow", "blockCIDRs", "deny", "policy", "presets"}, properties: []*node{&ns54, &ns55, &ns58, &ns60, &ns62, &ns63}, noAdditional: true}
-	ns54  = node{loc: "#/properties/network/properties/agentHosts", types: typeBoolean, minLength: -1, maxLength: -1, minItems: -1}
-	ns55  = node{loc: "#/properties/network/properties/allow", types: typeArray, minLength: -1, maxLength: -1, minItems: -1, items: &ns56}
-	ns56  = node{loc: "#/properties/network/properties/allow/items", ref: &ns57, minLength: -1, maxLength: -1, minItems: -1}
-	ns57  = node{loc: "#/definitions/hostPattern", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns58  = node{loc: "#/properties/network/properties/blockCIDRs", types: typeArray, minLength: -1, maxLength: -1, minItems: -1, items: &ns59}
-	ns59  = node{loc: "#/properties/network/properties/blockCIDRs/items", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns60  = node{loc: "#/properties/network/properties/deny", types: typeArray, minLength: -1, maxLength: -1, minItems: -1, items: &ns61}
-	ns61  = node{loc: "#/properties/network/properties/deny/items", ref: &ns57, minLength: -1, maxLength: -1, minItems: -1}
-	ns62  = node{loc: "#/properties/network/properties/policy", types: typeString, enum: []any{"deny", "allow"}, minLength: -1, maxLength: -1, minItems: -1}
-	ns63  = node{loc: "#/properties/network/properties/presets", types: typeArray, minLength: -1, maxLength: -1, minItems: -1, items: &ns64}
-	ns64  = node{loc: "#/properties/network/properties/presets/items", types: typeString, enum: []any{"anthropic", "openai", "google-gemini", "github", "github-copilot", "cursor", "kiro", "opencode", "droid", "npm", "pypi", "golang", "docker-hub"}, minLength: -1, maxLength: -1, minItems: -1}
-	ns65  = node{loc: "#/properties/ports", types: typeArray, minLength: -1, maxLength: -1, minItems: -1, items: &ns66}
-	ns66  = node{loc: "#/properties/ports/items", minLength: -1, maxLength: -1, minItems: -1, oneOf: []*node{&ns67, &ns68}}
-	ns67  = node{loc: "#/properties/ports/items/oneOf/0", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: "1", maximum: "65535"}
-	ns68  = node{loc: "#/properties/ports/items/oneOf/1", types: typeString, minLength: -1, maxLength: -1, minItems: -1, pattern: "^((\\[[0-9a-fA-F:.]+\\]|[0-9.]+):)?([0-9]{0,5}:)?[0-9]{1,5}(/(tcp|udp))?$", re: &pattern68, hint: "use [IP:][HOSTPORT:]PORT[/tcp|udp], as in 127.0.0.1:8080:3000"}
-	ns69  = node{loc: "#/properties/resources", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"cpus", "memory", "pids"}, properties: []*node{&ns70, &ns71, &ns74}, noAdditional: true}
-	ns70  = node{loc: "#/properties/resources/properties/cpus", types: typeNumber, minLength: -1, maxLength: -1, minItems: -1, maximum: "256", exclusiveMinimum: "0"}
-	ns71  = node{loc: "#/properties/resources/properties/memory", minLength: -1, maxLength: -1, minItems: -1, oneOf: []*node{&ns72, &ns73}}
-	ns72  = node{loc: "#/properties/resources/properties/memory/oneOf/0", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: "1"}
-	ns73  = node{loc: "#/properties/resources/properties/memory/oneOf/1", types: typeString, minLength: -1, maxLength: -1, minItems: -1, pattern: "^[0-9]+(\\.[0-9]+)?\\s*([kKmMgGtT]([iI]?[bB])?|[bB])?$", re: &pattern73, hint: "use a number with a unit, as in 512m or 8g"}
-	ns74  = node{loc: "#/properties/resources/properties/pids", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: "16", maximum: "1048576"}
-	ns75  = node{loc: "#/properties/secrets", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, additional: &ns76, propertyNames: &ns83}
-	ns76  = node{loc: "#/properties/secrets/additionalProperties", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"command", "env"}, properties: []*node{&ns77, &ns79}, noAdditional: true, oneOf: []*node{&ns81, &ns82}, requiredOnly: []string{"command", "env"}}
-	ns77  = node{loc: "#/properties/secrets/additionalProperties/properties/command", types: typeArray, minLength: -1, maxLength: -1, minItems: 1, items: &ns78}
-	ns78  = node{loc: "#/properties/secrets/additionalProperties/properties/command/items", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns79  = node{loc: "#/properties/secrets/additionalProperties/properties/env", minLength: -1, maxLength: -1, minItems: -1, allOf: []*node{&ns80}}
-	ns80  = node{loc: "#/properties/secrets/additionalProperties/properties/env/allOf/0", ref: &ns10, minLength: -1, maxLength: -1, minItems: -1}
-	ns81  = node{loc: "#/properties/secrets/additionalProperties/oneOf/0", minLength: -1, maxLength: -1, minItems: -1, required: []string{"env"}}
-	ns82  = node{loc: "#/properties/secrets/additionalProperties/oneOf/1", minLength: -1, maxLength: -1, minItems: -1, required: []string{"command"}}
-	ns83  = node{loc: "#/properties/secrets/propertyNames", ref: &ns10, minLength: -1, maxLength: -1, minItems: -1}
-	ns84  = node{loc: "#/properties/template", minLength: -1, maxLength: -1, minItems: -1, oneOf: []*node{&ns85, &ns86}}
-	ns85  = node{loc: "#/properties/template/oneOf/0", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns86  = node{loc: "#/properties/template/oneOf/1", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"build", "checkpoint", "image"}, properties: []*node{&ns87, &ns95, &ns96}, noAdditional: true, anyOf: []*node{&ns97, &ns98, &ns99}, requiredOnly: []string{"build", "checkpoint", "image"}}
-	ns87  = node{loc: "#/properties/template/oneOf/1/properties/build", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"args", "context", "dockerfile", "network", "target"}, properties: []*node{&ns88, &ns91, &ns92, &ns93, &ns94}, noAdditional: true, required: []string{"context"}}
-	ns88  = node{loc: "#/properties/template/oneOf/1/properties/build/properties/args", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, additional: &ns89, propertyNames: &ns90}
-	ns89  = node{loc: "#/properties/template/oneOf/1/properties/build/properties/args/additionalProperties", ref: &ns8, minLength: -1, maxLength: -1, minItems: -1}
-	ns90  = node{loc: "#/properties/template/oneOf/1/properties/build/properties/args/propertyNames", ref: &ns10, minLength: -1, maxLength: -1, minItems: -1}
-	ns91  = node{loc: "#/properties/template/oneOf/1/properties/build/properties/context", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns92  = node{loc: "#/properties/template/oneOf/1/properties/build/properties/dockerfile", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns93  = node{loc: "#/properties/template/oneOf/1/properties/build/properties/network", types: typeBoolean, minLength: -1, maxLength: -1, minItems: -1}
-	ns94  = node{loc: "#/properties/template/oneOf/1/properties/build/properties/target", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns95  = node{loc: "#/properties/template/oneOf/1/properties/checkpoint", types: typeString, minLength: 1, maxLength: 128, minItems: -1, pattern: "^[A-Za-z0-9][A-Za-z0-9_.-]*$", re: &pattern95, hint: "must start with a letter or digit and contain only letters, digits, underscores, periods and hyphens"}
-	ns96  = node{loc: "#/properties/template/oneOf/1/properties/image", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns97  = node{loc: "#/properties/template/oneOf/1/anyOf/0", minLength: -1, maxLength: -1, minItems: -1, required: []string{"image"}}
-	ns98  = node{loc: "#/properties/template/oneOf/1/anyOf/1", minLength: -1, maxLength: -1, minItems: -1, required: []string{"build"}}
-	ns99  = node{loc: "#/properties/template/oneOf/1/anyOf/2", minLength: -1, maxLength: -1, minItems: -1, required: []string{"checkpoint"}}
-	ns100 = node{loc: "#/properties/user", types: typeString, minLength: -1, maxLength: -1, minItems: -1, pattern: "^(host|([a-z_][a-z0-9_.-]*|[0-9]+)(:([a-z_][a-z0-9_.-]*|[0-9]+))?)$", re: &pattern100, hint: "must be host, NAME, UID, NAME:GROUP or UID:GID"}
-	ns101 = node{loc: "#/properties/version", types: typeInteger, hasConst: true, constVal: json.Number("1"), minLength: -1, maxLength: -1, minItems: -1}
-	ns102 = node{loc: "#/properties/workspace", minLength: -1, maxLength: -1, minItems: -1, oneOf: []*node{&ns103, &ns104}}
-	ns103 = node{loc: "#/properties/workspace/oneOf/0", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns104 = node{loc: "#/properties/workspace/oneOf/1", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"path", "protect", "readOnly"}, properties: []*node{&ns105, &ns106, &ns107}, noAdditional: true, required: []string{"path"}}
-	ns105 = node{loc: "#/properties/workspace/oneOf/1/properties/path", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns106 = node{loc: "#/properties/workspace/oneOf/1/properties/protect", types: typeBoolean, minLength: -1, maxLength: -1, minItems: -1}
-	ns107 = node{loc: "#/properties/workspace/oneOf/1/properties/readOnly", types: typeBoolean, minLength: -1, maxLength: -1, minItems: -1}
+	ns20  = node{loc: "#/properties/loop", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"backoff", "breaker", "checkpoint", "command", "completion", "ephemeral", "iterationTimeout", "maxDuration", "maxIterations", "prompt"}, properties: []*node{&ns21, &ns26, &ns29, &ns34, &ns36, &ns42, &ns43, &ns45, &ns47, &ns48}, noAdditional: true, required: []string{"prompt", "maxIterations"}}
+	ns21  = node{loc: "#/properties/loop/properties/backoff", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"initial", "max"}, properties: []*node{&ns22, &ns23}, noAdditional: true}
+	ns22  = node{loc: "#/properties/loop/properties/backoff/properties/initial", types: typeString, minLength: -1, maxLength: -1, minItems: -1, pattern: "^(0|([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$", re: &pattern22, hint: "use a number and a unit, as in 10s or 1m; 0s turns the pause off"}
+	ns23  = node{loc: "#/properties/loop/properties/backoff/properties/max", minLength: -1, maxLength: -1, minItems: -1, allOf: []*node{&ns24}}
+	ns24  = node{loc: "#/properties/loop/properties/backoff/properties/max/allOf/0", ref: &ns25, minLength: -1, maxLength: -1, minItems: -1}
+	ns25  = node{loc: "#/definitions/duration", types: typeString, minLength: -1, maxLength: -1, minItems: -1, pattern: "^([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$", re: &pattern25, hint: "use a number and a unit, as in 90s, 15m or 4h"}
+	ns26  = node{loc: "#/properties/loop/properties/breaker", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"noProgress", "sameError"}, properties: []*node{&ns27, &ns28}, noAdditional: true}
+	ns27  = node{loc: "#/properties/loop/properties/breaker/properties/noProgress", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: "0"}
+	ns28  = node{loc: "#/properties/loop/properties/breaker/properties/sameError", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: "0"}
+	ns29  = node{loc: "#/properties/loop/properties/checkpoint", minLength: -1, maxLength: -1, minItems: -1, oneOf: []*node{&ns30, &ns31}}
+	ns30  = node{loc: "#/properties/loop/properties/checkpoint/oneOf/0", types: typeString, enum: []any{"never", "onComplete", "everyIteration"}, minLength: -1, maxLength: -1, minItems: -1}
+	ns31  = node{loc: "#/properties/loop/properties/checkpoint/oneOf/1", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"keep", "when"}, properties: []*node{&ns32, &ns33}, noAdditional: true, required: []string{"when"}}
+	ns32  = node{loc: "#/properties/loop/properties/checkpoint/oneOf/1/properties/keep", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: "1", maximum: "100"}
+	ns33  = node{loc: "#/properties/loop/properties/checkpoint/oneOf/1/properties/when", types: typeString, enum: []any{"never", "onComplete", "everyIteration"}, minLength: -1, maxLength: -1, minItems: -1}
+	ns34  = node{loc: "#/properties/loop/properties/command", types: typeArray, minLength: -1, maxLength: -1, minItems: 1, items: &ns35}
+	ns35  = node{loc: "#/properties/loop/properties/command/items", types: typeString, minLength: -1, maxLength: -1, minItems: -1}
+	ns36  = node{loc: "#/properties/loop/properties/completion", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"promise", "verify"}, properties: []*node{&ns37, &ns38}, noAdditional: true, anyOf: []*node{&ns40, &ns41}, requiredOnly: []string{"promise", "verify"}}
+	ns37  = node{loc: "#/properties/loop/properties/completion/properties/promise", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns38  = node{loc: "#/properties/loop/properties/completion/properties/verify", types: typeArray, minLength: -1, maxLength: -1, minItems: 1, items: &ns39}
+	ns39  = node{loc: "#/properties/loop/properties/completion/properties/verify/items", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns40  = node{loc: "#/properties/loop/properties/completion/anyOf/0", minLength: -1, maxLength: -1, minItems: -1, required: []string{"promise"}}
+	ns41  = node{loc: "#/properties/loop/properties/completion/anyOf/1", minLength: -1, maxLength: -1, minItems: -1, required: []string{"verify"}}
+	ns42  = node{loc: "#/properties/loop/properties/ephemeral", types: typeBoolean, minLength: -1, maxLength: -1, minItems: -1}
+	ns43  = node{loc: "#/properties/loop/properties/iterationTimeout", minLength: -1, maxLength: -1, minItems: -1, allOf: []*node{&ns44}}
+	ns44  = node{loc: "#/properties/loop/properties/iterationTimeout/allOf/0", ref: &ns25, minLength: -1, maxLength: -1, minItems: -1}
+	ns45  = node{loc: "#/properties/loop/properties/maxDuration", minLength: -1, maxLength: -1, minItems: -1, allOf: []*node{&ns46}}
+	ns46  = node{loc: "#/properties/loop/properties/maxDuration/allOf/0", ref: &ns25, minLength: -1, maxLength: -1, minItems: -1}
+	ns47  = node{loc: "#/properties/loop/properties/maxIterations", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: "1", maximum: "100000"}
+	ns48  = node{loc: "#/properties/loop/properties/prompt", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns49  = node{loc: "#/properties/mounts", types: typeArray, minLength: -1, maxLength: -1, minItems: -1, items: &ns50}
+	ns50  = node{loc: "#/properties/mounts/items", minLength: -1, maxLength: -1, minItems: -1, oneOf: []*node{&ns51, &ns52}}
+	ns51  = node{loc: "#/properties/mounts/items/oneOf/0", types: typeString, minLength: 3, maxLength: -1, minItems: -1}
+	ns52  = node{loc: "#/properties/mounts/items/oneOf/1", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"readOnly", "source", "target"}, properties: []*node{&ns53, &ns54, &ns55}, noAdditional: true, required: []string{"source", "target"}}
+	ns53  = node{loc: "#/properties/mounts/items/oneOf/1/properties/readOnly", types: typeBoolean, minLength: -1, maxLength: -1, minItems: -1}
+	ns54  = node{loc: "#/properties/mounts/items/oneOf/1/properties/source", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns55  = node{loc: "#/properties/mounts/items/oneOf/1/properties/target", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns56  = node{loc: "#/properties/name", types: typeString, minLength: 2, maxLength: 63, minItems: -1, pattern: "^[A-Za-z0-9][A-Za-z0-9.-]*$", re: &pattern56, hint: "must start with a letter or digit and contain only letters, digits, hyphens and periods"}
+	ns57  = node{loc: "#/properties/network", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"agentHosts", "allow", "blockCIDRs", "deny", "policy", "presets"}, properties: []*node{&ns58, &ns59, &ns62, &ns64, &ns66, &ns67}, noAdditional: true}
+	ns58  = node{loc: "#/properties/network/properties/agentHosts", types: typeBoolean, minLength: -1, maxLength: -1, minItems: -1}
+	ns59  = node{loc: "#/properties/network/properties/allow", types: typeArray, minLength: -1, maxLength: -1, minItems: -1, items: &ns60}
+	ns60  = node{loc: "#/properties/network/properties/allow/items", ref: &ns61, minLength: -1, maxLength: -1, minItems: -1}
+	ns61  = node{loc: "#/definitions/hostPattern", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns62  = node{loc: "#/properties/network/properties/blockCIDRs", types: typeArray, minLength: -1, maxLength: -1, minItems: -1, items: &ns63}
+	ns63  = node{loc: "#/properties/network/properties/blockCIDRs/items", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns64  = node{loc: "#/properties/network/properties/deny", types: typeArray, minLength: -1, maxLength: -1, minItems: -1, items: &ns65}
+	ns65  = node{loc: "#/properties/network/properties/deny/items", ref: &ns61, minLength: -1, maxLength: -1, minItems: -1}
+	ns66  = node{loc: "#/properties/network/properties/policy", types: typeString, enum: []any{"deny", "allow"}, minLength: -1, maxLength: -1, minItems: -1}
+	ns67  = node{loc: "#/properties/network/properties/presets", types: typeArray, minLength: -1, maxLength: -1, minItems: -1, items: &ns68}
+	ns68  = node{loc: "#/properties/network/properties/presets/items", types: typeString, enum: []any{"anthropic", "openai", "google-gemini", "github", "github-copilot", "cursor", "kiro", "opencode", "droid", "npm", "pypi", "golang", "docker-hub"}, minLength: -1, maxLength: -1, minItems: -1}
+	ns69  = node{loc: "#/properties/ports", types: typeArray, minLength: -1, maxLength: -1, minItems: -1, items: &ns70}
+	ns70  = node{loc: "#/properties/ports/items", minLength: -1, maxLength: -1, minItems: -1, oneOf: []*node{&ns71, &ns72}}
+	ns71  = node{loc: "#/properties/ports/items/oneOf/0", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: "1", maximum: "65535"}
+	ns72  = node{loc: "#/properties/ports/items/oneOf/1", types: typeString, minLength: -1, maxLength: -1, minItems: -1, pattern: "^((\\[[0-9a-fA-F:.]+\\]|[0-9.]+):)?([0-9]{0,5}:)?[0-9]{1,5}(/(tcp|udp))?$", re: &pattern72, hint: "use [IP:][HOSTPORT:]PORT[/tcp|udp], as in 127.0.0.1:8080:3000"}
+	ns73  = node{loc: "#/properties/resources", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"cpus", "memory", "pids"}, properties: []*node{&ns74, &ns75, &ns78}, noAdditional: true}
+	ns74  = node{loc: "#/properties/resources/properties/cpus", types: typeNumber, minLength: -1, maxLength: -1, minItems: -1, maximum: "256", exclusiveMinimum: "0"}
+	ns75  = node{loc: "#/properties/resources/properties/memory", minLength: -1, maxLength: -1, minItems: -1, oneOf: []*node{&ns76, &ns77}}
+	ns76  = node{loc: "#/properties/resources/properties/memory/oneOf/0", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: "1"}
+	ns77  = node{loc: "#/properties/resources/properties/memory/oneOf/1", types: typeString, minLength: -1, maxLength: -1, minItems: -1, pattern: "^[0-9]+(\\.[0-9]+)?\\s*([kKmMgGtT]([iI]?[bB])?|[bB])?$", re: &pattern77, hint: "use a number with a unit, as in 512m or 8g"}
+	ns78  = node{loc: "#/properties/resources/properties/pids", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: "16", maximum: "1048576"}
+	ns79  = node{loc: "#/properties/secrets", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, additional: &ns80, propertyNames: &ns87}
+	ns80  = node{loc: "#/properties/secrets/additionalProperties", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"command", "env"}, properties: []*node{&ns81, &ns83}, noAdditional: true, oneOf: []*node{&ns85, &ns86}, requiredOnly: []string{"command", "env"}}
+	ns81  = node{loc: "#/properties/secrets/additionalProperties/properties/command", types: typeArray, minLength: -1, maxLength: -1, minItems: 1, items: &ns82}
+	ns82  = node{loc: "#/properties/secrets/additionalProperties/properties/command/items", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns83  = node{loc: "#/properties/secrets/additionalProperties/properties/env", minLength: -1, maxLength: -1, minItems: -1, allOf: []*node{&ns84}}
+	ns84  = node{loc: "#/properties/secrets/additionalProperties/properties/env/allOf/0", ref: &ns10, minLength: -1, maxLength: -1, minItems: -1}
+	ns85  = node{loc: "#/properties/secrets/additionalProperties/oneOf/0", minLength: -1, maxLength: -1, minItems: -1, required: []string{"env"}}
+	ns86  = node{loc: "#/properties/secrets/additionalProperties/oneOf/1", minLength: -1, maxLength: -1, minItems: -1, required: []string{"command"}}
+	ns87  = node{loc: "#/properties/secrets/propertyNames", ref: &ns10, minLength: -1, maxLength: -1, minItems: -1}
+	ns88  = node{loc: "#/properties/template", minLength: -1, maxLength: -1, minItems: -1, oneOf: []*node{&ns89, &ns90}}
+	ns89  = node{loc: "#/properties/template/oneOf/0", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns90  = node{loc: "#/properties/template/oneOf/1", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"build", "checkpoint", "image"}, properties: []*node{&ns91, &ns99, &ns100}, noAdditional: true, anyOf: []*node{&ns101, &ns102, &ns103}, requiredOnly: []string{"build", "checkpoint", "image"}}
+	ns91  = node{loc: "#/properties/template/oneOf/1/properties/build", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"args", "context", "dockerfile", "network", "target"}, properties: []*node{&ns92, &ns95, &ns96, &ns97, &ns98}, noAdditional: true, required: []string{"context"}}
+	ns92  = node{loc: "#/properties/template/oneOf/1/properties/build/properties/args", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, additional: &ns93, propertyNames: &ns94}
+	ns93  = node{loc: "#/properties/template/oneOf/1/properties/build/properties/args/additionalProperties", ref: &ns8, minLength: -1, maxLength: -1, minItems: -1}
+	ns94  = node{loc: "#/properties/template/oneOf/1/properties/build/properties/args/propertyNames", ref: &ns10, minLength: -1, maxLength: -1, minItems: -1}
+	ns95  = node{loc: "#/properties/template/oneOf/1/properties/build/properties/context", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns96  = node{loc: "#/properties/template/oneOf/1/properties/build/properties/dockerfile", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns97  = node{loc: "#/properties/template/oneOf/1/properties/build/properties/network", types: typeBoolean, minLength: -1, maxLength: -1, minItems: -1}
+	ns98  = node{loc: "#/properties/template/oneOf/1/properties/build/properties/target", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns99  = node{loc: "#/properties/template/oneOf/1/properties/checkpoint", types: typeString, minLength: 1, maxLength: 128, minItems: -1, pattern: "^[A-Za-z0-9][A-Za-z0-9_.-]*$", re: &pattern99, hint: "must start with a letter or digit and contain only letters, digits, underscores, periods and hyphens"}
+	ns100 = node{loc: "#/properties/template/oneOf/1/properties/image", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns101 = node{loc: "#/properties/template/oneOf/1/anyOf/0", minLength: -1, maxLength: -1, minItems: -1, required: []string{"image"}}
+	ns102 = node{loc: "#/properties/template/oneOf/1/anyOf/1", minLength: -1, maxLength: -1, minItems: -1, required: []string{"build"}}
+	ns103 = node{loc: "#/properties/template/oneOf/1/anyOf/2", minLength: -1, maxLength: -1, minItems: -1, required: []string{"checkpoint"}}
+	ns104 = node{loc: "#/properties/user", types: typeString, minLength: -1, maxLength: -1, minItems: -1, pattern: "^(host|([a-z_][a-z0-9_.-]*|[0-9]+)(:([a-z_][a-z0-9_.-]*|[0-9]+))?)$", re: &pattern104, hint: "must be host, NAME, UID, NAME:GROUP or UID:GID"}
+	ns105 = node{loc: "#/properties/version", types: typeInteger, hasConst: true, constVal: json.Number("1"), minLength: -1, maxLength: -1, minItems: -1}
+	ns106 = node{loc: "#/properties/workspace", minLength: -1, maxLength: -1, minItems: -1, oneOf: []*node{&ns107, &ns108}}
+	ns107 = node{loc: "#/properties/workspace/oneOf/0", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns108 = node{loc: "#/properties/workspace/oneOf/1", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"path", "protect", "readOnly"}, properties: []*node{&ns109, &ns110, &ns111}, noAdditional: true, required: []string{"path"}}
+	ns109 = node{loc: "#/properties/workspace/oneOf/1/properties/path", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns110 = node{loc: "#/properties/workspace/oneOf/1/properties/protect", types: typeBoolean, minLength: -1, maxLength: -1, minItems: -1}
+	ns111 = node{loc: "#/properties/workspace/oneOf/1/properties/readOnly", types: typeBoolean, minLength: -1, maxLength: -1, minItems: -1}
 )
 
 // pattern10 is the automaton of the pattern at #/definitions/envName.
@@ -234,8 +238,33 @@ var pattern19 = dfa.DFA{
 	AtEnd: []bool{false, true, false, true, false, true, false, true, true},
 }
 
-// pattern40 is the automaton of the pattern at #/definitions/duration.
-var pattern40 = dfa.DFA{
+// pattern22 is the automaton of the pattern at #/properties/loop/properties/backoff/properties/initial.
+var pattern22 = dfa.DFA{
+	Pattern: "^(0|([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$",
+	ASCII: "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
+		"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x00\x02\x03\x03\x03\x03\x03\x03\x03\x03\x03\x00\x00\x00\x00\x00\x00" +
+		"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
+		"\x00\x00\x00\x00\x00\x00\x00\x00\x04\x00\x00\x00\x00\x05\x06\x00\x00\x00\x00\x07\x00\x08\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00",
+	Ranges:  []dfa.Range{{Lo: 0x80, Class: 0}, {Lo: 0xb5, Class: 9}, {Lo: 0xb6, Class: 0}},
+	Classes: 10,
+	Start:   2,
+	Next: []uint16{
+		0, 0, 0, 0, 0, 0, 0, 0, 0, 0, // dead
+		1, 1, 1, 1, 1, 1, 1, 1, 1, 1, // matched
+		0, 0, 3, 4, 0, 0, 0, 0, 0, 0, // 2
+		0, 5, 4, 4, 6, 7, 8, 6, 8, 8, // 3
+		0, 5, 4, 4, 6, 7, 8, 6, 8, 8, // 4
+		0, 0, 9, 9, 0, 0, 0, 0, 0, 0, // 5
+		0, 0, 4, 4, 0, 0, 0, 0, 0, 0, // 6
+		0, 0, 4, 4, 0, 0, 0, 6, 0, 0, // 7
+		0, 0, 0, 0, 0, 0, 0, 6, 0, 0, // 8
+		0, 0, 9, 9, 6, 7, 8, 6, 8, 8, // 9
+	},
+	AtEnd: []bool{false, true, false, true, false, false, true, true, false, false},
+}
+
+// pattern25 is the automaton of the pattern at #/definitions/duration.
+var pattern25 = dfa.DFA{
 	Pattern: "^([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$",
 	ASCII: "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
 		"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x00\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x00\x00\x00\x00\x00\x00" +
@@ -258,8 +287,8 @@ var pattern40 = dfa.DFA{
 	AtEnd: []bool{false, true, false, false, false, true, true, false, false},
 }
 
-// pattern52 is the automaton of the pattern at #/properties/name.
-var pattern52 = dfa.DFA{
+// pattern56 is the automaton of the pattern at #/properties/name.
+var pattern56 = dfa.DFA{
 	Pattern: "^[A-Za-z0-9][A-Za-z0-9.-]*$",
 	ASCII: "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
 		"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x01\x00\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x00\x00\x00\x00\x00\x00" +
@@ -277,8 +306,8 @@ var pattern52 = dfa.DFA{
 	AtEnd: []bool{false, true, false, true},
 }
 
-// pattern68 is the automaton of the pattern at #/properties/ports/items/oneOf/1.
-var pattern68 = dfa.DFA{
+// pattern72 is the automaton of the pattern at #/properties/ports/items/oneOf/1.
+var pattern72 = dfa.DFA{
 	Pattern: "^((\\[[0-9a-fA-F:.]+\\]|[0-9.]+):)?([0-9]{0,5}:)?[0-9]{1,5}(/(tcp|udp))?$",
 	ASCII: "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
 		"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x02\x03\x03\x03\x03\x03\x03\x03\x03\x03\x03\x04\x00\x00\x00\x00\x00" +
@@ -321,8 +350,8 @@ var pattern68 = dfa.DFA{
 	AtEnd: []bool{false, true, false, false, true, false, false, false, false, true, true, false, true, false, false, true, true, false, true, false, true, true, true, true, true, true, true, true, true},
 }
 
-// pattern73 is the automaton of the pattern at #/properties/resources/properties/memory/oneOf/1.
-var pattern73 = dfa.DFA{
+// pattern77 is the automaton of the pattern at #/properties/resources/properties/memory/oneOf/1.
+var pattern77 = dfa.DFA{
 	Pattern: "^[0-9]+(\\.[0-9]+)?\\s*([kKmMgGtT]([iI]?[bB])?|[bB])?$",
 	ASCII: "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x01\x00\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
 		"\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\x03\x03\x03\x03\x03\x03\x03\x03\x03\x03\x00\x00\x00\x00\x00\x00" +
@@ -346,8 +375,8 @@ var pattern73 = dfa.DFA{
 	AtEnd: []bool{false, true, false, true, true, false, true, true, true, false},
 }
 
-// pattern95 is the automaton of the pattern at #/properties/template/oneOf/1/properties/checkpoint.
-var pattern95 = dfa.DFA{
+// pattern99 is the automaton of the pattern at #/properties/template/oneOf/1/properties/checkpoint.
+var pattern99 = dfa.DFA{
 	Pattern: "^[A-Za-z0-9][A-Za-z0-9_.-]*$",
 	ASCII: "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
 		"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x01\x00\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x00\x00\x00\x00\x00\x00" +
@@ -365,8 +394,8 @@ var pattern95 = dfa.DFA{
 	AtEnd: []bool{false, true, false, true},
 }
 
-// pattern100 is the automaton of the pattern at #/properties/user.
-var pattern100 = dfa.DFA{
+// pattern104 is the automaton of the pattern at #/properties/user.
+var pattern104 = dfa.DFA{
 	Pattern: "^(host|([a-z_][a-z0-9_.-]*|[0-9]+)(:([a-z_][a-z0-9_.-]*|[0-9]+))?)$",
 	ASCII: "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
 		"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x01\x00\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x03\x00\x00\x00\x00\x00" +

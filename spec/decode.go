@@ -574,6 +574,8 @@ func (st *state) loop(root *yaml.Node, s *Spec) {
 	loop := &Loop{
 		IterationTimeout: DefaultIterationTimeout,
 		Breaker:          Breaker{NoProgress: DefaultNoProgress, SameError: DefaultSameError},
+		Backoff:          Backoff{Initial: DefaultBackoffInitial, Max: DefaultBackoffMax},
+		Completion:       Completion{Promise: DefaultPromise},
 	}
 	if v, path, ok := st.scalar(l, "prompt", s, "loop"); ok {
 		loop.Prompt = st.path(v, v.Value)
@@ -585,6 +587,7 @@ func (st *state) loop(root *yaml.Node, s *Spec) {
 	}
 	loop.MaxIterations = st.integer(l, "maxIterations", 0)
 	if _, c := lookupKey(l, "completion"); c != nil && c.Kind == yaml.MappingNode {
+		loop.Completion = Completion{}
 		loop.Completion.Promise, _ = st.str(c, "promise", s, "loop.completion")
 		loop.Completion.Verify, _ = st.strings(c, "verify")
 	}
@@ -593,6 +596,10 @@ func (st *state) loop(root *yaml.Node, s *Spec) {
 	if _, b := lookupKey(l, "breaker"); b != nil {
 		loop.Breaker.NoProgress = st.integer(b, "noProgress", loop.Breaker.NoProgress)
 		loop.Breaker.SameError = st.integer(b, "sameError", loop.Breaker.SameError)
+	}
+	if _, b := lookupKey(l, "backoff"); b != nil && b.Kind == yaml.MappingNode {
+		loop.Backoff.Initial = st.durationAt(b, "initial", "loop.backoff", s, loop.Backoff.Initial, true)
+		loop.Backoff.Max = st.durationAt(b, "max", "loop.backoff", s, loop.Backoff.Max, false)
 	}
 	loop.Command, _ = st.strings(l, "command")
 	loop.Ephemeral = st.boolean(l, "ephemeral", false)
@@ -615,7 +622,13 @@ func (st *state) loop(root *yaml.Node, s *Spec) {
 }
 
 func (st *state) duration(m *yaml.Node, key string, s *Spec, def time.Duration) time.Duration {
-	v, path, ok := st.scalar(m, key, s, "loop")
+	return st.durationAt(m, key, "loop", s, def, false)
+}
+
+// durationAt reads the duration at key of the mapping at parent; zero is
+// an error unless zeroOK.
+func (st *state) durationAt(m *yaml.Node, key, parent string, s *Spec, def time.Duration, zeroOK bool) time.Duration {
+	v, path, ok := st.scalar(m, key, s, parent)
 	if !ok || st.unresolved[v] {
 		return def
 	}
@@ -623,7 +636,7 @@ func (st *state) duration(m *yaml.Node, key string, s *Spec, def time.Duration) 
 	switch {
 	case err != nil:
 		st.errorf(v, path, "invalid duration %q: use a number and a unit, as in 90s, 15m or 4h", v.Value)
-	case d <= 0:
+	case d < 0 || (d == 0 && !zeroOK):
 		st.errorf(v, path, "must be greater than zero, got %s", v.Value)
 	default:
 		return d

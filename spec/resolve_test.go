@@ -139,6 +139,7 @@ loop:
 			Completion:       spec.Completion{Promise: "COMPLETE"},
 			IterationTimeout: 10 * time.Minute,
 			Breaker:          spec.Breaker{NoProgress: 3, SameError: 5},
+			Backoff:          spec.Backoff{Initial: 10 * time.Second, Max: 5 * time.Minute},
 			Checkpoint:       spec.LoopCheckpoint{When: "never", Keep: 3},
 		},
 		Docker:  spec.Docker{NoNewPrivileges: true},

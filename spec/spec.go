@@ -286,6 +286,7 @@ type Loop struct {
 	IterationTimeout time.Duration `json:"iterationTimeout"`
 	MaxDuration      time.Duration `json:"maxDuration,omitempty"`
 	Breaker          Breaker       `json:"breaker"`
+	Backoff          Backoff       `json:"backoff"`
 	Command          []string      `json:"command,omitempty"`
 	Ephemeral        bool          `json:"ephemeral,omitempty"`
 	// Checkpoint says when a run checkpoints the sandbox.
@@ -325,11 +326,39 @@ const CheckpointNamePattern = `^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`
 // repetition as a regular expression cost more than checking the name.
 func ValidCheckpointName(name string) bool { return checkpointNameRE.Match(name) }
 
-// Completion says when the loop is done: the promise printed and/or every
-// verify command passing.
+// Completion says when the loop is done: an iteration that exits 0, whose
+// answer holds the promise (when one is named), after which every verify
+// command (when any is) passes. A loop section without completion has
+// the promise DefaultPromise: the one rule the README, the schema and
+// the loop share.
 type Completion struct {
 	Promise string   `json:"promise,omitempty"`
 	Verify  []string `json:"verify,omitempty"`
+}
+
+// DefaultPromise is the promise of a loop section without completion: what
+// sbx init's prompt tells the agent to print.
+const DefaultPromise = "COMPLETE"
+
+// Backoff is the pause after a failing iteration: Initial after the first
+// failure in a row, doubling with each more, up to Max. Initial 0 turns it
+// off.
+type Backoff struct {
+	Initial time.Duration `json:"initial"`
+	Max     time.Duration `json:"max"`
+}
+
+// Pause is the pause after the n-th failing iteration in a row (0 for
+// n < 1).
+func (b Backoff) Pause(n int) time.Duration {
+	if n < 1 || b.Initial <= 0 {
+		return 0
+	}
+	d := b.Initial
+	for i := 1; i < n && d < b.Max; i++ {
+		d *= 2
+	}
+	return min(d, max(b.Max, b.Initial))
 }
 
 // Breaker stops a loop that is going nowhere. Zero turns a check off.
@@ -348,6 +377,8 @@ const (
 	DefaultIterationTimeout = 30 * time.Minute
 	DefaultNoProgress       = 3
 	DefaultSameError        = 5
+	DefaultBackoffInitial   = 10 * time.Second
+	DefaultBackoffMax       = 5 * time.Minute
 )
 
 // DefaultBlockCIDRs are the ranges the egress proxy never dials: every

@@ -27,7 +27,7 @@ func loopVerb() *verb {
 	return &verb{
 		name:    "loop",
 		summary: "run the agent loop inside the converged sandbox; status, logs, hint, stop",
-		usage:   "[flags] | status [--json] | logs [-f] [RUN] | hint [--next] TEXT | stop",
+		usage:   "[flags] | status [--json] | logs [-f] [RUN] | hint [--next] TEXT | stop | wait",
 		help: `sbx loop converges the sandbox (showing the plan and applying it with the
 usual approval rules), then runs iterations of the file's loop section: the
 prompt, any hints, and a header go to the agent's non-interactive command on
@@ -55,9 +55,15 @@ From another terminal:
                              (with logs, -f is --follow: name files with --file)
   sbx loop hint "TEXT"       add TEXT to the next iteration's prompt of the live run;
                              --next queues it for the sandbox's next run instead
-  sbx loop stop              kill the agent inside the sandbox and end the run
+  sbx loop stop              kill the agent inside the sandbox and end the run (also the
+                             agent of a run whose sbx process died)
+  sbx loop wait [--timeout D]  wait for the run to end; print how it ended and exit with
+                             its status (for a script, or a notification when it is over)
 
-A second sbx loop on a sandbox whose run is live is refused at once.
+A second sbx loop on a sandbox whose run is live is refused at once. An
+agent whose run's sbx process died is killed before the sandbox's next run
+starts. A failing iteration is followed by a pause that doubles with each
+failure in a row (loop.backoff: 10s up to 5m by default).
 
 Exit status: 0 completed, 1 error, 3 max iterations reached, 4 breaker
 tripped, 5 maxDuration spent, 130 interrupted (Ctrl-C or sbx loop stop).`,
@@ -72,7 +78,7 @@ tripped, 5 maxDuration spent, 130 interrupted (Ctrl-C or sbx loop stop).`,
 					if sub := loopSubcommand(args[0]); sub != nil {
 						return sub.run(ctx, a, args[1:])
 					}
-					return a.errorf("loop: unknown subcommand %q (loop takes status, logs, hint or stop)", args[0])
+					return a.errorf("loop: unknown subcommand %q (loop takes status, logs, hint, stop or wait)", args[0])
 				}
 				if fs.Changed("max-iterations") && o.maxIter <= 0 {
 					return a.errorf("--max-iterations must be greater than 0")
@@ -157,7 +163,13 @@ func loopSubcommand(name string) *verb {
 	case "stop":
 		return &verb{name: "loop stop", usage: "[-f FILE...]", setup: func(fs *pflag.FlagSet) runFunc {
 			t.register(fs)
-			return func(ctx context.Context, a *app, args []string) int { return a.loopStop(t, args) }
+			return func(ctx context.Context, a *app, args []string) int { return a.loopStop(ctx, t, args) }
+		}}
+	case "wait":
+		return &verb{name: "loop wait", usage: "[--timeout D] [-f FILE...]", setup: func(fs *pflag.FlagSet) runFunc {
+			t.register(fs)
+			timeout := fs.Duration("timeout", 0, "give up after this long (exit 1); 0 waits as long as the run takes")
+			return func(ctx context.Context, a *app, args []string) int { return a.loopWait(ctx, t, *timeout, args) }
 		}}
 	}
 	return nil
@@ -239,6 +251,8 @@ func (a *app) printStatus(s *loop.Status) {
 			now += fmt.Sprintf(" for %s", time.Since(*s.IterationStarted).Round(time.Second))
 		case s.Phase == loop.PhaseVerifying:
 			now += ": " + s.VerifyCommand
+		case s.Phase == loop.PhasePausing && s.PauseUntil != nil:
+			now += fmt.Sprintf(", %s left", time.Until(*s.PauseUntil).Round(time.Second))
 		}
 		if len(s.Sandboxes) > 1 && s.IterationSandbox != "" && s.Phase != loop.PhaseConverging {
 			now += fmt.Sprintf(" (sandbox %q)", s.IterationSandbox)
@@ -254,6 +268,12 @@ func (a *app) printStatus(s *loop.Status) {
 		}
 		if o.Denials != nil && *o.Denials > len(o.Denied) {
 			fmt.Fprintf(w, "    (and %d more; sbx netlog shows them all)\n", *o.Denials-len(o.Denied))
+		}
+		for _, d := range o.Failed {
+			fmt.Fprintf(w, "    failed %s\n", loop.DenialLine(d))
+		}
+		if o.UpstreamErrors != nil && *o.UpstreamErrors > len(o.Failed) {
+			fmt.Fprintf(w, "    (and %d more failed; sbx netlog shows them all)\n", *o.UpstreamErrors-len(o.Failed))
 		}
 	}
 	fmt.Fprintf(w, "  breaker: no progress %d/%d, same failure %d/%d\n", s.Breaker.NoProgress, s.Breaker.NoProgressLimit, s.Breaker.SameError, s.Breaker.SameErrorLimit)
@@ -290,31 +310,22 @@ func (a *app) loopLogs(ctx context.Context, t *target, follow bool, args []strin
 	}
 	// Until the run ends: what it writes, every 100 ms. Ctrl-C ends the
 	// following, not the run (another process).
-	t2 := time.NewTicker(100 * time.Millisecond)
-	defer t2.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return exitInterrupted
-		case <-t2.C:
-		}
-		now, err := loop.ReadRun(s.RunDir)
-		if err != nil {
-			return a.errorf("%v", err)
-		}
-		if _, err := io.Copy(a.stdout, f); err != nil {
-			return a.errorf("%v", err)
-		}
-		if now.Live() {
-			continue
-		}
-		// Ended: what it wrote before recording that is in the file.
-		io.Copy(a.stdout, f)
-		if now.State == loop.StateVanished {
-			return a.errorf("run %s: %s", now.RunID, now.Detail)
-		}
-		return now.ExitCode
+	now, err := a.runEnd(ctx, s, func() error {
+		_, err := io.Copy(a.stdout, f)
+		return err
+	})
+	switch {
+	case ctx.Err() != nil:
+		return exitInterrupted
+	case err != nil:
+		return a.errorf("%v", err)
 	}
+	// Ended: what it wrote before recording that is in the file.
+	io.Copy(a.stdout, f)
+	if now.State == loop.StateVanished {
+		return a.errorf("run %s: %s", now.RunID, now.Detail)
+	}
+	return now.ExitCode
 }
 
 func (a *app) loopHint(ctx context.Context, t *target, next bool, args []string) int {
@@ -367,7 +378,7 @@ func (a *app) loopHint(ctx context.Context, t *target, next bool, args []string)
 	return exitOK
 }
 
-func (a *app) loopStop(t *target, args []string) int {
+func (a *app) loopStop(ctx context.Context, t *target, args []string) int {
 	if len(args) > 0 {
 		return a.errorf("loop stop takes no arguments")
 	}
@@ -379,12 +390,121 @@ func (a *app) loopStop(t *target, args []string) int {
 	if err != nil {
 		return a.errorf("%v", err)
 	}
-	s, err := loop.NewControl(dir, specs[0].Name).Stop(3 * time.Second)
+	c := loop.NewControl(dir, specs[0].Name)
+	s, err := c.Stop(3 * time.Second)
+	var nr *loop.NotRunningError
+	if errors.As(err, &nr) && nr.Last != nil && nr.Last.State == loop.StateVanished {
+		return a.loopReap(ctx, t, c)
+	}
 	if err != nil {
 		return a.errorf("%v", err)
 	}
 	fmt.Fprintf(a.stdout, "stopped run %s of sandbox %q after %d iteration(s)\n", s.RunID, s.Sandbox, s.Iteration)
 	return exitOK
+}
+
+// loopReap kills the agent a run whose process died left running in the
+// sandbox (loop stop of a vanished run): the agent must not outlive its
+// run.
+func (a *app) loopReap(ctx context.Context, t *target, c *loop.Control) int {
+	var sess *session.Session
+	defer func() {
+		if sess != nil {
+			sess.Release()
+		}
+	}()
+	run, orphans, err := c.Reap(func(o loop.Orphan) error {
+		if sess == nil {
+			s, err := a.open(ctx, t, "")
+			if err != nil {
+				return err
+			}
+			sess = s
+		}
+		for _, sp := range sess.Specs {
+			if sp.Name == o.Sandbox {
+				exec := execFunc(func(ctx context.Context, argv []string, o cliutil.ExecOptions) (int, error) {
+					return sess.Exec(ctx, sp, argv, o)
+				})
+				return loop.KillOrphan(ctx, exec, grouper(sess), o.Pidfile)
+			}
+		}
+		return fmt.Errorf("the files do not declare sandbox %q", o.Sandbox)
+	})
+	if err != nil {
+		return a.fail(err)
+	}
+	for _, o := range orphans {
+		fmt.Fprintf(a.stdout, "run %s of sandbox %q had ended without its process (pid %d); killed the agent it left running\n", o.RunID, o.Sandbox, run.PID)
+	}
+	return exitOK
+}
+
+// grouper is how the loop starts and kills agents in the session's
+// sandboxes: with sbx's own binary inside where the backend puts it
+// there, else with the image's shell.
+func grouper(s *session.Session) loop.Grouper {
+	if h, ok := s.Backend.(driver.Helper); ok {
+		return loop.HelperGrouper{Binary: h.SandboxHelper()}
+	}
+	return loop.ShellGrouper{}
+}
+
+// loopWait waits for the sandbox's latest run to end and exits with its
+// status: how a script or a notification learns that a run of hours is
+// over.
+func (a *app) loopWait(ctx context.Context, t *target, timeout time.Duration, args []string) int {
+	if len(args) > 0 {
+		return a.errorf("loop wait takes no arguments")
+	}
+	s, err := a.loopLatest(t)
+	if err != nil {
+		return a.fail(err)
+	}
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	end, err := a.runEnd(ctx, s, nil)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return a.errorf("run %s is still running after %s (%s)", s.RunID, timeout, end.Doing())
+	case err != nil:
+		return exitInterrupted
+	}
+	if end.State == loop.StateVanished {
+		return a.errorf("run %s: %s", end.RunID, end.Detail)
+	}
+	fmt.Fprintf(a.stdout, "run %s of sandbox %q: %s: %s (exit %d)\n", end.RunID, end.Sandbox, end.State, end.Detail, end.ExitCode)
+	return end.ExitCode
+}
+
+// runEnd waits until the run s ends and returns how it ended; each
+// look calls tick first (logs -f copies the log). It returns ctx's error
+// (with the run's latest status) when ctx ends first.
+func (a *app) runEnd(ctx context.Context, s *loop.Status, tick func() error) (*loop.Status, error) {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		now, err := loop.ReadRun(s.RunDir)
+		if err != nil {
+			return s, err
+		}
+		if tick != nil {
+			if err := tick(); err != nil {
+				return now, err
+			}
+		}
+		if !now.Live() {
+			return now, nil
+		}
+		select {
+		case <-ctx.Done():
+			return now, ctx.Err()
+		case <-t.C:
+		}
+	}
 }
 
 // loopRun starts a run: it takes the sandboxes' run locks (refusing at
@@ -658,14 +778,13 @@ func (a *app) loopConfig(ctx context.Context, s *session.Session, o *loopFlags, 
 				return s.Exec(ctx, sp, argv, o) // as sp's user
 			}),
 		}
-		if h, ok := s.Backend.(driver.Helper); ok {
-			ag.Group = loop.HelperGrouper{Binary: h.SandboxHelper()}
-		}
-		if dc, ok := s.Backend.(driver.DenialCounter); ok {
-			ag.Denials = denialFunc(func(ctx context.Context, since, until time.Time, max int) (int, []driver.Denial, error) {
-				return dc.Denials(ctx, name, since, until, max)
+		ag.Group = grouper(s)
+		if ec, ok := s.Backend.(driver.EgressCounter); ok {
+			ag.Egress = egressFunc(func(ctx context.Context, since, until time.Time, max int) (driver.EgressCount, error) {
+				return ec.EgressCount(ctx, name, since, until, max)
 			})
 		}
+		ag.WorkspaceReadOnly = sp.Workspace.ReadOnly
 		cfg.Agents = append(cfg.Agents, ag)
 	}
 	return cfg, nil
@@ -733,9 +852,9 @@ func (f execFunc) Exec(ctx context.Context, argv []string, o cliutil.ExecOptions
 	return f(ctx, argv, o)
 }
 
-type denialFunc func(ctx context.Context, since, until time.Time, max int) (int, []driver.Denial, error)
+type egressFunc func(ctx context.Context, since, until time.Time, max int) (driver.EgressCount, error)
 
-func (f denialFunc) Denials(ctx context.Context, since, until time.Time, max int) (int, []driver.Denial, error) {
+func (f egressFunc) EgressCount(ctx context.Context, since, until time.Time, max int) (driver.EgressCount, error) {
 	return f(ctx, since, until, max)
 }
 

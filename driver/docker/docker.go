@@ -93,7 +93,7 @@ var (
 	_ driver.Backend        = (*Driver)(nil)
 	_ driver.Execer         = (*Driver)(nil)
 	_ driver.NetLogger      = (*Driver)(nil)
-	_ driver.DenialCounter  = (*Driver)(nil)
+	_ driver.EgressCounter  = (*Driver)(nil)
 	_ driver.Helper         = (*Driver)(nil)
 	_ driver.RuntimeChecker = (*Driver)(nil)
 )
@@ -860,21 +860,16 @@ func (d *Driver) NetLog(ctx context.Context, name string, follow bool, emit func
 	return egress.FollowLog(ctx, func(ctx context.Context) ([]string, error) { return d.readLog(ctx, name, time.Time{}) }, follow, emit)
 }
 
-// Denials counts the requests the proxy denied in [since, until] and
-// lists the first max of them, reading its log as a stream.
-func (d *Driver) Denials(ctx context.Context, name string, since, until time.Time, max int) (int, []driver.Denial, error) {
-	n := 0
-	var first []driver.Denial
+// EgressCount counts what the proxy denied, and what failed upstream,
+// in [since, until].
+func (d *Driver) EgressCount(ctx context.Context, name string, since, until time.Time, max int) (driver.EgressCount, error) {
+	var c driver.EgressCount
 	err := d.api.logLines(ctx, egressName(name), since, func(l []byte) {
-		dn, ok := egress.Denial(l, since, until)
-		if !ok {
-			return
-		}
-		if n++; len(first) < max {
-			first = append(first, dn)
+		if p, ok := egress.Problem(l, since, until); ok {
+			c.Add(p, max)
 		}
 	})
-	return n, first, err
+	return c, err
 }
 
 // RuntimeCheck says whether the daemon has gVisor's runsc runtime, and how

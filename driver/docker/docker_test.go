@@ -337,10 +337,10 @@ func isolation(t *testing.T, runtime string) {
 				t.Errorf("netlog lacks %s:\n%s", want, log)
 			}
 		}
-		n, first, err := b.d.Denials(context.Background(), b.name, time.Now().Add(-time.Minute), time.Now(), 1)
-		if err != nil || n < 2 || len(first) != 1 || first[0].Reason == "" {
+		c, err := b.d.EgressCount(context.Background(), b.name, time.Now().Add(-time.Minute), time.Now(), 1)
+		if err != nil || c.Denied < 2 || len(c.FirstDenied) != 1 || c.FirstDenied[0].Reason == "" {
 			lines, lerr := b.d.readLog(context.Background(), b.name, time.Now().Add(-time.Minute))
-			t.Errorf("Denials = %d, %+v, %v; log since a minute ago (%v):\n%s", n, first, err, lerr, strings.Join(lines, "\n"))
+			t.Errorf("EgressCount = %+v, %v; log since a minute ago (%v):\n%s", c, err, lerr, strings.Join(lines, "\n"))
 		}
 	})
 	t.Run("a listener on the host is unreachable", func(t *testing.T) {

@@ -116,8 +116,8 @@ func TestSandbox(t *testing.T) {
 	if err := d.NetLog(context.Background(), b.name, false, func(e driver.NetEntry) error { decisions[e.Decision]++; return nil }); err != nil || decisions["deny"] == 0 || decisions["allow"] == 0 {
 		t.Errorf("netlog: %v, decisions %v", err, decisions)
 	}
-	if n, first, err := d.Denials(context.Background(), b.name, time.Now().Add(-time.Hour), time.Now(), 50); err != nil || n < 1 || len(first) != min(n, 50) || first[0].Host == "" {
-		t.Errorf("denials: %d %+v, %v", n, first, err)
+	if c, err := d.EgressCount(context.Background(), b.name, time.Now().Add(-time.Hour), time.Now(), 50); err != nil || c.Denied < 1 || len(c.FirstDenied) != min(c.Denied, 50) || c.FirstDenied[0].Host == "" {
+		t.Errorf("denials: %+v, %v", c, err)
 	}
 
 	t.Run("allow-list change in place", func(t *testing.T) {

@@ -146,23 +146,20 @@ func (d *Driver) NetLog(ctx context.Context, name string, follow bool, emit func
 	return egress.FollowLog(ctx, func(ctx context.Context) ([]string, error) { return d.readLog(ctx, name, time.Time{}) }, follow, emit)
 }
 
-// Denials counts the requests the proxy denied in [since, until] and
-// lists the first max of them.
-func (d *Driver) Denials(ctx context.Context, name string, since, until time.Time, max int) (int, []driver.Denial, error) {
+// EgressCount counts what the proxy denied, and what failed upstream,
+// in [since, until].
+func (d *Driver) EgressCount(ctx context.Context, name string, since, until time.Time, max int) (driver.EgressCount, error) {
+	var c driver.EgressCount
 	// kubectl logs --since-time has whole seconds: read from the second
 	// before, and let the times decide.
 	lines, err := d.readLog(ctx, name, since.Add(-time.Second))
 	if err != nil {
-		return 0, nil, err
+		return c, err
 	}
-	n := 0
-	var first []driver.Denial
 	for _, l := range lines {
-		if dn, ok := egress.Denial([]byte(l), since, until); ok {
-			if n++; len(first) < max {
-				first = append(first, dn)
-			}
+		if p, ok := egress.Problem([]byte(l), since, until); ok {
+			c.Add(p, max)
 		}
 	}
-	return n, first, nil
+	return c, nil
 }

@@ -144,7 +144,7 @@ var (
 	_ driver.Configurer    = (*Driver)(nil)
 	_ driver.Execer        = (*Driver)(nil)
 	_ driver.NetLogger     = (*Driver)(nil)
-	_ driver.DenialCounter = (*Driver)(nil)
+	_ driver.EgressCounter = (*Driver)(nil)
 	_ driver.Helper        = (*Driver)(nil)
 	_ driver.Prober        = (*Driver)(nil)
 	_ driver.Puller        = (*Driver)(nil)
