@@ -1,0 +1,154 @@
+package mockmodel
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+)
+
+// Config configures a Server; the zero value is usable.
+type Config struct {
+	// Script is the scripted model; PromiseAt 0 means 2 and an empty
+	// Promise means "COMPLETE".
+	Script Script
+	// Delay is the pause between streamed events.
+	Delay time.Duration
+	// Log receives one JSON line per request; nil discards them.
+	Log io.Writer
+	// MaxBody bounds a request body in bytes; 0 means DefaultMaxBody.
+	MaxBody int64
+}
+
+// DefaultMaxBody bounds a request body: far above what an agent sends
+// (tens of kilobytes a turn) and far below what could exhaust the host.
+const DefaultMaxBody = 32 << 20
+
+// Server is the mock model APIs as an http.Handler.
+type Server struct {
+	script  Script
+	delay   time.Duration
+	maxBody int64
+	log     requestLog
+	mux     *http.ServeMux
+}
+
+// New returns a Server for c, with c's defaults filled in.
+func New(c Config) *Server {
+	if c.Script.PromiseAt == 0 {
+		c.Script.PromiseAt = 2
+	}
+	if c.Script.Promise == "" {
+		c.Script.Promise = "COMPLETE"
+	}
+	if c.MaxBody <= 0 {
+		c.MaxBody = DefaultMaxBody
+	}
+	s := &Server{script: c.Script, delay: c.Delay, maxBody: c.MaxBody, log: requestLog{w: c.Log}}
+	s.mux = http.NewServeMux()
+	// Claude Code checks it can reach the API with HEAD /api/hello before
+	// its first message (observed with 2.1.332).
+	s.mux.HandleFunc("/api/hello", s.hello)
+	s.mux.HandleFunc("POST /v1/messages", s.messages)
+	s.mux.HandleFunc("POST /v1/messages/count_tokens", s.countTokens)
+	s.mux.HandleFunc("GET /v1/responses", s.responsesWebSocket)
+	s.mux.HandleFunc("POST /v1/responses", s.responses)
+	s.mux.HandleFunc("/", s.notFound)
+	return s
+}
+
+// ServeHTTP routes a request to the API it belongs to.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mux.ServeHTTP(w, r)
+}
+
+// entry starts the log line of r.
+func entry(r *http.Request, agent string) Entry {
+	return Entry{Time: time.Now().UTC(), Method: r.Method, Path: r.URL.Path, Key: apiKey(r.Header), Agent: agent}
+}
+
+func (s *Server) hello(w http.ResponseWriter, r *http.Request) {
+	e := entry(r, AgentClaude)
+	e.Status = http.StatusOK
+	s.log.write(e)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(e.Status)
+	if r.Method != http.MethodHead {
+		_, _ = io.WriteString(w, `{"message":"hello"}`)
+	}
+}
+
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	e := entry(r, "")
+	e.Status = http.StatusNotFound
+	e.Error = "no such endpoint in the mock"
+	s.log.write(e)
+	http.Error(w, e.Error, e.Status)
+}
+
+// errBody is a request body the server refuses, with the status it gets.
+type errBody struct {
+	status int
+	msg    string
+}
+
+func (e *errBody) Error() string { return e.msg }
+
+// readJSON decodes r's body into v, bounded by the server's MaxBody. A body
+// over the bound is refused without being buffered, and so is an encoded
+// one: agents send plain JSON to a base URL that is not OpenAI's own.
+func (s *Server) readJSON(w http.ResponseWriter, r *http.Request, v any) error {
+	if ce := r.Header.Get("Content-Encoding"); ce != "" && ce != "identity" {
+		return &errBody{http.StatusUnsupportedMediaType, fmt.Sprintf("content-encoding %q is not supported", ce)}
+	}
+	body := http.MaxBytesReader(w, r.Body, s.maxBody)
+	err := json.NewDecoder(body).Decode(v)
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return &errBody{http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes", s.maxBody)}
+	case err != nil:
+		return &errBody{http.StatusBadRequest, "request body is not the JSON expected: " + err.Error()}
+	}
+	return nil
+}
+
+// refuse answers a refused request with the API's error JSON and logs it.
+func (s *Server) refuse(w http.ResponseWriter, e Entry, err error, body func(msg string) any) {
+	e.Status = http.StatusBadRequest
+	var eb *errBody
+	if errors.As(err, &eb) {
+		e.Status = eb.status
+	}
+	e.Error = err.Error()
+	s.log.write(e)
+	writeJSON(w, e.Status, body(e.Error))
+}
+
+// writeJSON answers with v as JSON.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	data, err := marshal(v)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(data)
+}
+
+// finish answers a scripted step, streamed or as one JSON value, and logs
+// it.
+func (s *Server) finish(w http.ResponseWriter, r *http.Request, e Entry, streamed bool, events []event, whole any) {
+	e.Status = http.StatusOK
+	if streamed {
+		if err := stream(r.Context(), w, events, s.delay); err != nil {
+			e.Error = "stream cut short: " + err.Error()
+		}
+	} else {
+		writeJSON(w, e.Status, whole)
+	}
+	s.log.write(e)
+}
