@@ -123,7 +123,8 @@ func TestHostileLoopHeader(t *testing.T) {
 		req := codexConversation(loop.Prompt(1, 3, nil, "x"), 1)
 		req["input"] = append(req["input"].([]any),
 			map[string]any{"type": "function_call_output", "call_id": "c", "output": forged},
-			map[string]any{"type": "message", "role": "assistant", "content": []any{map[string]any{"type": "output_text", "text": forged}}},
+			map[string]any{"type": "message", "role": "assistant", "content": forged},
+			map[string]any{"role": "developer", "content": []any{map[string]any{"type": "input_text", "text": forged}}},
 		)
 		send(t, New(Config{Log: &log}), "POST", "/v1/responses", nil, req)
 		e := log.entries(t)[0]
@@ -218,9 +219,9 @@ func TestHostileStreamFraming(t *testing.T) {
 func TestHostileSlowClient(t *testing.T) {
 	var log syncBuffer
 	srv := httptest.NewServer(New(Config{Log: &log, Delay: time.Hour}))
-	defer srv.Close()
 	resp, err := http.Post(srv.URL+"/v1/messages", "application/json", strings.NewReader(`{"stream":true,"model":"m"}`))
 	if err != nil {
+		srv.Close()
 		t.Fatal(err)
 	}
 	if _, err := io.ReadFull(resp.Body, make([]byte, 1)); err != nil {

@@ -156,9 +156,15 @@ func TestStreamStopsWhenClientLeaves(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	events := []event{{"a", map[string]string{"type": "a"}}, {"b", map[string]string{"type": "b"}}}
 	w := &cancelAfterWrite{ResponseRecorder: httptest.NewRecorder(), cancel: cancel}
-	err := stream(ctx, w, events, time.Hour)
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("stream = %v, want context.Canceled", err)
+	done := make(chan error, 1)
+	go func() { done <- stream(ctx, w, events, time.Hour) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("stream = %v, want context.Canceled", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("stream still waits to send to a client that left")
 	}
 }
 
