@@ -1,6 +1,7 @@
 package mockmodel
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -241,5 +242,26 @@ func TestHostileSlowClient(t *testing.T) {
 	e := log.entries(t)
 	if len(e) != 1 || !strings.HasPrefix(e[0].Error, "stream cut short") {
 		t.Errorf("log %+v, want the stream logged as cut short", e)
+	}
+}
+
+// TestHostileManyRequests: requests beyond MaxInFlight wait for a slot
+// instead of each holding a body in memory; one whose client gives up
+// while waiting is dropped.
+func TestHostileManyRequests(t *testing.T) {
+	h := New(Config{MaxInFlight: 2})
+	h.slots <- struct{}{}
+	h.slots <- struct{}{} // two requests in flight
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // this client already gave up
+	r := httptest.NewRequestWithContext(ctx, "POST", "/v1/messages", strings.NewReader(`{}`))
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != http.StatusServiceUnavailable {
+		t.Errorf("a request over the bound got %d, want 503", w.Code)
+	}
+	<-h.slots // one finishes
+	if w := send(t, h, "POST", "/v1/messages", nil, `{}`); w.Code != http.StatusOK {
+		t.Errorf("a request with a free slot got %d, want 200", w.Code)
 	}
 }

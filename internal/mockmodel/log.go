@@ -44,6 +44,7 @@ type requestLog struct {
 	w  io.Writer
 }
 
+// write logs e as one line; a nil writer discards it.
 func (l *requestLog) write(e Entry) {
 	if l.w == nil {
 		return

@@ -129,6 +129,8 @@ func (q *responsesRequest) hasExec(items []responsesItem) bool {
 // maxNesting bounds how deep findCustom follows namespaces.
 const maxNesting = 8
 
+// findCustom reports whether tools, or the namespaces in them down to
+// maxNesting, hold a custom tool called name.
 func findCustom(tools []responsesTool, name string, depth int) bool {
 	if depth > maxNesting {
 		return false

@@ -20,17 +20,27 @@ type Config struct {
 	Log io.Writer
 	// MaxBody bounds a request body in bytes; 0 means DefaultMaxBody.
 	MaxBody int64
+	// MaxInFlight bounds the requests served at once; more wait their turn.
+	// 0 means DefaultMaxInFlight.
+	MaxInFlight int
 }
 
 // DefaultMaxBody bounds a request body: far above what an agent sends
-// (tens of kilobytes a turn) and far below what could exhaust the host.
-const DefaultMaxBody = 32 << 20
+// (tens of kilobytes a turn in the scripted loop, a few megabytes for a
+// conversation at the edge of a model's context).
+const DefaultMaxBody = 8 << 20
+
+// DefaultMaxInFlight bounds the requests served at once, so that bodies in
+// memory stay under MaxBody times this however many connections a client
+// opens.
+const DefaultMaxInFlight = 16
 
 // Server is the mock model APIs as an http.Handler.
 type Server struct {
 	script  Script
 	delay   time.Duration
 	maxBody int64
+	slots   chan struct{}
 	log     requestLog
 	mux     *http.ServeMux
 }
@@ -46,7 +56,10 @@ func New(c Config) *Server {
 	if c.MaxBody <= 0 {
 		c.MaxBody = DefaultMaxBody
 	}
-	s := &Server{script: c.Script, delay: c.Delay, maxBody: c.MaxBody, log: requestLog{w: c.Log}}
+	if c.MaxInFlight <= 0 {
+		c.MaxInFlight = DefaultMaxInFlight
+	}
+	s := &Server{script: c.Script, delay: c.Delay, maxBody: c.MaxBody, slots: make(chan struct{}, c.MaxInFlight), log: requestLog{w: c.Log}}
 	s.mux = http.NewServeMux()
 	// Claude Code checks it can reach the API with HEAD /api/hello before
 	// its first message (observed with 2.1.332).
@@ -59,8 +72,16 @@ func New(c Config) *Server {
 	return s
 }
 
-// ServeHTTP routes a request to the API it belongs to.
+// ServeHTTP routes a request to the API it belongs to, once one of the
+// MaxInFlight slots is free; a client that leaves while it waits gets 503.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	select {
+	case s.slots <- struct{}{}:
+	case <-r.Context().Done():
+		http.Error(w, "the mock is busy", http.StatusServiceUnavailable)
+		return
+	}
+	defer func() { <-s.slots }()
 	s.mux.ServeHTTP(w, r)
 }
 
@@ -69,6 +90,7 @@ func entry(r *http.Request, agent string) Entry {
 	return Entry{Time: time.Now().UTC(), Method: r.Method, Path: r.URL.Path, Key: apiKey(r.Header), Agent: agent}
 }
 
+// hello answers Claude Code's reachability check.
 func (s *Server) hello(w http.ResponseWriter, r *http.Request) {
 	e := entry(r, AgentClaude)
 	e.Status = http.StatusOK
@@ -80,6 +102,8 @@ func (s *Server) hello(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// notFound answers and logs what the mock does not serve, so a test sees
+// an endpoint an agent needs and the mock lacks.
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
 	e := entry(r, "")
 	e.Status = http.StatusNotFound
