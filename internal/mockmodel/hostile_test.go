@@ -1,8 +1,10 @@
 package mockmodel
 
 import (
+	"bufio"
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -263,5 +265,39 @@ func TestHostileManyRequests(t *testing.T) {
 	<-h.slots // one finishes
 	if w := send(t, h, "POST", "/v1/messages", nil, `{}`); w.Code != http.StatusOK {
 		t.Errorf("a request with a free slot got %d, want 200", w.Code)
+	}
+}
+
+// TestHostileTrickledBody: a body that does not arrive in BodyTimeout is
+// refused, freeing its slot, instead of being waited on; so is the rest of
+// one after its JSON, and a body nobody reads.
+func TestHostileTrickledBody(t *testing.T) {
+	tests := []struct {
+		name, request, status string
+	}{
+		{"inside the JSON", "POST /v1/messages HTTP/1.1\r\nHost: mock\r\nContent-Length: 100\r\n\r\n{\"mo", "408"},
+		{"after the JSON", "POST /v1/responses HTTP/1.1\r\nHost: mock\r\nContent-Length: 100\r\n\r\n{} ", "408"},
+		{"a body nobody reads", "GET /v1/responses HTTP/1.1\r\nHost: mock\r\nContent-Length: 100\r\n\r\nx", "426"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := httptest.NewServer(New(Config{BodyTimeout: 100 * time.Millisecond, MaxInFlight: 1}))
+			defer srv.Close()
+			c, err := net.Dial("tcp", srv.Listener.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if _, err := io.WriteString(c, tt.request); err != nil {
+				t.Fatal(err)
+			}
+			// The deadline only turns a server that waits for ever into a
+			// failure.
+			_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+			status, err := bufio.NewReader(c).ReadString('\n')
+			if err != nil || !strings.HasPrefix(status, "HTTP/1.1 "+tt.status) {
+				t.Fatalf("answer %q, %v; want %s once the body is late", status, err, tt.status)
+			}
+		})
 	}
 }

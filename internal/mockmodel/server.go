@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"time"
 )
 
@@ -23,6 +24,9 @@ type Config struct {
 	// MaxInFlight bounds the requests served at once; more wait their turn.
 	// 0 means DefaultMaxInFlight.
 	MaxInFlight int
+	// BodyTimeout bounds how long a request body may take to arrive, so a
+	// client trickling one cannot hold a slot; 0 means a minute.
+	BodyTimeout time.Duration
 }
 
 // DefaultMaxBody bounds a request body: far above what an agent sends
@@ -40,6 +44,7 @@ type Server struct {
 	script  Script
 	delay   time.Duration
 	maxBody int64
+	bodyTTL time.Duration
 	slots   chan struct{}
 	log     requestLog
 	mux     *http.ServeMux
@@ -59,7 +64,13 @@ func New(c Config) *Server {
 	if c.MaxInFlight <= 0 {
 		c.MaxInFlight = DefaultMaxInFlight
 	}
-	s := &Server{script: c.Script, delay: c.Delay, maxBody: c.MaxBody, slots: make(chan struct{}, c.MaxInFlight), log: requestLog{w: c.Log}}
+	if c.BodyTimeout <= 0 {
+		c.BodyTimeout = time.Minute
+	}
+	s := &Server{
+		script: c.Script, delay: c.Delay, maxBody: c.MaxBody, bodyTTL: c.BodyTimeout,
+		slots: make(chan struct{}, c.MaxInFlight), log: requestLog{w: c.Log},
+	}
 	s.mux = http.NewServeMux()
 	// Claude Code checks it can reach the API with HEAD /api/hello before
 	// its first message (observed with 2.1.332).
@@ -82,6 +93,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer func() { <-s.slots }()
+	// The whole body must be in within BodyTimeout, or a client trickling
+	// it holds the slot: readJSON lifts the deadline once it has read it
+	// all; net/http's own read of an unread body, before it answers, stays
+	// under it. Servers that cannot set deadlines (httptest's recorder) go
+	// without.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.bodyTTL))
 	s.mux.ServeHTTP(w, r)
 }
 
@@ -129,10 +146,19 @@ func (s *Server) readJSON(w http.ResponseWriter, r *http.Request, v any) error {
 	}
 	body := http.MaxBytesReader(w, r.Body, s.maxBody)
 	err := json.NewDecoder(body).Decode(v)
+	if err == nil {
+		// Whatever follows the value, under the same bounds.
+		_, err = io.Copy(io.Discard, body)
+	}
+	if err == nil {
+		_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
+	}
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
 		return &errBody{http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes", s.maxBody)}
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return &errBody{http.StatusRequestTimeout, fmt.Sprintf("request body not in within %v", s.bodyTTL)}
 	case err != nil:
 		return &errBody{http.StatusBadRequest, "request body is not the JSON expected: " + err.Error()}
 	}
