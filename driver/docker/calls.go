@@ -61,8 +61,18 @@ func (d *Driver) Calls(s reconcile.Step, sp *spec.Spec, live *reconcile.Live) ([
 			Run:  func(ctx context.Context) error { return d.containers(ctx, "start", nil, eg, sb) },
 		}}, nil
 	case reconcile.StepRemove:
-		return []reconcile.Call{{Desc: "remove the containers, then the volumes, labelled " + LabelSandbox + "=" + name + " (Engine API)",
-			Run: func(ctx context.Context) error { return d.remove(ctx, name) }}}, nil
+		return []reconcile.Call{{Desc: "remove the containers, then the volumes, labelled " + LabelSandbox + "=" + name + ", and unused proxy images of earlier sbx builds (Engine API)",
+			Run: func(ctx context.Context) error {
+				if err := d.remove(ctx, name); err != nil {
+					return err
+				}
+				// Stale proxy images go (this binary's stays, for the
+				// next create); failing to remove them fails nothing.
+				if own, err := egressTagOf(d.opts.Binary); err == nil {
+					d.pruneImages(ctx, egressRepo, own, d.pruneAfter)
+				}
+				return nil
+			}}}, nil
 	case reconcile.StepCreate:
 		return d.createCalls(sp, s.Record)
 	case reconcile.StepRepair:

@@ -86,7 +86,9 @@ type Driver struct {
 	opts Options
 	// egressTag is the proxy image known to exist.
 	egressTag string
-	api       *engine
+	// pruneAfter is pruneAfter, but in tests.
+	pruneAfter time.Duration
+	api        *engine
 }
 
 var (
@@ -106,7 +108,7 @@ func New(opts Options) *Driver {
 	if opts.Docker == "" {
 		opts.Docker = "docker"
 	}
-	return &Driver{opts: opts, api: &engine{run: opts.Runner, docker: opts.Docker}}
+	return &Driver{opts: opts, api: &engine{run: opts.Runner, docker: opts.Docker}, pruneAfter: pruneAfter}
 }
 
 // Name is the driver's name in sandbox.yaml.
@@ -407,17 +409,10 @@ func (d *Driver) egressImage(ctx context.Context) (string, error) {
 	if err := CheckStatic(d.opts.Binary); err != nil {
 		return "", err
 	}
-	f, err := os.Open(d.opts.Binary)
+	tag, err := egressTagOf(d.opts.Binary)
 	if err != nil {
 		return "", err
 	}
-	h := sha256.New()
-	_, err = io.Copy(h, f)
-	f.Close()
-	if err != nil {
-		return "", err
-	}
-	tag := egressRepo + ":" + hex.EncodeToString(h.Sum(nil))[:12]
 	if d.egressTag == tag {
 		return tag, nil
 	}
@@ -445,8 +440,22 @@ func (d *Driver) egressImage(ctx context.Context) (string, error) {
 	d.egressTag = tag
 	// The proxy images of earlier sbx binaries go; failing to remove them
 	// is no reason to fail the create.
-	d.pruneImages(ctx, egressRepo, tag, pruneAfter)
+	d.pruneImages(ctx, egressRepo, tag, d.pruneAfter)
 	return tag, nil
+}
+
+// egressTagOf is the proxy image's tag for an sbx binary: a hash of it.
+func egressTagOf(binary string) (string, error) {
+	f, err := os.Open(binary)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return egressRepo + ":" + hex.EncodeToString(h.Sum(nil))[:12], nil
 }
 
 func copyFile(src, dst string) error {
@@ -784,6 +793,15 @@ func (d *Driver) startEgress(ctx context.Context, sp *spec.Spec, image string) e
 	// happens in the kernel either way.
 	c.Env = append(c.Env, "GOMAXPROCS=1")
 	id, err := d.api.createContainer(ctx, egressName(sp.Name), c)
+	if errNoImage(err) {
+		// Another sbx removed the image, unused, since this one found it
+		// (pruneImages): build it again.
+		d.egressTag = ""
+		if c.Image, err = d.egressImage(ctx); err != nil {
+			return err
+		}
+		id, err = d.api.createContainer(ctx, egressName(sp.Name), c)
+	}
 	if err != nil {
 		return err
 	}

@@ -17,9 +17,11 @@ import (
 const egressRepo = "sbx-egress"
 
 // pruneAfter is how old an unused proxy image of another sbx binary must
-// be before a new one's build removes it: younger ones may belong to an
-// sbx still creating a sandbox on this daemon.
-const pruneAfter = time.Hour
+// be before this one removes it (when it builds its own, and whenever it
+// removes a sandbox): a younger one may belong to an sbx creating a
+// sandbox on this daemon right now. A create that finds its image gone
+// builds it again (startEgress).
+const pruneAfter = 10 * time.Minute
 
 var _ driver.TemplateChecker = (*Driver)(nil)
 

@@ -6,7 +6,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/sbxhq/sbx/reconcile"
 )
 
 // TestPruneImages: a new proxy image's build removes the unused images of
@@ -51,5 +54,66 @@ func TestPruneImages(t *testing.T) {
 	// Young images stay: they may be another sbx's, mid-create.
 	if removed, err := d.pruneImages(context.Background(), repo, "", pruneAfter); err != nil || len(removed) > 0 {
 		t.Errorf("pruned young images: %q, %v", removed, err)
+	}
+}
+
+// TestEgressImages: sbx removes its own stale proxy images. Destroying a
+// sandbox removes the unused proxy images of other sbx builds (each build
+// made one, and they were left behind until a later build's create, an
+// hour on), keeping this build's for the next create; and a create whose
+// image another sbx pruned in the meantime builds it again rather than
+// failing. The test's sbx binary is a copy of its own (a byte appended),
+// so its image is the test's alone.
+func TestEgressImages(t *testing.T) {
+	requireDocker(t)
+	bin := filepath.Join(t.TempDir(), "sbx")
+	data, err := os.ReadFile(env.binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, append(data, []byte("\n"+runID)...), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	own, err := egressTagOf(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := egressRepo + ":stale-" + runID
+	t.Cleanup(func() { exec.Command("docker", "rmi", "-f", own, stale).Run() })
+	b := newBox(t, "e2e-egress-images")
+	b.d.opts.Binary = bin
+	b.d.pruneAfter = 0
+	ctx := context.Background()
+	if _, err := b.d.egressImage(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Another sbx prunes it, unused, before the create.
+	if out, err := exec.Command("docker", "rmi", own).CombinedOutput(); err != nil {
+		t.Fatalf("docker rmi: %v: %s", err, out)
+	}
+	sp := b.spec("network: {agentHosts: false}\n")
+	b.apply(sp)
+	if ok, err := b.d.TemplatePresent(ctx, own); err != nil || !ok {
+		t.Fatalf("this build's proxy image is not there after the create: %v", err)
+	}
+
+	build := exec.Command("docker", "build", "-q", "--label", LabelManaged+"=true", "-t", stale, "-")
+	build.Stdin = strings.NewReader("FROM " + testImage + "\n")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("docker build: %v: %s", err, out)
+	}
+	live, recs := b.observe()
+	dp := reconcile.PlanDestroy([]string{b.name}, live, recs, b.d.Caps(), reconcile.Options{})
+	if err := dp.Prepare(b.d, live); err != nil {
+		t.Fatal(err)
+	}
+	if err := reconcile.Apply(ctx, b.d, dp, reconcile.ApplyOptions{Records: b.store}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := b.d.TemplatePresent(ctx, stale); ok {
+		t.Errorf("the stale proxy image %s of another build is still there after a destroy", stale)
+	}
+	if ok, _ := b.d.TemplatePresent(ctx, own); !ok {
+		t.Errorf("this build's proxy image %s went with the destroy", own)
 	}
 }
