@@ -24,7 +24,7 @@ func osPaths() []path { return []path{handedOver, copiedOver, lentOver} }
 
 // copiedOver serves the proxy on a Unix socket behind a bridge that copies
 // every connection over it (Bridge where it cannot hand over).
-var copiedOver = path{"copied", func(t *testing.T, ctx context.Context, p *Proxy) (string, <-chan struct{}) {
+var copiedOver = path{"copied", func(t testing.TB, ctx context.Context, p *Proxy) (string, <-chan struct{}) {
 	sock, proxyDone := serveOnSocket(t, ctx, p)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -45,7 +45,7 @@ var copiedOver = path{"copied", func(t *testing.T, ctx context.Context, p *Proxy
 // every connection over, and fails the test for one the proxy does not
 // take: a test on this path runs through the hand-over, never through a
 // copy. A refusal over MaxConns reaches the client as through Bridge.
-var handedOver = path{"handed-over", func(t *testing.T, ctx context.Context, p *Proxy) (string, <-chan struct{}) {
+var handedOver = path{"handed-over", func(t testing.TB, ctx context.Context, p *Proxy) (string, <-chan struct{}) {
 	sock, proxyDone := serveOnSocket(t, ctx, p)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -78,7 +78,7 @@ var handedOver = path{"handed-over", func(t *testing.T, ctx context.Context, p *
 }}
 
 // serveOnSocket serves p on a Unix socket until ctx ends.
-func serveOnSocket(t *testing.T, ctx context.Context, p *Proxy) (string, <-chan struct{}) {
+func serveOnSocket(t testing.TB, ctx context.Context, p *Proxy) (string, <-chan struct{}) {
 	sock := filepath.Join(t.TempDir(), "egress.sock")
 	ln, err := net.Listen("unix", sock)
 	if err != nil {

@@ -22,7 +22,7 @@ import (
 // listening socket (lend), and fails the test if the proxy does not take
 // it: a test on this path runs with the proxy accepting the clients'
 // connections itself.
-var lentOver = path{"listener-handed-over", func(t *testing.T, ctx context.Context, p *Proxy) (string, <-chan struct{}) {
+var lentOver = path{"listener-handed-over", func(t testing.TB, ctx context.Context, p *Proxy) (string, <-chan struct{}) {
 	sock, proxyDone := serveOnSocket(t, ctx, p)
 	fd := testListener(t)
 	addr := localAddr(t, fd)
@@ -52,7 +52,7 @@ var lentOver = path{"listener-handed-over", func(t *testing.T, ctx context.Conte
 
 // testListener returns a listening socket on a free loopback port, as the
 // bridge makes it.
-func testListener(t *testing.T) int {
+func testListener(t testing.TB) int {
 	t.Helper()
 	fd, err := listenTCP("127.0.0.1:0")
 	if err != nil {
@@ -62,7 +62,7 @@ func testListener(t *testing.T) int {
 }
 
 // localAddr returns the address the socket fd is bound to.
-func localAddr(t *testing.T, fd int) string {
+func localAddr(t testing.TB, fd int) string {
 	t.Helper()
 	sa, err := unix.Getsockname(fd)
 	if err != nil {

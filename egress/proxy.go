@@ -62,9 +62,9 @@ type Proxy struct {
 
 	// Buffers are reused across requests: a proxied request otherwise
 	// allocates three, and the garbage collections they cause show in the
-	// latency tail. bodies holds the buffers response bodies are copied
-	// through (see bulkWriter).
-	readers, writers, bodies sync.Pool
+	// latency tail. (A response's body is copied through net/http's own
+	// pooled buffer: see bodyWriter.)
+	readers, writers sync.Pool
 
 	// slots bounds the connections served at once (MaxConns), those on
 	// the proxy's own listener and those accepted from listeners the
@@ -383,7 +383,11 @@ func (p *Proxy) handle(ctx context.Context, conn net.Conn, head io.Reader) {
 		writeStatus(conn, e.Status, "upstream write failed")
 		return
 	}
-	ur := p.newReader(upstream, responseLimits())
+	// The client's writer is flushed before each read of the upstream
+	// (flushFirst), so what arrived goes on before the proxy waits for
+	// more: a streamed answer (server-sent events, chunked) would
+	// otherwise wait in the writer's buffer until 4 KiB of it came.
+	ur := p.newReader(&flushFirst{r: upstream, w: bw}, responseLimits())
 	defer p.putReader(ur)
 	resp, err := http.ReadResponse(ur.Reader, req)
 	if err != nil {
@@ -402,39 +406,53 @@ func (p *Proxy) handle(ctx context.Context, conn net.Conn, head io.Reader) {
 	removeHopHeaders(resp.Header)
 	resp.Close = true
 	// Response.Write writes the head piece by piece: buffered, it leaves
-	// in one segment instead of one per header line (and a large body
-	// goes straight to conn once the buffer is flushed, in large writes).
-	bw.Reset(bulkWriter{conn, p})
-	if resp.Write(bw) == nil {
+	// in one segment instead of one per header line, with whatever of
+	// the body arrived with it.
+	bw.Reset(conn)
+	if resp.Write(bodyWriter{bw}) == nil {
 		bw.Flush()
 	}
 }
 
-// bodyBuffer is the size of the buffer a response body is copied through:
-// what a *net.TCPConn's ReadFrom copies with (io.Copy's), so a connection
-// over TCP costs the memory it always did.
-const bodyBuffer = 32 << 10
-
-// bulkWriter is the client's connection as the writer under a response's
-// bufio.Writer, whose ReadFrom hands a body that does not fit its buffer
-// to the connection's own: on a *net.UnixConn, which has none (the
-// sandbox's bridge reaches the proxy over a Unix socket), bufio.Writer
-// would write the body 4 KiB at a time. It copies through a pooled
-// buffer, whatever the connection.
-type bulkWriter struct {
-	net.Conn
-	p *Proxy
+// flushFirst reads r, first flushing w: r is the upstream's socket under
+// the response's reader, which reads it only when it has nothing left to
+// give, so whatever the proxy holds for the client goes out before it
+// waits for more, and only then (a body that arrives faster than the
+// client takes it still goes out in large writes). The flush's error (the
+// client gone, now or at an earlier write) is the read's: Response.Write
+// closes the body after a failed write, and closing a body reads what is
+// left of it (net/http drains a chunked body for its trailer, a body of
+// known length to its end), which for an answer that never ends would
+// hold the upstream, and this connection, for as long as it streams.
+type flushFirst struct {
+	r io.Reader
+	w *bufio.Writer
 }
 
-func (w bulkWriter) ReadFrom(r io.Reader) (int64, error) {
-	buf, ok := w.p.bodies.Get().(*[]byte)
-	if !ok {
-		b := make([]byte, bodyBuffer)
-		buf = &b
+func (f *flushFirst) Read(b []byte) (int, error) {
+	// A flush with nothing buffered makes no system call; it returns
+	// the error of an earlier write, if one failed.
+	if err := f.w.Flush(); err != nil {
+		return 0, err
 	}
-	defer w.p.bodies.Put(buf)
-	return io.CopyBuffer(struct{ io.Writer }{w.Conn}, r, *buf)
+	return f.r.Read(b)
 }
+
+// bodyWriter is what a response is written to: the client's buffered
+// writer without its ReadFrom. bufio.Writer.ReadFrom reads a body into
+// the buffer until it is full, holding what arrived (and flushFirst's
+// flush in the middle of it would corrupt it). Response.Write copies a
+// body into bodyWriter through net/http's pooled 32 KiB buffer instead,
+// a read at a time, and what does not fit w's buffer w writes straight
+// to the connection: a large body still goes in large writes, on a
+// *net.UnixConn too, which has no ReadFrom (the sandbox's bridge reaches
+// the proxy over a Unix socket). Its one field makes it fit an interface
+// without an allocation; WriteString spares Response.Write one for each
+// string it writes.
+type bodyWriter struct{ w *bufio.Writer }
+
+func (b bodyWriter) Write(p []byte) (int, error)       { return b.w.Write(p) }
+func (b bodyWriter) WriteString(s string) (int, error) { return b.w.WriteString(s) }
 
 func (p *Proxy) newWriter(w io.Writer) *bufio.Writer {
 	if bw, ok := p.writers.Get().(*bufio.Writer); ok {

@@ -172,11 +172,11 @@ type harnessFunc func(t *testing.T, pol Policy, dns fakeDNS, opts ...func(*Optio
 // connect to.
 type path struct {
 	name  string
-	serve func(t *testing.T, ctx context.Context, p *Proxy) (addr string, done <-chan struct{})
+	serve func(t testing.TB, ctx context.Context, p *Proxy) (addr string, done <-chan struct{})
 }
 
 // overTCP: the clients connect to the proxy itself.
-var overTCP = path{"tcp", func(t *testing.T, ctx context.Context, p *Proxy) (string, <-chan struct{}) {
+var overTCP = path{"tcp", func(t testing.TB, ctx context.Context, p *Proxy) (string, <-chan struct{}) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
