@@ -18,118 +18,139 @@ func compiled() *node { return &ns0 }
 
 // The nodes, numbered depth first.
 var (
-	ns0   = node{loc: "#", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"agent", "docker", "driver", "env", "kubernetes", "loop", "mounts", "name", "network", "ports", "resources", "secrets", "template", "user", "version", "workspace"}, properties: []*node{&ns1, &ns2, &ns5, &ns6, &ns11, &ns20, &ns45, &ns52, &ns53, &ns65, &ns69, &ns75, &ns84, &ns100, &ns101, &ns102}, noAdditional: true, required: []string{"version", "agent"}}
+	ns0   = node{loc: "#", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"agent", "docker", "driver", "env", "kubernetes", "loop", "mounts", "name", "network", "ports", "resources", "secrets", "template", "user", "version", "workspace"}, properties: []*node{&ns1, &ns2, &ns7, &ns8, &ns13, &ns22, &ns47, &ns54, &ns55, &ns67, &ns71, &ns77, &ns86, &ns102, &ns103, &ns104}, noAdditional: true, required: []string{"version", "agent"}}
 	ns1   = node{loc: "#/properties/agent", types: typeString, enum: []any{"claude", "codex", "copilot", "cursor", "devin", "gemini", "kiro", "opencode", "droid", "docker-agent", "shell"}, minLength: -1, maxLength: -1, minItems: -1}
-	ns2   = node{loc: "#/properties/docker", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"noNewPrivileges", "runtime"}, properties: []*node{&ns3, &ns4}, noAdditional: true}
-	ns3   = node{loc: "#/properties/docker/properties/noNewPrivileges", types: typeBoolean, minLength: -1, maxLength: -1, minItems: -1}
-	ns4   = node{loc: "#/properties/docker/properties/runtime", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns5   = node{loc: "#/properties/driver", types: typeString, enum: []any{"auto", "sbx", "docker-sandbox", "docker", "kubernetes"}, minLength: -1, maxLength: -1, minItems: -1}
-	ns6   = node{loc: "#/properties/env", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, additional: &ns7, propertyNames: &ns9}
-	ns7   = node{loc: "#/properties/env/additionalProperties", ref: &ns8, minLength: -1, maxLength: -1, minItems: -1}
-	ns8   = node{loc: "#/definitions/scalarValue", types: typeBoolean | typeNumber | typeString, minLength: -1, maxLength: -1, minItems: -1}
-	ns9   = node{loc: "#/properties/env/propertyNames", ref: &ns10, minLength: -1, maxLength: -1, minItems: -1}
-	ns10  = node{loc: "#/definitions/envName", types: typeString, minLength: -1, maxLength: -1, minItems: -1, pattern: "^[A-Za-z_][A-Za-z0-9_]*$", re: &pattern10, hint: "must start with a letter or underscore and contain only letters, digits and underscores"}
-	ns11  = node{loc: "#/properties/kubernetes", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"context", "egress", "namespace", "registry", "runtimeClassName", "storageClass", "warmPool", "workspaceSize"}, properties: []*node{&ns12, &ns13, &ns14, &ns15, &ns16, &ns17, &ns18, &ns19}, noAdditional: true}
-	ns12  = node{loc: "#/properties/kubernetes/properties/context", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns13  = node{loc: "#/properties/kubernetes/properties/egress", types: typeString, enum: []any{"enforced", "advisory"}, minLength: -1, maxLength: -1, minItems: -1}
-	ns14  = node{loc: "#/properties/kubernetes/properties/namespace", types: typeString, minLength: 1, maxLength: 63, minItems: -1, pattern: "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", re: &pattern14, hint: "must be a DNS label: lowercase letters, digits and hyphens"}
-	ns15  = node{loc: "#/properties/kubernetes/properties/registry", types: typeString, minLength: 1, maxLength: -1, minItems: -1, pattern: "^[a-z0-9]([-a-z0-9.:]*[a-z0-9])?(/[a-z0-9]([-a-z0-9._]*[a-z0-9])?)*$", re: &pattern15, hint: "write a registry and repository prefix such as ghcr.io/acme/sbx, without a scheme or trailing slash"}
-	ns16  = node{loc: "#/properties/kubernetes/properties/runtimeClassName", types: typeString, minLength: 1, maxLength: 253, minItems: -1, pattern: "^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", re: &pattern16, hint: "must be a RuntimeClass name: lowercase letters, digits, hyphens and periods"}
-	ns17  = node{loc: "#/properties/kubernetes/properties/storageClass", types: typeString, minLength: 1, maxLength: 253, minItems: -1}
-	ns18  = node{loc: "#/properties/kubernetes/properties/warmPool", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: "0", maximum: "100"}
-	ns19  = node{loc: "#/properties/kubernetes/properties/workspaceSize", types: typeString, minLength: -1, maxLength: -1, minItems: -1, pattern: "^[0-9]+(\\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$", re: &pattern19, hint: "write a Kubernetes quantity such as 10Gi"}
-	ns20  = node{loc: "#/properties/loop", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"breaker", "checkpoint", "command", "completion", "ephemeral", "iterationTimeout", "maxDuration", "maxIterations", "prompt"}, properties: []*node{&ns21, &ns24, &ns29, &ns31, &ns37, &ns38, &ns41, &ns43, &ns44}, noAdditional: true, required: []string{"prompt", "maxIterations"}}
-	ns21  = node{loc: "#/properties/loop/properties/breaker", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"noProgress", "sameError"}, properties: []*node{&ns22, &ns23}, noAdditional: true}
-	ns22  = node{loc: "#/properties/loop/properties/breaker/properties/noProgress", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: "0"}
-	ns23  = node{loc: "#/properties/loop/properties/breaker/properties/sameError", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: "0"}
-	ns24  = node{loc: "#/properties/loop/properties/checkpoint", minLength: -1, maxLength: -1, minItems: -1, oneOf: []*node{&ns25, &ns26}}
-	ns25  = node{loc: "#/properties/loop/properties/checkpoint/oneOf/0", types: typeString, enum: []any{"never", "onComplete", "everyIteration"}, minLength: -1, maxLength: -1, minItems: -1}
-	ns26  = node{loc: "#/properties/loop/properties/checkpoint/oneOf/1", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"keep", "when"}, properties: []*node{&ns27, &ns28}, noAdditional: true, required: []string{"when"}}
-	ns27  = node{loc: "#/properties/loop/properties/checkpoint/oneOf/1/properties/keep", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: "1", maximum: "100"}
-	ns28  = node{loc: "#/properties/loop/properties/checkpoint/oneOf/1/properties/when", types: typeString, enum: []any{"never", "onComplete", "everyIteration"}, minLength: -1, maxLength: -1, minItems: -1}
-	ns29  = node{loc: "#/properties/loop/properties/command", types: typeArray, minLength: -1, maxLength: -1, minItems: 1, items: &ns30}
-	ns30  = node{loc: "#/properties/loop/properties/command/items", types: typeString, minLength: -1, maxLength: -1, minItems: -1}
-	ns31  = node{loc: "#/properties/loop/properties/completion", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"promise", "verify"}, properties: []*node{&ns32, &ns33}, noAdditional: true, anyOf: []*node{&ns35, &ns36}, requiredOnly: []string{"promise", "verify"}}
-	ns32  = node{loc: "#/properties/loop/properties/completion/properties/promise", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns33  = node{loc: "#/properties/loop/properties/completion/properties/verify", types: typeArray, minLength: -1, maxLength: -1, minItems: 1, items: &ns34}
-	ns34  = node{loc: "#/properties/loop/properties/completion/properties/verify/items", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns35  = node{loc: "#/properties/loop/properties/completion/anyOf/0", minLength: -1, maxLength: -1, minItems: -1, required: []string{"promise"}}
-	ns36  = node{loc: "#/properties/loop/properties/completion/anyOf/1", minLength: -1, maxLength: -1, minItems: -1, required: []string{"verify"}}
-	ns37  = node{loc: "#/properties/loop/properties/ephemeral", types: typeBoolean, minLength: -1, maxLength: -1, minItems: -1}
-	ns38  = node{loc: "#/properties/loop/properties/iterationTimeout", minLength: -1, maxLength: -1, minItems: -1, allOf: []*node{&ns39}}
-	ns39  = node{loc: "#/properties/loop/properties/iterationTimeout/allOf/0", ref: &ns40, minLength: -1, maxLength: -1, minItems: -1}
-	ns40  = node{loc: "#/definitions/duration", types: typeString, minLength: -1, maxLength: -1, minItems: -1, pattern: "^([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$", re: &pattern40, hint: "use a number and a unit, as in 90s, 15m or 4h"}
-	ns41  = node{loc: "#/properties/loop/properties/maxDuration", minLength: -1, maxLength: -1, minItems: -1, allOf: []*node{&ns42}}
-	ns42  = node{loc: "#/properties/loop/properties/maxDuration/allOf/0", ref: &ns40, minLength: -1, maxLength: -1, minItems: -1}
-	ns43  = node{loc: "#/properties/loop/properties/maxIterations", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: "1", maximum: "100000"}
-	ns44  = node{loc: "#/properties/loop/properties/prompt", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns45  = node{loc: "#/properties/mounts", types: typeArray, minLength: -1, maxLength: -1, minItems: -1, items: &ns46}
-	ns46  = node{loc: "#/properties/mounts/items", minLength: -1, maxLength: -1, minItems: -1, oneOf: []*node{&ns47, &ns48}}
-	ns47  = node{loc: "#/properties/mounts/items/oneOf/0", types: typeString, minLength: 3, maxLength: -1, minItems: -1}
-	ns48  = node{loc: "#/properties/mounts/items/oneOf/1", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"readOnly", "source", "target"}, properties: []*node{&ns49, &ns50, &ns51}, noAdditional: true, required: []string{"source", "target"}}
-	ns49  = node{loc: "#/properties/mounts/items/oneOf/1/properties/readOnly", types: typeBoolean, minLength: -1, maxLength: -1, minItems: -1}
-	ns50  = node{loc: "#/properties/mounts/items/oneOf/1/properties/source", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns51  = node{loc: "#/properties/mounts/items/oneOf/1/properties/target", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns52  = node{loc: "#/properties/name", types: typeString, minLength: 2, maxLength: 63, minItems: -1, pattern: "^[A-Za-z0-9][A-Za-z0-9.-]*$", re: &pattern52, hint: "must start with a letter or digit and contain only letters, digits, hyphens and periods"}
-	ns53  = node{loc: "#/properties/network", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"agentHosts", "allow", "blockCIDRs", "deny", "policy", "presets"}, properties: []*node{&ns54, &ns55, &ns58, &ns60, &ns62, &ns63}, noAdditional: true}
-	ns54  = node{loc: "#/properties/network/properties/agentHosts", types: typeBoolean, minLength: -1, maxLength: -1, minItems: -1}
-	ns55  = node{loc: "#/properties/network/properties/allow", types: typeArray, minLength: -1, maxLength: -1, minItems: -1, items: &ns56}
-	ns56  = node{loc: "#/properties/network/properties/allow/items", ref: &ns57, minLength: -1, maxLength: -1, minItems: -1}
-	ns57  = node{loc: "#/definitions/hostPattern", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns58  = node{loc: "#/properties/network/properties/blockCIDRs", types: typeArray, minLength: -1, maxLength: -1, minItems: -1, items: &ns59}
-	ns59  = node{loc: "#/properties/network/properties/blockCIDRs/items", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns60  = node{loc: "#/properties/network/properties/deny", types: typeArray, minLength: -1, maxLength: -1, minItems: -1, items: &ns61}
-	ns61  = node{loc: "#/properties/network/properties/deny/items", ref: &ns57, minLength: -1, maxLength: -1, minItems: -1}
-	ns62  = node{loc: "#/properties/network/properties/policy", types: typeString, enum: []any{"deny", "allow"}, minLength: -1, maxLength: -1, minItems: -1}
-	ns63  = node{loc: "#/properties/network/properties/presets", types: typeArray, minLength: -1, maxLength: -1, minItems: -1, items: &ns64}
-	ns64  = node{loc: "#/properties/network/properties/presets/items", types: typeString, enum: []any{"anthropic", "openai", "google-gemini", "github", "github-copilot", "cursor", "kiro", "opencode", "droid", "npm", "pypi", "golang", "docker-hub"}, minLength: -1, maxLength: -1, minItems: -1}
-	ns65  = node{loc: "#/properties/ports", types: typeArray, minLength: -1, maxLength: -1, minItems: -1, items: &ns66}
-	ns66  = node{loc: "#/properties/ports/items", minLength: -1, maxLength: -1, minItems: -1, oneOf: []*node{&ns67, &ns68}}
-	ns67  = node{loc: "#/properties/ports/items/oneOf/0", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: "1", maximum: "65535"}
-	ns68  = node{loc: "#/properties/ports/items/oneOf/1", types: typeString, minLength: -1, maxLength: -1, minItems: -1, pattern: "^((\\[[0-9a-fA-F:.]+\\]|[0-9.]+):)?([0-9]{0,5}:)?[0-9]{1,5}(/(tcp|udp))?$", re: &pattern68, hint: "use [IP:][HOSTPORT:]PORT[/tcp|udp], as in 127.0.0.1:8080:3000"}
-	ns69  = node{loc: "#/properties/resources", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"cpus", "memory", "pids"}, properties: []*node{&ns70, &ns71, &ns74}, noAdditional: true}
-	ns70  = node{loc: "#/properties/resources/properties/cpus", types: typeNumber, minLength: -1, maxLength: -1, minItems: -1, maximum: "256", exclusiveMinimum: "0"}
-	ns71  = node{loc: "#/properties/resources/properties/memory", minLength: -1, maxLength: -1, minItems: -1, oneOf: []*node{&ns72, &ns73}}
-	ns72  = node{loc: "#/properties/resources/properties/memory/oneOf/0", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: "1"}
-	ns73  = node{loc: "#/properties/resources/properties/memory/oneOf/1", types: typeString, minLength: -1, maxLength: -1, minItems: -1, pattern: "^[0-9]+(\\.[0-9]+)?\\s*([kKmMgGtT]([iI]?[bB])?|[bB])?$", re: &pattern73, hint: "use a number with a unit, as in 512m or 8g"}
-	ns74  = node{loc: "#/properties/resources/properties/pids", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: "16", maximum: "1048576"}
-	ns75  = node{loc: "#/properties/secrets", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, additional: &ns76, propertyNames: &ns83}
-	ns76  = node{loc: "#/properties/secrets/additionalProperties", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"command", "env"}, properties: []*node{&ns77, &ns79}, noAdditional: true, oneOf: []*node{&ns81, &ns82}, requiredOnly: []string{"command", "env"}}
-	ns77  = node{loc: "#/properties/secrets/additionalProperties/properties/command", types: typeArray, minLength: -1, maxLength: -1, minItems: 1, items: &ns78}
-	ns78  = node{loc: "#/properties/secrets/additionalProperties/properties/command/items", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns79  = node{loc: "#/properties/secrets/additionalProperties/properties/env", minLength: -1, maxLength: -1, minItems: -1, allOf: []*node{&ns80}}
-	ns80  = node{loc: "#/properties/secrets/additionalProperties/properties/env/allOf/0", ref: &ns10, minLength: -1, maxLength: -1, minItems: -1}
-	ns81  = node{loc: "#/properties/secrets/additionalProperties/oneOf/0", minLength: -1, maxLength: -1, minItems: -1, required: []string{"env"}}
-	ns82  = node{loc: "#/properties/secrets/additionalProperties/oneOf/1", minLength: -1, maxLength: -1, minItems: -1, required: []string{"command"}}
-	ns83  = node{loc: "#/properties/secrets/propertyNames", ref: &ns10, minLength: -1, maxLength: -1, minItems: -1}
-	ns84  = node{loc: "#/properties/template", minLength: -1, maxLength: -1, minItems: -1, oneOf: []*node{&ns85, &ns86}}
-	ns85  = node{loc: "#/properties/template/oneOf/0", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns86  = node{loc: "#/properties/template/oneOf/1", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"build", "checkpoint", "image"}, properties: []*node{&ns87, &ns95, &ns96}, noAdditional: true, anyOf: []*node{&ns97, &ns98, &ns99}, requiredOnly: []string{"build", "checkpoint", "image"}}
-	ns87  = node{loc: "#/properties/template/oneOf/1/properties/build", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"args", "context", "dockerfile", "network", "target"}, properties: []*node{&ns88, &ns91, &ns92, &ns93, &ns94}, noAdditional: true, required: []string{"context"}}
-	ns88  = node{loc: "#/properties/template/oneOf/1/properties/build/properties/args", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, additional: &ns89, propertyNames: &ns90}
-	ns89  = node{loc: "#/properties/template/oneOf/1/properties/build/properties/args/additionalProperties", ref: &ns8, minLength: -1, maxLength: -1, minItems: -1}
-	ns90  = node{loc: "#/properties/template/oneOf/1/properties/build/properties/args/propertyNames", ref: &ns10, minLength: -1, maxLength: -1, minItems: -1}
-	ns91  = node{loc: "#/properties/template/oneOf/1/properties/build/properties/context", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns92  = node{loc: "#/properties/template/oneOf/1/properties/build/properties/dockerfile", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns93  = node{loc: "#/properties/template/oneOf/1/properties/build/properties/network", types: typeBoolean, minLength: -1, maxLength: -1, minItems: -1}
-	ns94  = node{loc: "#/properties/template/oneOf/1/properties/build/properties/target", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns95  = node{loc: "#/properties/template/oneOf/1/properties/checkpoint", types: typeString, minLength: 1, maxLength: 128, minItems: -1, pattern: "^[A-Za-z0-9][A-Za-z0-9_.-]*$", re: &pattern95, hint: "must start with a letter or digit and contain only letters, digits, underscores, periods and hyphens"}
-	ns96  = node{loc: "#/properties/template/oneOf/1/properties/image", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns97  = node{loc: "#/properties/template/oneOf/1/anyOf/0", minLength: -1, maxLength: -1, minItems: -1, required: []string{"image"}}
-	ns98  = node{loc: "#/properties/template/oneOf/1/anyOf/1", minLength: -1, maxLength: -1, minItems: -1, required: []string{"build"}}
-	ns99  = node{loc: "#/properties/template/oneOf/1/anyOf/2", minLength: -1, maxLength: -1, minItems: -1, required: []string{"checkpoint"}}
-	ns100 = node{loc: "#/properties/user", types: typeString, minLength: -1, maxLength: -1, minItems: -1, pattern: "^(host|([a-z_][a-z0-9_.-]*|[0-9]+)(:([a-z_][a-z0-9_.-]*|[0-9]+))?)$", re: &pattern100, hint: "must be host, NAME, UID, NAME:GROUP or UID:GID"}
-	ns101 = node{loc: "#/properties/version", types: typeInteger, hasConst: true, constVal: json.Number("1"), minLength: -1, maxLength: -1, minItems: -1}
-	ns102 = node{loc: "#/properties/workspace", minLength: -1, maxLength: -1, minItems: -1, oneOf: []*node{&ns103, &ns104}}
-	ns103 = node{loc: "#/properties/workspace/oneOf/0", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns104 = node{loc: "#/properties/workspace/oneOf/1", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"path", "protect", "readOnly"}, properties: []*node{&ns105, &ns106, &ns107}, noAdditional: true, required: []string{"path"}}
-	ns105 = node{loc: "#/properties/workspace/oneOf/1/properties/path", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns106 = node{loc: "#/properties/workspace/oneOf/1/properties/protect", types: typeBoolean, minLength: -1, maxLength: -1, minItems: -1}
-	ns107 = node{loc: "#/properties/workspace/oneOf/1/properties/readOnly", types: typeBoolean, minLength: -1, maxLength: -1, minItems: -1}
+	ns2   = node{loc: "#/properties/docker", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"networks", "noNewPrivileges", "runtime"}, properties: []*node{&ns3, &ns5, &ns6}, noAdditional: true}
+	ns3   = node{loc: "#/properties/docker/properties/networks", types: typeArray, minLength: -1, maxLength: -1, minItems: -1, items: &ns4}
+	ns4   = node{loc: "#/properties/docker/properties/networks/items", types: typeString, minLength: 1, maxLength: -1, minItems: -1, pattern: "^[a-zA-Z0-9][a-zA-Z0-9_.-]*$", re: &pattern4, hint: "must be a Docker network name: letters, digits, underscores, periods and hyphens, starting with a letter or digit"}
+	ns5   = node{loc: "#/properties/docker/properties/noNewPrivileges", types: typeBoolean, minLength: -1, maxLength: -1, minItems: -1}
+	ns6   = node{loc: "#/properties/docker/properties/runtime", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns7   = node{loc: "#/properties/driver", types: typeString, enum: []any{"auto", "sbx", "docker-sandbox", "docker", "kubernetes"}, minLength: -1, maxLength: -1, minItems: -1}
+	ns8   = node{loc: "#/properties/env", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, additional: &ns9, propertyNames: &ns11}
+	ns9   = node{loc: "#/properties/env/additionalProperties", ref: &ns10, minLength: -1, maxLength: -1, minItems: -1}
+	ns10  = node{loc: "#/definitions/scalarValue", types: typeBoolean | typeNumber | typeString, minLength: -1, maxLength: -1, minItems: -1}
+	ns11  = node{loc: "#/properties/env/propertyNames", ref: &ns12, minLength: -1, maxLength: -1, minItems: -1}
+	ns12  = node{loc: "#/definitions/envName", types: typeString, minLength: -1, maxLength: -1, minItems: -1, pattern: "^[A-Za-z_][A-Za-z0-9_]*$", re: &pattern12, hint: "must start with a letter or underscore and contain only letters, digits and underscores"}
+	ns13  = node{loc: "#/properties/kubernetes", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"context", "egress", "namespace", "registry", "runtimeClassName", "storageClass", "warmPool", "workspaceSize"}, properties: []*node{&ns14, &ns15, &ns16, &ns17, &ns18, &ns19, &ns20, &ns21}, noAdditional: true}
+	ns14  = node{loc: "#/properties/kubernetes/properties/context", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns15  = node{loc: "#/properties/kubernetes/properties/egress", types: typeString, enum: []any{"enforced", "advisory"}, minLength: -1, maxLength: -1, minItems: -1}
+	ns16  = node{loc: "#/properties/kubernetes/properties/namespace", types: typeString, minLength: 1, maxLength: 63, minItems: -1, pattern: "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", re: &pattern16, hint: "must be a DNS label: lowercase letters, digits and hyphens"}
+	ns17  = node{loc: "#/properties/kubernetes/properties/registry", types: typeString, minLength: 1, maxLength: -1, minItems: -1, pattern: "^[a-z0-9]([-a-z0-9.:]*[a-z0-9])?(/[a-z0-9]([-a-z0-9._]*[a-z0-9])?)*$", re: &pattern17, hint: "write a registry and repository prefix such as ghcr.io/acme/sbx, without a scheme or trailing slash"}
+	ns18  = node{loc: "#/properties/kubernetes/properties/runtimeClassName", types: typeString, minLength: 1, maxLength: 253, minItems: -1, pattern: "^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", re: &pattern18, hint: "must be a RuntimeClass name: lowercase letters, digits, hyphens and periods"}
+	ns19  = node{loc: "#/properties/kubernetes/properties/storageClass", types: typeString, minLength: 1, maxLength: 253, minItems: -1}
+	ns20  = node{loc: "#/properties/kubernetes/properties/warmPool", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: "0", maximum: "100"}
+	ns21  = node{loc: "#/properties/kubernetes/properties/workspaceSize", types: typeString, minLength: -1, maxLength: -1, minItems: -1, pattern: "^[0-9]+(\\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$", re: &pattern21, hint: "write a Kubernetes quantity such as 10Gi"}
+	ns22  = node{loc: "#/properties/loop", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"breaker", "checkpoint", "command", "completion", "ephemeral", "iterationTimeout", "maxDuration", "maxIterations", "prompt"}, properties: []*node{&ns23, &ns26, &ns31, &ns33, &ns39, &ns40, &ns43, &ns45, &ns46}, noAdditional: true, required: []string{"prompt", "maxIterations"}}
+	ns23  = node{loc: "#/properties/loop/properties/breaker", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"noProgress", "sameError"}, properties: []*node{&ns24, &ns25}, noAdditional: true}
+	ns24  = node{loc: "#/properties/loop/properties/breaker/properties/noProgress", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: "0"}
+	ns25  = node{loc: "#/properties/loop/properties/breaker/properties/sameError", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: "0"}
+	ns26  = node{loc: "#/properties/loop/properties/checkpoint", minLength: -1, maxLength: -1, minItems: -1, oneOf: []*node{&ns27, &ns28}}
+	ns27  = node{loc: "#/properties/loop/properties/checkpoint/oneOf/0", types: typeString, enum: []any{"never", "onComplete", "everyIteration"}, minLength: -1, maxLength: -1, minItems: -1}
+	ns28  = node{loc: "#/properties/loop/properties/checkpoint/oneOf/1", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"keep", "when"}, properties: []*node{&ns29, &ns30}, noAdditional: true, required: []string{"when"}}
+	ns29  = node{loc: "#/properties/loop/properties/checkpoint/oneOf/1/properties/keep", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: "1", maximum: "100"}
+	ns30  = node{loc: "#/properties/loop/properties/checkpoint/oneOf/1/properties/when", types: typeString, enum: []any{"never", "onComplete", "everyIteration"}, minLength: -1, maxLength: -1, minItems: -1}
+	ns31  = node{loc: "#/properties/loop/properties/command", types: typeArray, minLength: -1, maxLength: -1, minItems: 1, items: &ns32}
+	ns32  = node{loc: "#/properties/loop/properties/command/items", types: typeString, minLength: -1, maxLength: -1, minItems: -1}
+	ns33  = node{loc: "#/properties/loop/properties/completion", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"promise", "verify"}, properties: []*node{&ns34, &ns35}, noAdditional: true, anyOf: []*node{&ns37, &ns38}, requiredOnly: []string{"promise", "verify"}}
+	ns34  = node{loc: "#/properties/loop/properties/completion/properties/promise", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns35  = node{loc: "#/properties/loop/properties/completion/properties/verify", types: typeArray, minLength: -1, maxLength: -1, minItems: 1, items: &ns36}
+	ns36  = node{loc: "#/properties/loop/properties/completion/properties/verify/items", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns37  = node{loc: "#/properties/loop/properties/completion/anyOf/0", minLength: -1, maxLength: -1, minItems: -1, required: []string{"promise"}}
+	ns38  = node{loc: "#/properties/loop/properties/completion/anyOf/1", minLength: -1, maxLength: -1, minItems: -1, required: []string{"verify"}}
+	ns39  = node{loc: "#/properties/loop/properties/ephemeral", types: typeBoolean, minLength: -1, maxLength: -1, minItems: -1}
+	ns40  = node{loc: "#/properties/loop/properties/iterationTimeout", minLength: -1, maxLength: -1, minItems: -1, allOf: []*node{&ns41}}
+	ns41  = node{loc: "#/properties/loop/properties/iterationTimeout/allOf/0", ref: &ns42, minLength: -1, maxLength: -1, minItems: -1}
+	ns42  = node{loc: "#/definitions/duration", types: typeString, minLength: -1, maxLength: -1, minItems: -1, pattern: "^([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$", re: &pattern42, hint: "use a number and a unit, as in 90s, 15m or 4h"}
+	ns43  = node{loc: "#/properties/loop/properties/maxDuration", minLength: -1, maxLength: -1, minItems: -1, allOf: []*node{&ns44}}
+	ns44  = node{loc: "#/properties/loop/properties/maxDuration/allOf/0", ref: &ns42, minLength: -1, maxLength: -1, minItems: -1}
+	ns45  = node{loc: "#/properties/loop/properties/maxIterations", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: "1", maximum: "100000"}
+	ns46  = node{loc: "#/properties/loop/properties/prompt", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns47  = node{loc: "#/properties/mounts", types: typeArray, minLength: -1, maxLength: -1, minItems: -1, items: &ns48}
+	ns48  = node{loc: "#/properties/mounts/items", minLength: -1, maxLength: -1, minItems: -1, oneOf: []*node{&ns49, &ns50}}
+	ns49  = node{loc: "#/properties/mounts/items/oneOf/0", types: typeString, minLength: 3, maxLength: -1, minItems: -1}
+	ns50  = node{loc: "#/properties/mounts/items/oneOf/1", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"readOnly", "source", "target"}, properties: []*node{&ns51, &ns52, &ns53}, noAdditional: true, required: []string{"source", "target"}}
+	ns51  = node{loc: "#/properties/mounts/items/oneOf/1/properties/readOnly", types: typeBoolean, minLength: -1, maxLength: -1, minItems: -1}
+	ns52  = node{loc: "#/properties/mounts/items/oneOf/1/properties/source", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns53  = node{loc: "#/properties/mounts/items/oneOf/1/properties/target", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns54  = node{loc: "#/properties/name", types: typeString, minLength: 2, maxLength: 63, minItems: -1, pattern: "^[A-Za-z0-9][A-Za-z0-9.-]*$", re: &pattern54, hint: "must start with a letter or digit and contain only letters, digits, hyphens and periods"}
+	ns55  = node{loc: "#/properties/network", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"agentHosts", "allow", "blockCIDRs", "deny", "policy", "presets"}, properties: []*node{&ns56, &ns57, &ns60, &ns62, &ns64, &ns65}, noAdditional: true}
+	ns56  = node{loc: "#/properties/network/properties/agentHosts", types: typeBoolean, minLength: -1, maxLength: -1, minItems: -1}
+	ns57  = node{loc: "#/properties/network/properties/allow", types: typeArray, minLength: -1, maxLength: -1, minItems: -1, items: &ns58}
+	ns58  = node{loc: "#/properties/network/properties/allow/items", ref: &ns59, minLength: -1, maxLength: -1, minItems: -1}
+	ns59  = node{loc: "#/definitions/hostPattern", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns60  = node{loc: "#/properties/network/properties/blockCIDRs", types: typeArray, minLength: -1, maxLength: -1, minItems: -1, items: &ns61}
+	ns61  = node{loc: "#/properties/network/properties/blockCIDRs/items", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns62  = node{loc: "#/properties/network/properties/deny", types: typeArray, minLength: -1, maxLength: -1, minItems: -1, items: &ns63}
+	ns63  = node{loc: "#/properties/network/properties/deny/items", ref: &ns59, minLength: -1, maxLength: -1, minItems: -1}
+	ns64  = node{loc: "#/properties/network/properties/policy", types: typeString, enum: []any{"deny", "allow"}, minLength: -1, maxLength: -1, minItems: -1}
+	ns65  = node{loc: "#/properties/network/properties/presets", types: typeArray, minLength: -1, maxLength: -1, minItems: -1, items: &ns66}
+	ns66  = node{loc: "#/properties/network/properties/presets/items", types: typeString, enum: []any{"anthropic", "openai", "google-gemini", "github", "github-copilot", "cursor", "kiro", "opencode", "droid", "npm", "pypi", "golang", "docker-hub"}, minLength: -1, maxLength: -1, minItems: -1}
+	ns67  = node{loc: "#/properties/ports", types: typeArray, minLength: -1, maxLength: -1, minItems: -1, items: &ns68}
+	ns68  = node{loc: "#/properties/ports/items", minLength: -1, maxLength: -1, minItems: -1, oneOf: []*node{&ns69, &ns70}}
+	ns69  = node{loc: "#/properties/ports/items/oneOf/0", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: "1", maximum: "65535"}
+	ns70  = node{loc: "#/properties/ports/items/oneOf/1", types: typeString, minLength: -1, maxLength: -1, minItems: -1, pattern: "^((\\[[0-9a-fA-F:.]+\\]|[0-9.]+):)?([0-9]{0,5}:)?[0-9]{1,5}(/(tcp|udp))?$", re: &pattern70, hint: "use [IP:][HOSTPORT:]PORT[/tcp|udp], as in 127.0.0.1:8080:3000"}
+	ns71  = node{loc: "#/properties/resources", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"cpus", "memory", "pids"}, properties: []*node{&ns72, &ns73, &ns76}, noAdditional: true}
+	ns72  = node{loc: "#/properties/resources/properties/cpus", types: typeNumber, minLength: -1, maxLength: -1, minItems: -1, maximum: "256", exclusiveMinimum: "0"}
+	ns73  = node{loc: "#/properties/resources/properties/memory", minLength: -1, maxLength: -1, minItems: -1, oneOf: []*node{&ns74, &ns75}}
+	ns74  = node{loc: "#/properties/resources/properties/memory/oneOf/0", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: "1"}
+	ns75  = node{loc: "#/properties/resources/properties/memory/oneOf/1", types: typeString, minLength: -1, maxLength: -1, minItems: -1, pattern: "^[0-9]+(\\.[0-9]+)?\\s*([kKmMgGtT]([iI]?[bB])?|[bB])?$", re: &pattern75, hint: "use a number with a unit, as in 512m or 8g"}
+	ns76  = node{loc: "#/properties/resources/properties/pids", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: "16", maximum: "1048576"}
+	ns77  = node{loc: "#/properties/secrets", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, additional: &ns78, propertyNames: &ns85}
+	ns78  = node{loc: "#/properties/secrets/additionalProperties", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"command", "env"}, properties: []*node{&ns79, &ns81}, noAdditional: true, oneOf: []*node{&ns83, &ns84}, requiredOnly: []string{"command", "env"}}
+	ns79  = node{loc: "#/properties/secrets/additionalProperties/properties/command", types: typeArray, minLength: -1, maxLength: -1, minItems: 1, items: &ns80}
+	ns80  = node{loc: "#/properties/secrets/additionalProperties/properties/command/items", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns81  = node{loc: "#/properties/secrets/additionalProperties/properties/env", minLength: -1, maxLength: -1, minItems: -1, allOf: []*node{&ns82}}
+	ns82  = node{loc: "#/properties/secrets/additionalProperties/properties/env/allOf/0", ref: &ns12, minLength: -1, maxLength: -1, minItems: -1}
+	ns83  = node{loc: "#/properties/secrets/additionalProperties/oneOf/0", minLength: -1, maxLength: -1, minItems: -1, required: []string{"env"}}
+	ns84  = node{loc: "#/properties/secrets/additionalProperties/oneOf/1", minLength: -1, maxLength: -1, minItems: -1, required: []string{"command"}}
+	ns85  = node{loc: "#/properties/secrets/propertyNames", ref: &ns12, minLength: -1, maxLength: -1, minItems: -1}
+	ns86  = node{loc: "#/properties/template", minLength: -1, maxLength: -1, minItems: -1, oneOf: []*node{&ns87, &ns88}}
+	ns87  = node{loc: "#/properties/template/oneOf/0", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns88  = node{loc: "#/properties/template/oneOf/1", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"build", "checkpoint", "image"}, properties: []*node{&ns89, &ns97, &ns98}, noAdditional: true, anyOf: []*node{&ns99, &ns100, &ns101}, requiredOnly: []string{"build", "checkpoint", "image"}}
+	ns89  = node{loc: "#/properties/template/oneOf/1/properties/build", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"args", "context", "dockerfile", "network", "target"}, properties: []*node{&ns90, &ns93, &ns94, &ns95, &ns96}, noAdditional: true, required: []string{"context"}}
+	ns90  = node{loc: "#/properties/template/oneOf/1/properties/build/properties/args", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, additional: &ns91, propertyNames: &ns92}
+	ns91  = node{loc: "#/properties/template/oneOf/1/properties/build/properties/args/additionalProperties", ref: &ns10, minLength: -1, maxLength: -1, minItems: -1}
+	ns92  = node{loc: "#/properties/template/oneOf/1/properties/build/properties/args/propertyNames", ref: &ns12, minLength: -1, maxLength: -1, minItems: -1}
+	ns93  = node{loc: "#/properties/template/oneOf/1/properties/build/properties/context", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns94  = node{loc: "#/properties/template/oneOf/1/properties/build/properties/dockerfile", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns95  = node{loc: "#/properties/template/oneOf/1/properties/build/properties/network", types: typeBoolean, minLength: -1, maxLength: -1, minItems: -1}
+	ns96  = node{loc: "#/properties/template/oneOf/1/properties/build/properties/target", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns97  = node{loc: "#/properties/template/oneOf/1/properties/checkpoint", types: typeString, minLength: 1, maxLength: 128, minItems: -1, pattern: "^[A-Za-z0-9][A-Za-z0-9_.-]*$", re: &pattern97, hint: "must start with a letter or digit and contain only letters, digits, underscores, periods and hyphens"}
+	ns98  = node{loc: "#/properties/template/oneOf/1/properties/image", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns99  = node{loc: "#/properties/template/oneOf/1/anyOf/0", minLength: -1, maxLength: -1, minItems: -1, required: []string{"image"}}
+	ns100 = node{loc: "#/properties/template/oneOf/1/anyOf/1", minLength: -1, maxLength: -1, minItems: -1, required: []string{"build"}}
+	ns101 = node{loc: "#/properties/template/oneOf/1/anyOf/2", minLength: -1, maxLength: -1, minItems: -1, required: []string{"checkpoint"}}
+	ns102 = node{loc: "#/properties/user", types: typeString, minLength: -1, maxLength: -1, minItems: -1, pattern: "^(host|([a-z_][a-z0-9_.-]*|[0-9]+)(:([a-z_][a-z0-9_.-]*|[0-9]+))?)$", re: &pattern102, hint: "must be host, NAME, UID, NAME:GROUP or UID:GID"}
+	ns103 = node{loc: "#/properties/version", types: typeInteger, hasConst: true, constVal: json.Number("1"), minLength: -1, maxLength: -1, minItems: -1}
+	ns104 = node{loc: "#/properties/workspace", minLength: -1, maxLength: -1, minItems: -1, oneOf: []*node{&ns105, &ns106}}
+	ns105 = node{loc: "#/properties/workspace/oneOf/0", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns106 = node{loc: "#/properties/workspace/oneOf/1", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"path", "protect", "readOnly"}, properties: []*node{&ns107, &ns108, &ns109}, noAdditional: true, required: []string{"path"}}
+	ns107 = node{loc: "#/properties/workspace/oneOf/1/properties/path", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns108 = node{loc: "#/properties/workspace/oneOf/1/properties/protect", types: typeBoolean, minLength: -1, maxLength: -1, minItems: -1}
+	ns109 = node{loc: "#/properties/workspace/oneOf/1/properties/readOnly", types: typeBoolean, minLength: -1, maxLength: -1, minItems: -1}
 )
 
-// pattern10 is the automaton of the pattern at #/definitions/envName.
-var pattern10 = dfa.DFA{
+// pattern4 is the automaton of the pattern at #/properties/docker/properties/networks/items.
+var pattern4 = dfa.DFA{
+	Pattern: "^[a-zA-Z0-9][a-zA-Z0-9_.-]*$",
+	ASCII: "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
+		"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x01\x00\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x00\x00\x00\x00\x00\x00" +
+		"\x00\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x00\x00\x00\x00\x01" +
+		"\x00\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x00\x00\x00\x00\x00",
+	Ranges:  []dfa.Range{{Lo: 0x80, Class: 0}},
+	Classes: 3,
+	Start:   2,
+	Next: []uint16{
+		0, 0, 0, // dead
+		1, 1, 1, // matched
+		0, 0, 3, // 2
+		0, 3, 3, // 3
+	},
+	AtEnd: []bool{false, true, false, true},
+}
+
+// pattern12 is the automaton of the pattern at #/definitions/envName.
+var pattern12 = dfa.DFA{
 	Pattern: "^[A-Za-z_][A-Za-z0-9_]*$",
 	ASCII: "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
 		"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x00\x00\x00\x00\x00\x00" +
@@ -147,8 +168,8 @@ var pattern10 = dfa.DFA{
 	AtEnd: []bool{false, true, false, true},
 }
 
-// pattern14 is the automaton of the pattern at #/properties/kubernetes/properties/namespace.
-var pattern14 = dfa.DFA{
+// pattern16 is the automaton of the pattern at #/properties/kubernetes/properties/namespace.
+var pattern16 = dfa.DFA{
 	Pattern: "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
 	ASCII: "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
 		"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x00\x00\x00\x00\x00\x00" +
@@ -167,8 +188,8 @@ var pattern14 = dfa.DFA{
 	AtEnd: []bool{false, true, false, true, false},
 }
 
-// pattern15 is the automaton of the pattern at #/properties/kubernetes/properties/registry.
-var pattern15 = dfa.DFA{
+// pattern17 is the automaton of the pattern at #/properties/kubernetes/properties/registry.
+var pattern17 = dfa.DFA{
 	Pattern: "^[a-z0-9]([-a-z0-9.:]*[a-z0-9])?(/[a-z0-9]([-a-z0-9._]*[a-z0-9])?)*$",
 	ASCII: "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
 		"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x01\x02\x03\x03\x03\x03\x03\x03\x03\x03\x03\x03\x04\x00\x00\x00\x00\x00" +
@@ -190,8 +211,8 @@ var pattern15 = dfa.DFA{
 	AtEnd: []bool{false, true, false, true, false, false, true, false},
 }
 
-// pattern16 is the automaton of the pattern at #/properties/kubernetes/properties/runtimeClassName.
-var pattern16 = dfa.DFA{
+// pattern18 is the automaton of the pattern at #/properties/kubernetes/properties/runtimeClassName.
+var pattern18 = dfa.DFA{
 	Pattern: "^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
 	ASCII: "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
 		"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x01\x00\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x00\x00\x00\x00\x00\x00" +
@@ -210,8 +231,8 @@ var pattern16 = dfa.DFA{
 	AtEnd: []bool{false, true, false, true, false},
 }
 
-// pattern19 is the automaton of the pattern at #/properties/kubernetes/properties/workspaceSize.
-var pattern19 = dfa.DFA{
+// pattern21 is the automaton of the pattern at #/properties/kubernetes/properties/workspaceSize.
+var pattern21 = dfa.DFA{
 	Pattern: "^[0-9]+(\\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$",
 	ASCII: "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
 		"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x00\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x00\x00\x00\x00\x00\x00" +
@@ -234,8 +255,8 @@ var pattern19 = dfa.DFA{
 	AtEnd: []bool{false, true, false, true, false, true, false, true, true},
 }
 
-// pattern40 is the automaton of the pattern at #/definitions/duration.
-var pattern40 = dfa.DFA{
+// pattern42 is the automaton of the pattern at #/definitions/duration.
+var pattern42 = dfa.DFA{
 	Pattern: "^([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$",
 	ASCII: "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
 		"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x00\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x00\x00\x00\x00\x00\x00" +
@@ -258,8 +279,8 @@ var pattern40 = dfa.DFA{
 	AtEnd: []bool{false, true, false, false, false, true, true, false, false},
 }
 
-// pattern52 is the automaton of the pattern at #/properties/name.
-var pattern52 = dfa.DFA{
+// pattern54 is the automaton of the pattern at #/properties/name.
+var pattern54 = dfa.DFA{
 	Pattern: "^[A-Za-z0-9][A-Za-z0-9.-]*$",
 	ASCII: "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
 		"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x01\x00\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x00\x00\x00\x00\x00\x00" +
@@ -277,8 +298,8 @@ var pattern52 = dfa.DFA{
 	AtEnd: []bool{false, true, false, true},
 }
 
-// pattern68 is the automaton of the pattern at #/properties/ports/items/oneOf/1.
-var pattern68 = dfa.DFA{
+// pattern70 is the automaton of the pattern at #/properties/ports/items/oneOf/1.
+var pattern70 = dfa.DFA{
 	Pattern: "^((\\[[0-9a-fA-F:.]+\\]|[0-9.]+):)?([0-9]{0,5}:)?[0-9]{1,5}(/(tcp|udp))?$",
 	ASCII: "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
 		"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x02\x03\x03\x03\x03\x03\x03\x03\x03\x03\x03\x04\x00\x00\x00\x00\x00" +
@@ -321,8 +342,8 @@ var pattern68 = dfa.DFA{
 	AtEnd: []bool{false, true, false, false, true, false, false, false, false, true, true, false, true, false, false, true, true, false, true, false, true, true, true, true, true, true, true, true, true},
 }
 
-// pattern73 is the automaton of the pattern at #/properties/resources/properties/memory/oneOf/1.
-var pattern73 = dfa.DFA{
+// pattern75 is the automaton of the pattern at #/properties/resources/properties/memory/oneOf/1.
+var pattern75 = dfa.DFA{
 	Pattern: "^[0-9]+(\\.[0-9]+)?\\s*([kKmMgGtT]([iI]?[bB])?|[bB])?$",
 	ASCII: "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x01\x00\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
 		"\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\x03\x03\x03\x03\x03\x03\x03\x03\x03\x03\x00\x00\x00\x00\x00\x00" +
@@ -346,8 +367,8 @@ var pattern73 = dfa.DFA{
 	AtEnd: []bool{false, true, false, true, true, false, true, true, true, false},
 }
 
-// pattern95 is the automaton of the pattern at #/properties/template/oneOf/1/properties/checkpoint.
-var pattern95 = dfa.DFA{
+// pattern97 is the automaton of the pattern at #/properties/template/oneOf/1/properties/checkpoint.
+var pattern97 = dfa.DFA{
 	Pattern: "^[A-Za-z0-9][A-Za-z0-9_.-]*$",
 	ASCII: "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
 		"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x01\x00\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x00\x00\x00\x00\x00\x00" +
@@ -365,8 +386,8 @@ var pattern95 = dfa.DFA{
 	AtEnd: []bool{false, true, false, true},
 }
 
-// pattern100 is the automaton of the pattern at #/properties/user.
-var pattern100 = dfa.DFA{
+// pattern102 is the automaton of the pattern at #/properties/user.
+var pattern102 = dfa.DFA{
 	Pattern: "^(host|([a-z_][a-z0-9_.-]*|[0-9]+)(:([a-z_][a-z0-9_.-]*|[0-9]+))?)$",
 	ASCII: "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
 		"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x01\x00\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x03\x00\x00\x00\x00\x00" +
