@@ -119,7 +119,7 @@ func BenchmarkChecks(b *testing.B) {
 			if p.always.contain(a) {
 				b.Fatal("always")
 			}
-			if r, _ := pol.vet(a, d.port); r != "" {
+			if r, _ := pol.vet(a, d); r != "" {
 				b.Fatal(r)
 			}
 		}

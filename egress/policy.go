@@ -6,10 +6,13 @@
 // CONNECT and absolute-URI request by host and port; refuses targets it
 // cannot read one way only (zones, percent-encoding, numeric spellings
 // other than dotted decimal); checks every resolved address, in canonical
-// form, against blocked ranges, IP deny rules and what it always refuses
-// (unspecified and loopback addresses, its own and the Docker host's);
-// dials exactly the address it checked; bounds what a client can make it
-// hold; and logs every decision as a JSON line.
+// form, against blocked ranges (but for the exceptions the policy names:
+// an IP literal allowed exactly, and the subnets of the Docker networks
+// the proxy joined), IP deny rules and what it always refuses
+// (unspecified and loopback addresses, its own, the Docker host's and the
+// joined networks' gateways); dials exactly the address it checked;
+// bounds what a client can make it hold; and logs every decision as a
+// JSON line.
 package egress
 
 import (
@@ -32,6 +35,23 @@ type Policy struct {
 	// daemon, always refused: they are not part of the user's declaration
 	// (and not compared by the planner), but what the driver found.
 	HostAddrs []string `json:"hostAddrs,omitempty"`
+	// Networks are the Docker networks the proxy's container joined
+	// (docker.networks), as the driver read them from the daemon when it
+	// wrote the policy. Not part of the declaration either: the planner
+	// compares the networks' names, read from the container.
+	Networks []Network `json:"networks,omitempty"`
+}
+
+// Network is one Docker network the proxy joined. An address in one of
+// its subnets is an exception to BlockCIDRs, for a destination an exact
+// rule allows (a name, not a wildcard) or under policy allow: the
+// containers on it are what the user named the network for, found by
+// Docker's embedded DNS. Its gateways are the Docker host's addresses on
+// it, always refused.
+type Network struct {
+	Name     string   `json:"name"`
+	Subnets  []string `json:"subnets"`
+	Gateways []string `json:"gateways,omitempty"`
 }
 
 // PolicyOf is the proxy's policy for a sandbox: the file's rules with the
@@ -59,8 +79,14 @@ type compiled struct {
 	// denyIPs are the deny rules that are IP literals: they refuse the
 	// address whatever name resolved to it.
 	denyIPs []rule
-	// blocked are BlockCIDRs and HostAddrs.
+	// blocked are BlockCIDRs.
 	blocked prefixes
+	// refused are HostAddrs and the networks' gateways: refused whatever
+	// the rules allow.
+	refused prefixes
+	// reach are the subnets of the networks the proxy joined: exceptions
+	// to blocked for a destination an exact rule allows (see excepted).
+	reach prefixes
 }
 
 // rule is a host pattern of the policy, an IP literal in canonical form,
@@ -138,15 +164,37 @@ func (p *Policy) compile() (*compiled, error) {
 		}
 		c.blocked.add(pfx.Masked())
 	}
-	for _, s := range p.HostAddrs {
-		a, err := netip.ParseAddr(s)
-		if err != nil || a.Zone() != "" {
-			return nil, fmt.Errorf("hostAddrs: %q is not an IP address", s)
+	if err := addAddrs(&c.refused, "hostAddrs", p.HostAddrs); err != nil {
+		return nil, err
+	}
+	for _, n := range p.Networks {
+		what := fmt.Sprintf("networks[%s]", n.Name)
+		if err := addAddrs(&c.refused, what+".gateways", n.Gateways); err != nil {
+			return nil, err
 		}
-		a = canonical(a)
-		c.blocked.add(netip.PrefixFrom(a, a.BitLen()))
+		for _, s := range n.Subnets {
+			pfx, err := netip.ParsePrefix(s)
+			if err != nil || pfx.Addr().Zone() != "" {
+				return nil, fmt.Errorf("%s.subnets: %q is not a CIDR range", what, s)
+			}
+			c.reach.add(netip.PrefixFrom(canonical(pfx.Addr()), pfx.Bits()).Masked())
+		}
 	}
 	return c, nil
+}
+
+// addAddrs adds plain addresses (what names the list, for errors), in
+// canonical form, to a set.
+func addAddrs(ps *prefixes, what string, addrs []string) error {
+	for _, s := range addrs {
+		a, err := netip.ParseAddr(s)
+		if err != nil || a.Zone() != "" {
+			return fmt.Errorf("%s: %q is not an IP address", what, s)
+		}
+		a = canonical(a)
+		ps.add(netip.PrefixFrom(a, a.BitLen()))
+	}
+	return nil
 }
 
 // Decision is the policy's answer for one host and port.
@@ -179,21 +227,56 @@ const (
 	refBlocked refusal = "resolves to a blocked address"
 	refDenied  refusal = "resolves to an address denied by policy"
 	refZone    refusal = "resolves to an address with a zone"
+	// refAlways is why an address the policy allows exactly is refused
+	// all the same: the file may say 172.17.0.1, but that is the Docker
+	// host. It keeps refBlocked's words, which say what happened.
+	refAlways refusal = "resolves to a blocked address the proxy always refuses (unspecified, loopback, its own, the Docker host's or a joined network's gateway), whatever the policy allows"
 )
 
-// vet checks a canonical address for port against the policy: blocked
-// ranges and the Docker host's addresses, then deny rules that are IP
-// literals. It returns the deny rule that refused it, if one did.
-func (c *compiled) vet(a netip.Addr, port int) (refusal, string) {
-	if c.blocked.contain(a) {
+// vet checks a canonical address a for destination d against the
+// policy: the Docker host's addresses and the joined networks' gateways,
+// the blocked ranges (unless excepted for d), then deny rules that are
+// IP literals. It returns the deny rule that refused it, if one did.
+func (c *compiled) vet(a netip.Addr, d dest) (refusal, string) {
+	switch {
+	case c.refused.contain(a) && c.excepted(a, d):
+		return refAlways, ""
+	case c.refused.contain(a), c.blocked.contain(a) && !c.excepted(a, d):
 		return refBlocked, ""
 	}
 	for _, r := range c.denyIPs {
-		if r.IP == a && (r.Port == 0 || r.Port == port) {
+		if r.IP == a && (r.Port == 0 || r.Port == d.port) {
 			return refDenied, r.text
 		}
 	}
 	return "", ""
+}
+
+// excepted reports whether the policy lets d reach a although a blocked
+// range holds it: d is that IP literal and an allow rule names exactly
+// that address (on d's port, if the rule has one); or a lies in the
+// subnet of a network the proxy joined and d is allowed by an exact
+// rule or by policy allow. A name that resolves to a blocked address is
+// never excepted by an IP rule (only the literal is); and under policy
+// deny a name only a wildcard allows never reaches a joined network:
+// whoever controls DNS under the wildcard would choose what it reaches.
+func (c *compiled) excepted(a netip.Addr, d dest) bool {
+	exact := c.exactlyAllowed(d)
+	if d.ip.IsValid() && d.ip == a && exact {
+		return true
+	}
+	return c.reach.contain(a) && (exact || c.allowAll)
+}
+
+// exactlyAllowed reports whether an allow rule that is no wildcard covers
+// d (deny rules were applied before the address was looked at).
+func (c *compiled) exactlyAllowed(d dest) bool {
+	for _, r := range c.allow {
+		if !r.Wildcard && r.matches(d) {
+			return true
+		}
+	}
+	return false
 }
 
 // prefixes is a set of ranges, kept by address family so that an

@@ -464,11 +464,13 @@ func (p *Proxy) newWriter(w io.Writer) *bufio.Writer {
 
 // dial resolves the destination (a name as a fully qualified one, so no
 // resolv.conf search domain turns it into another), checks every address
-// in canonical form, and dials one of those that passed itself, so a DNS
-// answer that changes between check and use cannot bypass the checks. It
-// returns the connection and the address dialled; or why the policy
-// refused every address, with the deny rule if one did; or why nothing
-// could be dialled.
+// in canonical form (for d: an exact allow rule may except an address
+// from the blocked ranges, never from what the proxy always refuses), and
+// dials one of those that passed itself, so a DNS answer that changes
+// between check and use cannot bypass the checks. It returns the
+// connection and the address dialled; or why the policy refused every
+// address, with the deny rule if one did; or why nothing could be
+// dialled.
 func (p *Proxy) dial(ctx context.Context, pol *compiled, d dest) (net.Conn, string, refusal, string, error) {
 	var addrs []netip.Addr
 	why, rule := refBlocked, ""
@@ -495,12 +497,15 @@ func (p *Proxy) dial(ctx context.Context, pol *compiled, d dest) (net.Conn, stri
 	var allowed []netip.Addr
 	for _, a := range addrs {
 		if p.always.contain(a) {
+			if pol.excepted(a, d) {
+				why = refAlways
+			}
 			continue
 		}
-		switch r, denyRule := pol.vet(a, d.port); r {
+		switch r, denyRule := pol.vet(a, d); r {
 		case "":
 			allowed = append(allowed, a)
-		case refDenied:
+		case refDenied, refAlways:
 			why, rule = r, denyRule
 		}
 	}

@@ -56,6 +56,7 @@ func sbxCaps() Caps {
 		FieldKubernetes:      KubernetesOnlyCap("the kubernetes block"),
 		FieldEgressMode:      KubernetesOnlyCap("kubernetes.egress"),
 		FieldWarmPool:        KubernetesOnlyCap("kubernetes.warmPool"),
+		FieldDockerNetworks:  ignored("docker.networks"),
 	}}
 }
 
@@ -88,6 +89,7 @@ func dockerSandboxCaps() Caps {
 		FieldKubernetes:      KubernetesOnlyCap("the kubernetes block"),
 		FieldEgressMode:      KubernetesOnlyCap("kubernetes.egress"),
 		FieldWarmPool:        KubernetesOnlyCap("kubernetes.warmPool"),
+		FieldDockerNetworks:  ignored("docker.networks"),
 	}}
 }
 
@@ -131,6 +133,7 @@ func dockerCaps() Caps {
 		FieldKubernetes:      KubernetesOnlyCap("the kubernetes block"),
 		FieldEgressMode:      KubernetesOnlyCap("kubernetes.egress"),
 		FieldWarmPool:        KubernetesOnlyCap("kubernetes.warmPool"),
+		FieldDockerNetworks:  inPlace("the egress proxy's container is made again on the new networks", true),
 	}, ByRuntime: map[string]map[Field]Cap{
 		// runsc (as Debian packages it) has no update command, so
 		// docker update fails for a sandbox under gVisor.

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"fmt"
+	"net/netip"
 	"sort"
 
 	"github.com/sbxhq/sbx/spec"
@@ -27,6 +28,11 @@ type Constraints struct {
 	// takes, and names must be DNS labels (lowercase letters, digits and
 	// hyphens): the kubernetes driver names objects after the sandbox.
 	DNSLabelNames int
+	// BlockedBeatsAllow, when set, says why the backend cannot make an IP
+	// literal of network.allow an exception to the blocked ranges that
+	// cover it, as the docker driver's proxy does (on Docker's sbx, say,
+	// deny rules win over allow rules).
+	BlockedBeatsAllow string
 }
 
 // Problem is one thing a sandbox asks of a backend that the backend
@@ -52,7 +58,15 @@ func Check(sb *spec.Spec, caps Caps) []Problem {
 	unsupported(FieldTemplateBuild, "template.build", sb.Template.Build != nil)
 	unsupported(FieldMounts, "mounts", len(sb.Mounts) > 0)
 	unsupported(FieldRuntime, "docker.runtime", sb.Docker.Runtime != "")
+	unsupported(FieldDockerNetworks, "docker.networks", len(sb.Docker.Networks) > 0)
 	c := caps.Constraints
+	if c.BlockedBeatsAllow != "" {
+		for _, h := range sb.Network.Allow {
+			if ip, b, ok := BlockedLiteral(h, sb.Network.BlockCIDRs); ok {
+				ps = append(ps, Problem{Path: "network.allow", Message: fmt.Sprintf("%s is inside blocked range %s, and %s: list network.blockCIDRs without that range to reach %s", h, b, c.BlockedBeatsAllow, ip)})
+			}
+		}
+	}
 	if c.NoCheckpoints != "" && sb.Template.Checkpoint != "" {
 		ps = append(ps, Problem{Path: "template.checkpoint", Message: c.NoCheckpoints})
 	}
@@ -94,4 +108,21 @@ func dnsLabel(name string, max int) bool {
 		}
 	}
 	return true
+}
+
+// BlockedLiteral reports whether an allow entry is an IP literal that a
+// blocked range covers, and which range: on the docker driver, an
+// exception its proxy dials exactly.
+func BlockedLiteral(allow string, blocked []netip.Prefix) (netip.Addr, netip.Prefix, bool) {
+	h, err := spec.ParseHost(allow)
+	if err != nil || !h.IP.IsValid() {
+		return netip.Addr{}, netip.Prefix{}, false
+	}
+	ip := h.IP.Unmap()
+	for _, b := range blocked {
+		if b.Contains(ip) {
+			return ip, b, true
+		}
+	}
+	return netip.Addr{}, netip.Prefix{}, false
 }

@@ -110,6 +110,14 @@ type Live struct {
 	// not exist (Exists false) may carry them too, about the one a create
 	// would make.
 	Notes []string `json:"notes,omitempty"`
+	// DockerNetworks are the user-defined Docker networks the sandbox's
+	// egress proxy is on (docker.networks), sorted.
+	DockerNetworks []string `json:"dockerNetworks,omitempty"`
+	// Problems are what the backend found that the file asks and cannot
+	// be had (a docker.networks network that does not exist): the plan
+	// fails with them, as with Check's. A sandbox that does not exist may
+	// carry them too.
+	Problems []Problem `json:"problems,omitempty"`
 }
 
 // LiveNetwork is a sandbox's network policy as the backend reports it.
@@ -140,6 +148,7 @@ const (
 	StepRepair                              // recreate missing parts (Step.Parts)
 	StepStart                               // start a stopped sandbox
 	StepSetWarmPool                         // make, resize or remove the sandbox's warm pool
+	StepJoinNetworks                        // put the egress proxy on the networks of docker.networks
 )
 
 var stepNames = map[StepKind]string{
@@ -147,7 +156,7 @@ var stepNames = map[StepKind]string{
 	StepSetEnv: "set-env", StepUpdateResources: "update-resources", StepSetPorts: "set-ports",
 	StepSetNetwork: "set-network", StepSetSecrets: "set-secrets", StepVerify: "verify",
 	StepRecord: "record", StepForget: "forget", StepRepair: "repair", StepStart: "start",
-	StepSetWarmPool: "set-warm-pool",
+	StepSetWarmPool: "set-warm-pool", StepJoinNetworks: "join-networks",
 }
 
 func (k StepKind) String() string {
@@ -172,6 +181,8 @@ func (k StepKind) Key() string {
 		return "ports"
 	case StepSetNetwork:
 		return "network"
+	case StepJoinNetworks:
+		return "docker.networks"
 	case StepSetEnv:
 		return "env"
 	}
@@ -239,6 +250,8 @@ func (s Step) String() string {
 		return "recreate the " + strings.Join(s.Parts, ", ") + " of sandbox " + q
 	case StepSetWarmPool:
 		return "set the warm pool of sandbox " + q
+	case StepJoinNetworks:
+		return "put the egress proxy of sandbox " + q + " on its Docker networks"
 	}
 	return s.Kind.String() + " sandbox " + q
 }
@@ -307,6 +320,9 @@ const (
 	FieldEgressMode
 	// FieldWarmPool is kubernetes.warmPool.
 	FieldWarmPool
+	// FieldDockerNetworks is docker.networks: the Docker networks the
+	// egress proxy joins.
+	FieldDockerNetworks
 )
 
 var fieldNames = map[Field]string{
@@ -317,7 +333,7 @@ var fieldNames = map[Field]string{
 	FieldNoNewPrivileges: "docker.noNewPrivileges", FieldProtect: "workspace.protect",
 	FieldHardening: "hardening", FieldTemplateBuild: "template.build", FieldPids: "resources.pids",
 	FieldStatus: "status", FieldUser: "user", FieldKubernetes: "kubernetes", FieldEgressMode: "kubernetes.egress",
-	FieldWarmPool: "kubernetes.warmPool",
+	FieldWarmPool: "kubernetes.warmPool", FieldDockerNetworks: "docker.networks",
 }
 
 func (f Field) String() string {

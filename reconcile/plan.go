@@ -67,6 +67,10 @@ type Diff struct {
 	WidensEgress      bool   `json:"widens_egress,omitempty"`
 	// Restores marks a change that undoes a change made outside sbx.
 	Restores bool `json:"restores,omitempty"`
+	// Exception, on an added network.allow IP literal, is the blocked
+	// range it is an exception to: the proxy dials that private address
+	// although the range stays blocked.
+	Exception string `json:"exception,omitempty"`
 }
 
 // String renders the diff without annotations:
@@ -97,6 +101,9 @@ func (d Diff) annotations() []string {
 	}
 	if d.Restores {
 		a = append(a, "restores sandbox.yaml")
+	}
+	if d.Exception != "" {
+		a = append(a, "private address: an exception to blocked range "+d.Exception)
 	}
 	if d.WidensEgress {
 		a = append(a, "widens egress")
@@ -270,7 +277,11 @@ func Plan(desired []Desired, live map[string]*Live, records map[string]*Record, 
 			r.errs = []string{fmt.Sprintf("sandbox %q exists but was not created by sbx; use --adopt to manage it", name)}
 			return
 		}
-		for _, pr := range Check(d.Spec, caps) {
+		problems := Check(d.Spec, caps)
+		if raw := live[name]; raw != nil {
+			problems = append(problems, raw.Problems...)
+		}
+		for _, pr := range problems {
 			r.errs = append(r.errs, fmt.Sprintf("sandbox %q: %s: %s", name, pr.Path, pr.Message))
 		}
 		if len(r.errs) > 0 {
@@ -417,6 +428,7 @@ func planOne(d Desired, live *Live, rec *Record, caps Caps, base *Record, baseEr
 	pl.scalar(FieldPids, "resources.pids", pidsString(want.Pids), pidsString(l.Resources.Pids), pidsString(recRes.Pids))
 	pl.set(FieldPorts, FieldPorts, "ports", portItems(sb), portStrings(livePorts), portStrings(rc.Ports), true, false, false)
 	pl.scalar(FieldRuntime, "docker.runtime", sb.Docker.Runtime, l.Runtime, rc.Docker.Runtime)
+	pl.set(FieldDockerNetworks, FieldDockerNetworks, "docker.networks", plainItems(sb.Docker.Networks), l.DockerNetworks, rc.Docker.Networks, true, true, false)
 	pl.scalar(FieldNoNewPrivileges, "docker.noNewPrivileges", boolString(sb.Docker.NoNewPrivileges), boolString(l.NoNewPrivileges), boolString(rc.Docker.NoNewPrivileges))
 	pl.scalar(FieldProtect, "workspace.protect", boolString(sb.Protect), boolString(l.Protect), boolString(rc.Protect))
 	k, lk, rk := sb.K8s(), l.Kubernetes, rc.K8s()
@@ -441,7 +453,11 @@ func planOne(d Desired, live *Live, rec *Record, caps Caps, base *Record, baseEr
 	}
 	var allow []item
 	for _, r := range sb.Network.AllowRules(sb.Agent) {
-		allow = append(allow, item{value: r.Host, source: r.Source})
+		it := item{value: r.Host, source: r.Source}
+		if _, b, ok := BlockedLiteral(r.Host, sb.Network.BlockCIDRs); ok {
+			it.exception = b.String()
+		}
+		allow = append(allow, it)
 	}
 	pl.set(FieldNetworkAdd, FieldNetworkRemove, "network.allow", allow, l.Network.Allow, recAllow, true, true, false)
 	pl.set(FieldNetworkAdd, FieldNetworkRemove, "network.deny", plainItems(sb.Network.Deny), l.Network.Deny, rc.Network.Deny, true, false, true)
@@ -585,6 +601,11 @@ func (pl *planner) updateSteps(step func(StepKind, string) *Step, repaired bool)
 			}
 		}
 		step(StepSetPorts, r).Ports = pd
+	}
+	// The proxy is put on its networks before it gets the policy whose
+	// exceptions name them; a repair made it on them already.
+	if ds, r := of(func(d Diff) bool { return d.Field == FieldDockerNetworks }); len(ds) > 0 && !repaired {
+		step(StepJoinNetworks, r)
 	}
 	if ds, r := of(func(d Diff) bool { return d.Field == FieldNetworkAdd || d.Field == FieldNetworkRemove }); len(ds) > 0 && !(repaired && pl.caps.NetworkAtCreate) {
 		nd := &NetworkDelta{}
@@ -764,6 +785,9 @@ func redacted(d Diff) Diff {
 type item struct {
 	value, source string
 	sensitive     bool
+	// exception is the blocked range an allowed IP literal is an
+	// exception to (Diff.Exception).
+	exception string
 }
 
 func plainItems(vs []string) []item {
@@ -807,7 +831,7 @@ func (pl *planner) set(fAdd, fRemove Field, path string, desired []item, lv, rv 
 			pl.drift = append(pl.drift, redacted(Diff{Op: Remove, Field: fRemove, Path: path, Before: it.value, Sensitive: it.sensitive}))
 		}
 		diffs = append(diffs, Diff{Op: Add, Field: fAdd, Path: path, After: it.value, Source: it.source,
-			Sensitive: it.sensitive, Restores: drift, WidensEgress: widenAdd && pl.live != nil})
+			Sensitive: it.sensitive, Restores: drift, WidensEgress: widenAdd && pl.live != nil, Exception: it.exception})
 	}
 	for _, v := range sortedCopy(base) {
 		if inDesired[v] {

@@ -63,6 +63,7 @@ func liveOf(sb *spec.Spec, caps Caps) *Live {
 	for _, r := range sb.Network.AllowRules(sb.Agent) {
 		l.Network.Allow = append(l.Network.Allow, r.Host)
 	}
+	l.DockerNetworks = sortedCopy(sb.Docker.Networks)
 	return l
 }
 
@@ -419,6 +420,52 @@ func planCases() []planCase {
 			steps: replaceSteps,
 		},
 		{
+			// The agent's sandbox.local.yaml puts the proxy on a Docker
+			// network and allows a private address and a container on
+			// it: in place, the proxy on its networks before its policy
+			// names them, every part marked and needing approval.
+			name:    "docker_network_and_private_address_from_the_sandbox",
+			caps:    dockerCaps(),
+			applied: changed(withDefaultRanges),
+			live:    asIs,
+			want: func(sb *spec.Spec) {
+				withDefaultRanges(sb)
+				local := func(line, col int, v string) spec.Origin {
+					return spec.Origin{File: "sandbox.local.yaml", Path: "/src/api/sandbox.local.yaml", Line: line, Col: col, Value: v}
+				}
+				sb.Network.Allow = append(sb.Network.Allow, "172.18.0.5:4000", "litellm:4000")
+				sb.Docker.Networks = []string{"llm"}
+				sb.Origins = map[string]spec.Origin{"network.allow[1]": local(2, 20, "172.18.0.5:4000"), "network.allow[2]": local(2, 37, "litellm:4000"), "docker.networks[0]": local(4, 14, "llm")}
+			},
+			steps: []StepKind{StepJoinNetworks, StepSetNetwork, StepVerify, StepRecord},
+		},
+		{
+			name:    "docker_network_joined_by_hand_is_drift",
+			caps:    dockerCaps(),
+			applied: changed(func(sb *spec.Spec) { sb.Docker.Networks = []string{"llm"} }),
+			live:    func(l *Live) *Live { l.DockerNetworks = []string{"lan", "llm"}; return l },
+			want:    func(sb *spec.Spec) { sb.Docker.Networks = []string{"llm"} },
+			steps:   []StepKind{StepJoinNetworks, StepVerify, StepRecord},
+		},
+		{
+			name:    "missing_docker_network",
+			caps:    dockerCaps(),
+			applied: baseSpec(),
+			live: func(l *Live) *Live {
+				l.Problems = []Problem{{Path: "docker.networks", Message: `there is no Docker network "llm"`}}
+				return l
+			},
+			want: func(sb *spec.Spec) { sb.Docker.Networks = []string{"llm"} },
+			errs: []string{`sandbox "api": docker.networks: there is no Docker network "llm"`},
+		},
+		{
+			name:    "docker_networks_ignored_outside_docker",
+			caps:    sbxCaps(),
+			applied: baseSpec(),
+			live:    asIs,
+			want:    func(sb *spec.Spec) { sb.Docker.Networks = []string{"llm"} },
+		},
+		{
 			name:    "runtime_ignored_outside_docker",
 			caps:    sbxCaps(),
 			applied: baseSpec(),
@@ -496,6 +543,14 @@ func TestPlan(t *testing.T) {
 			assertNoSecrets(t, buf.String())
 			golden.Check(t, filepath.Join("testdata", "plan", tc.name+".golden"), buf.Bytes())
 		})
+	}
+}
+
+// withDefaultRanges gives a sandbox the default blocked ranges.
+func withDefaultRanges(sb *spec.Spec) {
+	sb.Network.BlockCIDRs = nil
+	for _, c := range spec.DefaultBlockCIDRs {
+		sb.Network.BlockCIDRs = append(sb.Network.BlockCIDRs, netip.MustParsePrefix(c))
 	}
 }
 

@@ -10,9 +10,10 @@ import (
 )
 
 // Widening is one way a plan gives the sandbox more than the user last
-// approved: more egress, a host path, a host secret or variable, a host
-// command, a weaker runtime, higher limits, another template, a published
-// port, or its declaration no longer protected. The agent inside may be
+// approved: more egress (a private address, a Docker network joined), a
+// host path, a host secret or variable, a host command, a weaker runtime,
+// higher limits, another template, a published port, or its declaration
+// no longer protected. The agent inside may be
 // hostile and may have written the file the change came from, so apply -y
 // refuses a widening unless --approve-widening says the user saw it.
 type Widening struct {
@@ -59,6 +60,7 @@ func widenings(d Desired, caps Caps) []Widening {
 		return w.out
 	}
 	w.network()
+	w.dockerNetworks()
 	w.mounts()
 	w.workspace()
 	w.hostVars()
@@ -163,6 +165,9 @@ func (w *widener) network() {
 			continue
 		}
 		what := fmt.Sprintf("egress to %s", r.Host)
+		if _, b, ok := BlockedLiteral(r.Host, d.BlockCIDRs); ok {
+			what += fmt.Sprintf(", a private address: an exception to blocked range %s", b)
+		}
 		switch src := r.Source; {
 		case src == "network.allow":
 			host := r.Host
@@ -192,6 +197,22 @@ func (w *widener) network() {
 		if !slices.Contains(d.BlockCIDRs, p) {
 			w.at("network.blockCIDRs", fmt.Sprintf("may reach %s (no longer in blockCIDRs)", p))
 		}
+	}
+}
+
+// dockerNetworks flags each Docker network the egress proxy joins that
+// it was not on: the addresses of its subnet are exceptions to the
+// blocked ranges.
+func (w *widener) dockerNetworks() {
+	if !w.applies(FieldDockerNetworks) {
+		return
+	}
+	for _, n := range w.d.Docker.Networks {
+		if slices.Contains(w.base.Docker.Networks, n) {
+			continue
+		}
+		o, ok := w.d.OriginOfItem("docker.networks", func(v string) bool { return v == n })
+		w.add("docker.networks", fmt.Sprintf("the egress proxy joins Docker network %s: the sandbox may reach the private addresses of its containers that network.allow allows", n), o, ok)
 	}
 }
 

@@ -113,6 +113,43 @@ func TestWidenings(t *testing.T) {
 			},
 		},
 		{
+			// The hostile agent's sandbox.local.yaml reaches for private
+			// addresses without touching blockCIDRs: an exact address,
+			// and a Docker network whose containers it may then name.
+			name: "a private address and a Docker network, from the local file",
+			caps: dockerCaps(),
+			approved: func(sb *spec.Spec) {
+				sb.Network.BlockCIDRs = []netip.Prefix{netip.MustParsePrefix("172.16.0.0/12"), netip.MustParsePrefix("fc00::/7")}
+			},
+			want: []func(*spec.Spec){
+				func(sb *spec.Spec) {
+					sb.Network.Allow = append(sb.Network.Allow, "172.18.0.5:4000", "fd00::1", "litellm:4000")
+					sb.Docker.Networks = []string{"llm"}
+				},
+				from("network.allow[1]", spec.Origin{File: "sandbox.local.yaml", Path: "/src/api/sandbox.local.yaml", Line: 3, Col: 12, Value: "172.18.0.5:4000"}),
+				from("network.allow[2]", spec.Origin{File: "sandbox.local.yaml", Path: "/src/api/sandbox.local.yaml", Line: 3, Col: 31, Value: "fd00::1"}),
+				from("network.allow[3]", spec.Origin{File: "sandbox.local.yaml", Path: "/src/api/sandbox.local.yaml", Line: 3, Col: 42, Value: "litellm:4000"}),
+				from("docker.networks[0]", spec.Origin{File: "sandbox.local.yaml", Path: "/src/api/sandbox.local.yaml", Line: 5, Col: 14, Value: "llm"}),
+			},
+			widens: []Widening{
+				{Path: "docker.networks", What: "the egress proxy joins Docker network llm: the sandbox may reach the private addresses of its containers that network.allow allows", Origin: "sandbox.local.yaml:5:14", FromSandbox: true},
+				{Path: "network.allow", What: "egress to 172.18.0.5:4000, a private address: an exception to blocked range 172.16.0.0/12", Origin: "sandbox.local.yaml:3:12", FromSandbox: true},
+				{Path: "network.allow", What: "egress to fd00::1, a private address: an exception to blocked range fc00::/7", Origin: "sandbox.local.yaml:3:31", FromSandbox: true},
+				{Path: "network.allow", What: "egress to litellm:4000", Origin: "sandbox.local.yaml:3:42", FromSandbox: true},
+			},
+		},
+		{
+			name:     "a Docker network left narrows",
+			caps:     dockerCaps(),
+			approved: func(sb *spec.Spec) { sb.Docker.Networks = []string{"llm", "lan"} },
+			want:     []func(*spec.Spec){func(sb *spec.Spec) { sb.Docker.Networks = []string{"llm"} }},
+		},
+		{
+			name: "Docker networks mean nothing on sbx",
+			caps: sbxCaps(),
+			want: []func(*spec.Spec){func(sb *spec.Spec) { sb.Docker.Networks = []string{"llm"} }},
+		},
+		{
 			// The docker driver keeps the approved sandbox's declaration
 			// read-only inside it: its files were not written by the
 			// sandbox. A new layer in the workspace could have been.

@@ -18,122 +18,143 @@ func compiled() *node { return &ns0 }
 
 // The nodes, numbered depth first.
 var (
-	ns0   = node{loc: "#", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"agent", "docker", "driver", "env", "kubernetes", "loop", "mounts", "name", "network", "ports", "resources", "secrets", "template", "user", "version", "workspace"}, properties: []*node{&ns1, &ns2, &ns5, &ns6, &ns11, &ns20, &ns49, &ns56, &ns57, &ns69, &ns73, &ns79, &ns88, &ns104, &ns105, &ns106}, noAdditional: true, required: []string{"version", "agent"}}
+	ns0   = node{loc: "#", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"agent", "docker", "driver", "env", "kubernetes", "loop", "mounts", "name", "network", "ports", "resources", "secrets", "template", "user", "version", "workspace"}, properties: []*node{&ns1, &ns2, &ns7, &ns8, &ns13, &ns22, &ns51, &ns58, &ns59, &ns71, &ns75, &ns81, &ns90, &ns106, &ns107, &ns108}, noAdditional: true, required: []string{"version", "agent"}}
 	ns1   = node{loc: "#/properties/agent", types: typeString, enum: []any{"claude", "codex", "copilot", "cursor", "devin", "gemini", "kiro", "opencode", "droid", "docker-agent", "shell"}, minLength: -1, maxLength: -1, minItems: -1}
-	ns2   = node{loc: "#/properties/docker", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"noNewPrivileges", "runtime"}, properties: []*node{&ns3, &ns4}, noAdditional: true}
-	ns3   = node{loc: "#/properties/docker/properties/noNewPrivileges", types: typeBoolean, minLength: -1, maxLength: -1, minItems: -1}
-	ns4   = node{loc: "#/properties/docker/properties/runtime", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns5   = node{loc: "#/properties/driver", types: typeString, enum: []any{"auto", "sbx", "docker-sandbox", "docker", "kubernetes"}, minLength: -1, maxLength: -1, minItems: -1}
-	ns6   = node{loc: "#/properties/env", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, additional: &ns7, propertyNames: &ns9}
-	ns7   = node{loc: "#/properties/env/additionalProperties", ref: &ns8, minLength: -1, maxLength: -1, minItems: -1}
-	ns8   = node{loc: "#/definitions/scalarValue", types: typeBoolean | typeNumber | typeString, minLength: -1, maxLength: -1, minItems: -1}
-	ns9   = node{loc: "#/properties/env/propertyNames", ref: &ns10, minLength: -1, maxLength: -1, minItems: -1}
-	ns10  = node{loc: "#/definitions/envName", types: typeString, minLength: -1, maxLength: -1, minItems: -1, pattern: "^[A-Za-z_][A-Za-z0-9_]*$", re: &pattern10, hint: "must start with a letter or underscore and contain only letters, digits and underscores"}
-	ns11  = node{loc: "#/properties/kubernetes", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"context", "egress", "namespace", "registry", "runtimeClassName", "storageClass", "warmPool", "workspaceSize"}, properties: []*node{&ns12, &ns13, &ns14, &ns15, &ns16, &ns17, &ns18, &ns19}, noAdditional: true}
-	ns12  = node{loc: "#/properties/kubernetes/properties/context", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns13  = node{loc: "#/properties/kubernetes/properties/egress", types: typeString, enum: []any{"enforced", "advisory"}, minLength: -1, maxLength: -1, minItems: -1}
-	ns14  = node{loc: "#/properties/kubernetes/properties/namespace", types: typeString, minLength: 1, maxLength: 63, minItems: -1, pattern: "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", re: &pattern14, hint: "must be a DNS label: lowercase letters, digits and hyphens"}
-	ns15  = node{loc: "#/properties/kubernetes/properties/registry", types: typeString, minLength: 1, maxLength: -1, minItems: -1, pattern: "^[a-z0-9]([-a-z0-9.:]*[a-z0-9])?(/[a-z0-9]([-a-z0-9._]*[a-z0-9])?)*$", re: &pattern15, hint: "write a registry and repository prefix such as ghcr.io/acme/sbx, without a scheme or trailing slash"}
-	ns16  = node{loc: "#/properties/kubernetes/properties/runtimeClassName", types: typeString, minLength: 1, maxLength: 253, minItems: -1, pattern: "^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", re: &pattern16, hint: "must be a RuntimeClass name: lowercase letters, digits, hyphens and periods"}
-	ns17  = node{loc: "#/properties/kubernetes/properties/storageClass", types: typeString, minLength: 1, maxLength: 253, minItems: -1}
-	ns18  = node{loc: "#/properties/kubernetes/properties/warmPool", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: "0", maximum: "100"}
-	ns19  = node{loc: "#/properties/kubernetes/properties/workspaceSize", types: typeString, minLength: -1, maxLength: -1, minItems: -1, pattern: "^[0-9]+(\\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$", re: &pattern19, hint: "write a Kubernetes quantity such as 10Gi"}
-	ns20  = node{loc: "#/properties/loop", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"backoff", "breaker", "checkpoint", "command", "completion", "ephemeral", "iterationTimeout", "maxDuration", "maxIterations", "prompt"}, properties: []*node{&ns21, &ns26, &ns29, &ns34, &ns36, &ns42, &ns43, &ns45, &ns47, &ns48}, noAdditional: true, required: []string{"prompt", "maxIterations"}}
-	ns21  = node{loc: "#/properties/loop/properties/backoff", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"initial", "max"}, properties: []*node{&ns22, &ns23}, noAdditional: true}
-	ns22  = node{loc: "#/properties/loop/properties/backoff/properties/initial", types: typeString, minLength: -1, maxLength: -1, minItems: -1, pattern: "^(0|([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$", re: &pattern22, hint: "use a number and a unit, as in 10s or 1m; 0s turns the pause off"}
-	ns23  = node{loc: "#/properties/loop/properties/backoff/properties/max", minLength: -1, maxLength: -1, minItems: -1, allOf: []*node{&ns24}}
-	ns24  = node{loc: "#/properties/loop/properties/backoff/properties/max/allOf/0", ref: &ns25, minLength: -1, maxLength: -1, minItems: -1}
-	ns25  = node{loc: "#/definitions/duration", types: typeString, minLength: -1, maxLength: -1, minItems: -1, pattern: "^([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$", re: &pattern25, hint: "use a number and a unit, as in 90s, 15m or 4h"}
-	ns26  = node{loc: "#/properties/loop/properties/breaker", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"noProgress", "sameError"}, properties: []*node{&ns27, &ns28}, noAdditional: true}
-	ns27  = node{loc: "#/properties/loop/properties/breaker/properties/noProgress", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: "0"}
-	ns28  = node{loc: "#/properties/loop/properties/breaker/properties/sameError", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: "0"}
-	ns29  = node{loc: "#/properties/loop/properties/checkpoint", minLength: -1, maxLength: -1, minItems: -1, oneOf: []*node{&ns30, &ns31}}
-	ns30  = node{loc: "#/properties/loop/properties/checkpoint/oneOf/0", types: typeString, enum: []any{"never", "onComplete", "everyIteration"}, minLength: -1, maxLength: -1, minItems: -1}
-	ns31  = node{loc: "#/properties/loop/properties/checkpoint/oneOf/1", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"keep", "when"}, properties: []*node{&ns32, &ns33}, noAdditional: true, required: []string{"when"}}
-	ns32  = node{loc: "#/properties/loop/properties/checkpoint/oneOf/1/properties/keep", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: "1", maximum: "100"}
-	ns33  = node{loc: "#/properties/loop/properties/checkpoint/oneOf/1/properties/when", types: typeString, enum: []any{"never", "onComplete", "everyIteration"}, minLength: -1, maxLength: -1, minItems: -1}
-	ns34  = node{loc: "#/properties/loop/properties/command", types: typeArray, minLength: -1, maxLength: -1, minItems: 1, items: &ns35}
-	ns35  = node{loc: "#/properties/loop/properties/command/items", types: typeString, minLength: -1, maxLength: -1, minItems: -1}
-	ns36  = node{loc: "#/properties/loop/properties/completion", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"promise", "verify"}, properties: []*node{&ns37, &ns38}, noAdditional: true, anyOf: []*node{&ns40, &ns41}, requiredOnly: []string{"promise", "verify"}}
-	ns37  = node{loc: "#/properties/loop/properties/completion/properties/promise", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns38  = node{loc: "#/properties/loop/properties/completion/properties/verify", types: typeArray, minLength: -1, maxLength: -1, minItems: 1, items: &ns39}
-	ns39  = node{loc: "#/properties/loop/properties/completion/properties/verify/items", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns40  = node{loc: "#/properties/loop/properties/completion/anyOf/0", minLength: -1, maxLength: -1, minItems: -1, required: []string{"promise"}}
-	ns41  = node{loc: "#/properties/loop/properties/completion/anyOf/1", minLength: -1, maxLength: -1, minItems: -1, required: []string{"verify"}}
-	ns42  = node{loc: "#/properties/loop/properties/ephemeral", types: typeBoolean, minLength: -1, maxLength: -1, minItems: -1}
-	ns43  = node{loc: "#/properties/loop/properties/iterationTimeout", minLength: -1, maxLength: -1, minItems: -1, allOf: []*node{&ns44}}
-	ns44  = node{loc: "#/properties/loop/properties/iterationTimeout/allOf/0", ref: &ns25, minLength: -1, maxLength: -1, minItems: -1}
-	ns45  = node{loc: "#/properties/loop/properties/maxDuration", minLength: -1, maxLength: -1, minItems: -1, allOf: []*node{&ns46}}
-	ns46  = node{loc: "#/properties/loop/properties/maxDuration/allOf/0", ref: &ns25, minLength: -1, maxLength: -1, minItems: -1}
-	ns47  = node{loc: "#/properties/loop/properties/maxIterations", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: "1", maximum: "100000"}
-	ns48  = node{loc: "#/properties/loop/properties/prompt", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns49  = node{loc: "#/properties/mounts", types: typeArray, minLength: -1, maxLength: -1, minItems: -1, items: &ns50}
-	ns50  = node{loc: "#/properties/mounts/items", minLength: -1, maxLength: -1, minItems: -1, oneOf: []*node{&ns51, &ns52}}
-	ns51  = node{loc: "#/properties/mounts/items/oneOf/0", types: typeString, minLength: 3, maxLength: -1, minItems: -1}
-	ns52  = node{loc: "#/properties/mounts/items/oneOf/1", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"readOnly", "source", "target"}, properties: []*node{&ns53, &ns54, &ns55}, noAdditional: true, required: []string{"source", "target"}}
-	ns53  = node{loc: "#/properties/mounts/items/oneOf/1/properties/readOnly", types: typeBoolean, minLength: -1, maxLength: -1, minItems: -1}
-	ns54  = node{loc: "#/properties/mounts/items/oneOf/1/properties/source", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns55  = node{loc: "#/properties/mounts/items/oneOf/1/properties/target", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns56  = node{loc: "#/properties/name", types: typeString, minLength: 2, maxLength: 63, minItems: -1, pattern: "^[A-Za-z0-9][A-Za-z0-9.-]*$", re: &pattern56, hint: "must start with a letter or digit and contain only letters, digits, hyphens and periods"}
-	ns57  = node{loc: "#/properties/network", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"agentHosts", "allow", "blockCIDRs", "deny", "policy", "presets"}, properties: []*node{&ns58, &ns59, &ns62, &ns64, &ns66, &ns67}, noAdditional: true}
-	ns58  = node{loc: "#/properties/network/properties/agentHosts", types: typeBoolean, minLength: -1, maxLength: -1, minItems: -1}
-	ns59  = node{loc: "#/properties/network/properties/allow", types: typeArray, minLength: -1, maxLength: -1, minItems: -1, items: &ns60}
-	ns60  = node{loc: "#/properties/network/properties/allow/items", ref: &ns61, minLength: -1, maxLength: -1, minItems: -1}
-	ns61  = node{loc: "#/definitions/hostPattern", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns62  = node{loc: "#/properties/network/properties/blockCIDRs", types: typeArray, minLength: -1, maxLength: -1, minItems: -1, items: &ns63}
-	ns63  = node{loc: "#/properties/network/properties/blockCIDRs/items", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns64  = node{loc: "#/properties/network/properties/deny", types: typeArray, minLength: -1, maxLength: -1, minItems: -1, items: &ns65}
-	ns65  = node{loc: "#/properties/network/properties/deny/items", ref: &ns61, minLength: -1, maxLength: -1, minItems: -1}
-	ns66  = node{loc: "#/properties/network/properties/policy", types: typeString, enum: []any{"deny", "allow"}, minLength: -1, maxLength: -1, minItems: -1}
-	ns67  = node{loc: "#/properties/network/properties/presets", types: typeArray, minLength: -1, maxLength: -1, minItems: -1, items: &ns68}
-	ns68  = node{loc: "#/properties/network/properties/presets/items", types: typeString, enum: []any{"anthropic", "openai", "google-gemini", "github", "github-copilot", "cursor", "kiro", "opencode", "droid", "npm", "pypi", "golang", "docker-hub"}, minLength: -1, maxLength: -1, minItems: -1}
-	ns69  = node{loc: "#/properties/ports", types: typeArray, minLength: -1, maxLength: -1, minItems: -1, items: &ns70}
-	ns70  = node{loc: "#/properties/ports/items", minLength: -1, maxLength: -1, minItems: -1, oneOf: []*node{&ns71, &ns72}}
-	ns71  = node{loc: "#/properties/ports/items/oneOf/0", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: "1", maximum: "65535"}
-	ns72  = node{loc: "#/properties/ports/items/oneOf/1", types: typeString, minLength: -1, maxLength: -1, minItems: -1, pattern: "^((\\[[0-9a-fA-F:.]+\\]|[0-9.]+):)?([0-9]{0,5}:)?[0-9]{1,5}(/(tcp|udp))?$", re: &pattern72, hint: "use [IP:][HOSTPORT:]PORT[/tcp|udp], as in 127.0.0.1:8080:3000"}
-	ns73  = node{loc: "#/properties/resources", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"cpus", "memory", "pids"}, properties: []*node{&ns74, &ns75, &ns78}, noAdditional: true}
-	ns74  = node{loc: "#/properties/resources/properties/cpus", types: typeNumber, minLength: -1, maxLength: -1, minItems: -1, maximum: "256", exclusiveMinimum: "0"}
-	ns75  = node{loc: "#/properties/resources/properties/memory", minLength: -1, maxLength: -1, minItems: -1, oneOf: []*node{&ns76, &ns77}}
-	ns76  = node{loc: "#/properties/resources/properties/memory/oneOf/0", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: "1"}
-	ns77  = node{loc: "#/properties/resources/properties/memory/oneOf/1", types: typeString, minLength: -1, maxLength: -1, minItems: -1, pattern: "^[0-9]+(\\.[0-9]+)?\\s*([kKmMgGtT]([iI]?[bB])?|[bB])?$", re: &pattern77, hint: "use a number with a unit, as in 512m or 8g"}
-	ns78  = node{loc: "#/properties/resources/properties/pids", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: "16", maximum: "1048576"}
-	ns79  = node{loc: "#/properties/secrets", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, additional: &ns80, propertyNames: &ns87}
-	ns80  = node{loc: "#/properties/secrets/additionalProperties", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"command", "env"}, properties: []*node{&ns81, &ns83}, noAdditional: true, oneOf: []*node{&ns85, &ns86}, requiredOnly: []string{"command", "env"}}
-	ns81  = node{loc: "#/properties/secrets/additionalProperties/properties/command", types: typeArray, minLength: -1, maxLength: -1, minItems: 1, items: &ns82}
-	ns82  = node{loc: "#/properties/secrets/additionalProperties/properties/command/items", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns83  = node{loc: "#/properties/secrets/additionalProperties/properties/env", minLength: -1, maxLength: -1, minItems: -1, allOf: []*node{&ns84}}
-	ns84  = node{loc: "#/properties/secrets/additionalProperties/properties/env/allOf/0", ref: &ns10, minLength: -1, maxLength: -1, minItems: -1}
-	ns85  = node{loc: "#/properties/secrets/additionalProperties/oneOf/0", minLength: -1, maxLength: -1, minItems: -1, required: []string{"env"}}
-	ns86  = node{loc: "#/properties/secrets/additionalProperties/oneOf/1", minLength: -1, maxLength: -1, minItems: -1, required: []string{"command"}}
-	ns87  = node{loc: "#/properties/secrets/propertyNames", ref: &ns10, minLength: -1, maxLength: -1, minItems: -1}
-	ns88  = node{loc: "#/properties/template", minLength: -1, maxLength: -1, minItems: -1, oneOf: []*node{&ns89, &ns90}}
-	ns89  = node{loc: "#/properties/template/oneOf/0", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns90  = node{loc: "#/properties/template/oneOf/1", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"build", "checkpoint", "image"}, properties: []*node{&ns91, &ns99, &ns100}, noAdditional: true, anyOf: []*node{&ns101, &ns102, &ns103}, requiredOnly: []string{"build", "checkpoint", "image"}}
-	ns91  = node{loc: "#/properties/template/oneOf/1/properties/build", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"args", "context", "dockerfile", "network", "target"}, properties: []*node{&ns92, &ns95, &ns96, &ns97, &ns98}, noAdditional: true, required: []string{"context"}}
-	ns92  = node{loc: "#/properties/template/oneOf/1/properties/build/properties/args", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, additional: &ns93, propertyNames: &ns94}
-	ns93  = node{loc: "#/properties/template/oneOf/1/properties/build/properties/args/additionalProperties", ref: &ns8, minLength: -1, maxLength: -1, minItems: -1}
-	ns94  = node{loc: "#/properties/template/oneOf/1/properties/build/properties/args/propertyNames", ref: &ns10, minLength: -1, maxLength: -1, minItems: -1}
-	ns95  = node{loc: "#/properties/template/oneOf/1/properties/build/properties/context", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns96  = node{loc: "#/properties/template/oneOf/1/properties/build/properties/dockerfile", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns97  = node{loc: "#/properties/template/oneOf/1/properties/build/properties/network", types: typeBoolean, minLength: -1, maxLength: -1, minItems: -1}
-	ns98  = node{loc: "#/properties/template/oneOf/1/properties/build/properties/target", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns99  = node{loc: "#/properties/template/oneOf/1/properties/checkpoint", types: typeString, minLength: 1, maxLength: 128, minItems: -1, pattern: "^[A-Za-z0-9][A-Za-z0-9_.-]*$", re: &pattern99, hint: "must start with a letter or digit and contain only letters, digits, underscores, periods and hyphens"}
-	ns100 = node{loc: "#/properties/template/oneOf/1/properties/image", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns101 = node{loc: "#/properties/template/oneOf/1/anyOf/0", minLength: -1, maxLength: -1, minItems: -1, required: []string{"image"}}
-	ns102 = node{loc: "#/properties/template/oneOf/1/anyOf/1", minLength: -1, maxLength: -1, minItems: -1, required: []string{"build"}}
-	ns103 = node{loc: "#/properties/template/oneOf/1/anyOf/2", minLength: -1, maxLength: -1, minItems: -1, required: []string{"checkpoint"}}
-	ns104 = node{loc: "#/properties/user", types: typeString, minLength: -1, maxLength: -1, minItems: -1, pattern: "^(host|([a-z_][a-z0-9_.-]*|[0-9]+)(:([a-z_][a-z0-9_.-]*|[0-9]+))?)$", re: &pattern104, hint: "must be host, NAME, UID, NAME:GROUP or UID:GID"}
-	ns105 = node{loc: "#/properties/version", types: typeInteger, hasConst: true, constVal: json.Number("1"), minLength: -1, maxLength: -1, minItems: -1}
-	ns106 = node{loc: "#/properties/workspace", minLength: -1, maxLength: -1, minItems: -1, oneOf: []*node{&ns107, &ns108}}
-	ns107 = node{loc: "#/properties/workspace/oneOf/0", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns108 = node{loc: "#/properties/workspace/oneOf/1", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"path", "protect", "readOnly"}, properties: []*node{&ns109, &ns110, &ns111}, noAdditional: true, required: []string{"path"}}
-	ns109 = node{loc: "#/properties/workspace/oneOf/1/properties/path", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
-	ns110 = node{loc: "#/properties/workspace/oneOf/1/properties/protect", types: typeBoolean, minLength: -1, maxLength: -1, minItems: -1}
-	ns111 = node{loc: "#/properties/workspace/oneOf/1/properties/readOnly", types: typeBoolean, minLength: -1, maxLength: -1, minItems: -1}
+	ns2   = node{loc: "#/properties/docker", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"networks", "noNewPrivileges", "runtime"}, properties: []*node{&ns3, &ns5, &ns6}, noAdditional: true}
+	ns3   = node{loc: "#/properties/docker/properties/networks", types: typeArray, minLength: -1, maxLength: -1, minItems: -1, items: &ns4}
+	ns4   = node{loc: "#/properties/docker/properties/networks/items", types: typeString, minLength: 1, maxLength: -1, minItems: -1, pattern: "^[a-zA-Z0-9][a-zA-Z0-9_.-]*$", re: &pattern4, hint: "must be a Docker network name: letters, digits, underscores, periods and hyphens, starting with a letter or digit"}
+	ns5   = node{loc: "#/properties/docker/properties/noNewPrivileges", types: typeBoolean, minLength: -1, maxLength: -1, minItems: -1}
+	ns6   = node{loc: "#/properties/docker/properties/runtime", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns7   = node{loc: "#/properties/driver", types: typeString, enum: []any{"auto", "sbx", "docker-sandbox", "docker", "kubernetes"}, minLength: -1, maxLength: -1, minItems: -1}
+	ns8   = node{loc: "#/properties/env", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, additional: &ns9, propertyNames: &ns11}
+	ns9   = node{loc: "#/properties/env/additionalProperties", ref: &ns10, minLength: -1, maxLength: -1, minItems: -1}
+	ns10  = node{loc: "#/definitions/scalarValue", types: typeBoolean | typeNumber | typeString, minLength: -1, maxLength: -1, minItems: -1}
+	ns11  = node{loc: "#/properties/env/propertyNames", ref: &ns12, minLength: -1, maxLength: -1, minItems: -1}
+	ns12  = node{loc: "#/definitions/envName", types: typeString, minLength: -1, maxLength: -1, minItems: -1, pattern: "^[A-Za-z_][A-Za-z0-9_]*$", re: &pattern12, hint: "must start with a letter or underscore and contain only letters, digits and underscores"}
+	ns13  = node{loc: "#/properties/kubernetes", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"context", "egress", "namespace", "registry", "runtimeClassName", "storageClass", "warmPool", "workspaceSize"}, properties: []*node{&ns14, &ns15, &ns16, &ns17, &ns18, &ns19, &ns20, &ns21}, noAdditional: true}
+	ns14  = node{loc: "#/properties/kubernetes/properties/context", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns15  = node{loc: "#/properties/kubernetes/properties/egress", types: typeString, enum: []any{"enforced", "advisory"}, minLength: -1, maxLength: -1, minItems: -1}
+	ns16  = node{loc: "#/properties/kubernetes/properties/namespace", types: typeString, minLength: 1, maxLength: 63, minItems: -1, pattern: "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", re: &pattern16, hint: "must be a DNS label: lowercase letters, digits and hyphens"}
+	ns17  = node{loc: "#/properties/kubernetes/properties/registry", types: typeString, minLength: 1, maxLength: -1, minItems: -1, pattern: "^[a-z0-9]([-a-z0-9.:]*[a-z0-9])?(/[a-z0-9]([-a-z0-9._]*[a-z0-9])?)*$", re: &pattern17, hint: "write a registry and repository prefix such as ghcr.io/acme/sbx, without a scheme or trailing slash"}
+	ns18  = node{loc: "#/properties/kubernetes/properties/runtimeClassName", types: typeString, minLength: 1, maxLength: 253, minItems: -1, pattern: "^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", re: &pattern18, hint: "must be a RuntimeClass name: lowercase letters, digits, hyphens and periods"}
+	ns19  = node{loc: "#/properties/kubernetes/properties/storageClass", types: typeString, minLength: 1, maxLength: 253, minItems: -1}
+	ns20  = node{loc: "#/properties/kubernetes/properties/warmPool", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: "0", maximum: "100"}
+	ns21  = node{loc: "#/properties/kubernetes/properties/workspaceSize", types: typeString, minLength: -1, maxLength: -1, minItems: -1, pattern: "^[0-9]+(\\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$", re: &pattern21, hint: "write a Kubernetes quantity such as 10Gi"}
+	ns22  = node{loc: "#/properties/loop", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"backoff", "breaker", "checkpoint", "command", "completion", "ephemeral", "iterationTimeout", "maxDuration", "maxIterations", "prompt"}, properties: []*node{&ns23, &ns28, &ns31, &ns36, &ns38, &ns44, &ns45, &ns47, &ns49, &ns50}, noAdditional: true, required: []string{"prompt", "maxIterations"}}
+	ns23  = node{loc: "#/properties/loop/properties/backoff", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"initial", "max"}, properties: []*node{&ns24, &ns25}, noAdditional: true}
+	ns24  = node{loc: "#/properties/loop/properties/backoff/properties/initial", types: typeString, minLength: -1, maxLength: -1, minItems: -1, pattern: "^(0|([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$", re: &pattern24, hint: "use a number and a unit, as in 10s or 1m; 0s turns the pause off"}
+	ns25  = node{loc: "#/properties/loop/properties/backoff/properties/max", minLength: -1, maxLength: -1, minItems: -1, allOf: []*node{&ns26}}
+	ns26  = node{loc: "#/properties/loop/properties/backoff/properties/max/allOf/0", ref: &ns27, minLength: -1, maxLength: -1, minItems: -1}
+	ns27  = node{loc: "#/definitions/duration", types: typeString, minLength: -1, maxLength: -1, minItems: -1, pattern: "^([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$", re: &pattern27, hint: "use a number and a unit, as in 90s, 15m or 4h"}
+	ns28  = node{loc: "#/properties/loop/properties/breaker", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"noProgress", "sameError"}, properties: []*node{&ns29, &ns30}, noAdditional: true}
+	ns29  = node{loc: "#/properties/loop/properties/breaker/properties/noProgress", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: "0"}
+	ns30  = node{loc: "#/properties/loop/properties/breaker/properties/sameError", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: "0"}
+	ns31  = node{loc: "#/properties/loop/properties/checkpoint", minLength: -1, maxLength: -1, minItems: -1, oneOf: []*node{&ns32, &ns33}}
+	ns32  = node{loc: "#/properties/loop/properties/checkpoint/oneOf/0", types: typeString, enum: []any{"never", "onComplete", "everyIteration"}, minLength: -1, maxLength: -1, minItems: -1}
+	ns33  = node{loc: "#/properties/loop/properties/checkpoint/oneOf/1", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"keep", "when"}, properties: []*node{&ns34, &ns35}, noAdditional: true, required: []string{"when"}}
+	ns34  = node{loc: "#/properties/loop/properties/checkpoint/oneOf/1/properties/keep", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: "1", maximum: "100"}
+	ns35  = node{loc: "#/properties/loop/properties/checkpoint/oneOf/1/properties/when", types: typeString, enum: []any{"never", "onComplete", "everyIteration"}, minLength: -1, maxLength: -1, minItems: -1}
+	ns36  = node{loc: "#/properties/loop/properties/command", types: typeArray, minLength: -1, maxLength: -1, minItems: 1, items: &ns37}
+	ns37  = node{loc: "#/properties/loop/properties/command/items", types: typeString, minLength: -1, maxLength: -1, minItems: -1}
+	ns38  = node{loc: "#/properties/loop/properties/completion", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"promise", "verify"}, properties: []*node{&ns39, &ns40}, noAdditional: true, anyOf: []*node{&ns42, &ns43}, requiredOnly: []string{"promise", "verify"}}
+	ns39  = node{loc: "#/properties/loop/properties/completion/properties/promise", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns40  = node{loc: "#/properties/loop/properties/completion/properties/verify", types: typeArray, minLength: -1, maxLength: -1, minItems: 1, items: &ns41}
+	ns41  = node{loc: "#/properties/loop/properties/completion/properties/verify/items", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns42  = node{loc: "#/properties/loop/properties/completion/anyOf/0", minLength: -1, maxLength: -1, minItems: -1, required: []string{"promise"}}
+	ns43  = node{loc: "#/properties/loop/properties/completion/anyOf/1", minLength: -1, maxLength: -1, minItems: -1, required: []string{"verify"}}
+	ns44  = node{loc: "#/properties/loop/properties/ephemeral", types: typeBoolean, minLength: -1, maxLength: -1, minItems: -1}
+	ns45  = node{loc: "#/properties/loop/properties/iterationTimeout", minLength: -1, maxLength: -1, minItems: -1, allOf: []*node{&ns46}}
+	ns46  = node{loc: "#/properties/loop/properties/iterationTimeout/allOf/0", ref: &ns27, minLength: -1, maxLength: -1, minItems: -1}
+	ns47  = node{loc: "#/properties/loop/properties/maxDuration", minLength: -1, maxLength: -1, minItems: -1, allOf: []*node{&ns48}}
+	ns48  = node{loc: "#/properties/loop/properties/maxDuration/allOf/0", ref: &ns27, minLength: -1, maxLength: -1, minItems: -1}
+	ns49  = node{loc: "#/properties/loop/properties/maxIterations", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: "1", maximum: "100000"}
+	ns50  = node{loc: "#/properties/loop/properties/prompt", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns51  = node{loc: "#/properties/mounts", types: typeArray, minLength: -1, maxLength: -1, minItems: -1, items: &ns52}
+	ns52  = node{loc: "#/properties/mounts/items", minLength: -1, maxLength: -1, minItems: -1, oneOf: []*node{&ns53, &ns54}}
+	ns53  = node{loc: "#/properties/mounts/items/oneOf/0", types: typeString, minLength: 3, maxLength: -1, minItems: -1}
+	ns54  = node{loc: "#/properties/mounts/items/oneOf/1", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"readOnly", "source", "target"}, properties: []*node{&ns55, &ns56, &ns57}, noAdditional: true, required: []string{"source", "target"}}
+	ns55  = node{loc: "#/properties/mounts/items/oneOf/1/properties/readOnly", types: typeBoolean, minLength: -1, maxLength: -1, minItems: -1}
+	ns56  = node{loc: "#/properties/mounts/items/oneOf/1/properties/source", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns57  = node{loc: "#/properties/mounts/items/oneOf/1/properties/target", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns58  = node{loc: "#/properties/name", types: typeString, minLength: 2, maxLength: 63, minItems: -1, pattern: "^[A-Za-z0-9][A-Za-z0-9.-]*$", re: &pattern58, hint: "must start with a letter or digit and contain only letters, digits, hyphens and periods"}
+	ns59  = node{loc: "#/properties/network", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"agentHosts", "allow", "blockCIDRs", "deny", "policy", "presets"}, properties: []*node{&ns60, &ns61, &ns64, &ns66, &ns68, &ns69}, noAdditional: true}
+	ns60  = node{loc: "#/properties/network/properties/agentHosts", types: typeBoolean, minLength: -1, maxLength: -1, minItems: -1}
+	ns61  = node{loc: "#/properties/network/properties/allow", types: typeArray, minLength: -1, maxLength: -1, minItems: -1, items: &ns62}
+	ns62  = node{loc: "#/properties/network/properties/allow/items", ref: &ns63, minLength: -1, maxLength: -1, minItems: -1}
+	ns63  = node{loc: "#/definitions/hostPattern", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns64  = node{loc: "#/properties/network/properties/blockCIDRs", types: typeArray, minLength: -1, maxLength: -1, minItems: -1, items: &ns65}
+	ns65  = node{loc: "#/properties/network/properties/blockCIDRs/items", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns66  = node{loc: "#/properties/network/properties/deny", types: typeArray, minLength: -1, maxLength: -1, minItems: -1, items: &ns67}
+	ns67  = node{loc: "#/properties/network/properties/deny/items", ref: &ns63, minLength: -1, maxLength: -1, minItems: -1}
+	ns68  = node{loc: "#/properties/network/properties/policy", types: typeString, enum: []any{"deny", "allow"}, minLength: -1, maxLength: -1, minItems: -1}
+	ns69  = node{loc: "#/properties/network/properties/presets", types: typeArray, minLength: -1, maxLength: -1, minItems: -1, items: &ns70}
+	ns70  = node{loc: "#/properties/network/properties/presets/items", types: typeString, enum: []any{"anthropic", "openai", "google-gemini", "github", "github-copilot", "cursor", "kiro", "opencode", "droid", "npm", "pypi", "golang", "docker-hub"}, minLength: -1, maxLength: -1, minItems: -1}
+	ns71  = node{loc: "#/properties/ports", types: typeArray, minLength: -1, maxLength: -1, minItems: -1, items: &ns72}
+	ns72  = node{loc: "#/properties/ports/items", minLength: -1, maxLength: -1, minItems: -1, oneOf: []*node{&ns73, &ns74}}
+	ns73  = node{loc: "#/properties/ports/items/oneOf/0", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: "1", maximum: "65535"}
+	ns74  = node{loc: "#/properties/ports/items/oneOf/1", types: typeString, minLength: -1, maxLength: -1, minItems: -1, pattern: "^((\\[[0-9a-fA-F:.]+\\]|[0-9.]+):)?([0-9]{0,5}:)?[0-9]{1,5}(/(tcp|udp))?$", re: &pattern74, hint: "use [IP:][HOSTPORT:]PORT[/tcp|udp], as in 127.0.0.1:8080:3000"}
+	ns75  = node{loc: "#/properties/resources", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"cpus", "memory", "pids"}, properties: []*node{&ns76, &ns77, &ns80}, noAdditional: true}
+	ns76  = node{loc: "#/properties/resources/properties/cpus", types: typeNumber, minLength: -1, maxLength: -1, minItems: -1, maximum: "256", exclusiveMinimum: "0"}
+	ns77  = node{loc: "#/properties/resources/properties/memory", minLength: -1, maxLength: -1, minItems: -1, oneOf: []*node{&ns78, &ns79}}
+	ns78  = node{loc: "#/properties/resources/properties/memory/oneOf/0", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: "1"}
+	ns79  = node{loc: "#/properties/resources/properties/memory/oneOf/1", types: typeString, minLength: -1, maxLength: -1, minItems: -1, pattern: "^[0-9]+(\\.[0-9]+)?\\s*([kKmMgGtT]([iI]?[bB])?|[bB])?$", re: &pattern79, hint: "use a number with a unit, as in 512m or 8g"}
+	ns80  = node{loc: "#/properties/resources/properties/pids", types: typeInteger, minLength: -1, maxLength: -1, minItems: -1, minimum: "16", maximum: "1048576"}
+	ns81  = node{loc: "#/properties/secrets", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, additional: &ns82, propertyNames: &ns89}
+	ns82  = node{loc: "#/properties/secrets/additionalProperties", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"command", "env"}, properties: []*node{&ns83, &ns85}, noAdditional: true, oneOf: []*node{&ns87, &ns88}, requiredOnly: []string{"command", "env"}}
+	ns83  = node{loc: "#/properties/secrets/additionalProperties/properties/command", types: typeArray, minLength: -1, maxLength: -1, minItems: 1, items: &ns84}
+	ns84  = node{loc: "#/properties/secrets/additionalProperties/properties/command/items", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns85  = node{loc: "#/properties/secrets/additionalProperties/properties/env", minLength: -1, maxLength: -1, minItems: -1, allOf: []*node{&ns86}}
+	ns86  = node{loc: "#/properties/secrets/additionalProperties/properties/env/allOf/0", ref: &ns12, minLength: -1, maxLength: -1, minItems: -1}
+	ns87  = node{loc: "#/properties/secrets/additionalProperties/oneOf/0", minLength: -1, maxLength: -1, minItems: -1, required: []string{"env"}}
+	ns88  = node{loc: "#/properties/secrets/additionalProperties/oneOf/1", minLength: -1, maxLength: -1, minItems: -1, required: []string{"command"}}
+	ns89  = node{loc: "#/properties/secrets/propertyNames", ref: &ns12, minLength: -1, maxLength: -1, minItems: -1}
+	ns90  = node{loc: "#/properties/template", minLength: -1, maxLength: -1, minItems: -1, oneOf: []*node{&ns91, &ns92}}
+	ns91  = node{loc: "#/properties/template/oneOf/0", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns92  = node{loc: "#/properties/template/oneOf/1", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"build", "checkpoint", "image"}, properties: []*node{&ns93, &ns101, &ns102}, noAdditional: true, anyOf: []*node{&ns103, &ns104, &ns105}, requiredOnly: []string{"build", "checkpoint", "image"}}
+	ns93  = node{loc: "#/properties/template/oneOf/1/properties/build", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"args", "context", "dockerfile", "network", "target"}, properties: []*node{&ns94, &ns97, &ns98, &ns99, &ns100}, noAdditional: true, required: []string{"context"}}
+	ns94  = node{loc: "#/properties/template/oneOf/1/properties/build/properties/args", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, additional: &ns95, propertyNames: &ns96}
+	ns95  = node{loc: "#/properties/template/oneOf/1/properties/build/properties/args/additionalProperties", ref: &ns10, minLength: -1, maxLength: -1, minItems: -1}
+	ns96  = node{loc: "#/properties/template/oneOf/1/properties/build/properties/args/propertyNames", ref: &ns12, minLength: -1, maxLength: -1, minItems: -1}
+	ns97  = node{loc: "#/properties/template/oneOf/1/properties/build/properties/context", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns98  = node{loc: "#/properties/template/oneOf/1/properties/build/properties/dockerfile", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns99  = node{loc: "#/properties/template/oneOf/1/properties/build/properties/network", types: typeBoolean, minLength: -1, maxLength: -1, minItems: -1}
+	ns100 = node{loc: "#/properties/template/oneOf/1/properties/build/properties/target", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns101 = node{loc: "#/properties/template/oneOf/1/properties/checkpoint", types: typeString, minLength: 1, maxLength: 128, minItems: -1, pattern: "^[A-Za-z0-9][A-Za-z0-9_.-]*$", re: &pattern101, hint: "must start with a letter or digit and contain only letters, digits, underscores, periods and hyphens"}
+	ns102 = node{loc: "#/properties/template/oneOf/1/properties/image", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns103 = node{loc: "#/properties/template/oneOf/1/anyOf/0", minLength: -1, maxLength: -1, minItems: -1, required: []string{"image"}}
+	ns104 = node{loc: "#/properties/template/oneOf/1/anyOf/1", minLength: -1, maxLength: -1, minItems: -1, required: []string{"build"}}
+	ns105 = node{loc: "#/properties/template/oneOf/1/anyOf/2", minLength: -1, maxLength: -1, minItems: -1, required: []string{"checkpoint"}}
+	ns106 = node{loc: "#/properties/user", types: typeString, minLength: -1, maxLength: -1, minItems: -1, pattern: "^(host|([a-z_][a-z0-9_.-]*|[0-9]+)(:([a-z_][a-z0-9_.-]*|[0-9]+))?)$", re: &pattern106, hint: "must be host, NAME, UID, NAME:GROUP or UID:GID"}
+	ns107 = node{loc: "#/properties/version", types: typeInteger, hasConst: true, constVal: json.Number("1"), minLength: -1, maxLength: -1, minItems: -1}
+	ns108 = node{loc: "#/properties/workspace", minLength: -1, maxLength: -1, minItems: -1, oneOf: []*node{&ns109, &ns110}}
+	ns109 = node{loc: "#/properties/workspace/oneOf/0", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns110 = node{loc: "#/properties/workspace/oneOf/1", types: typeObject, minLength: -1, maxLength: -1, minItems: -1, propNames: []string{"path", "protect", "readOnly"}, properties: []*node{&ns111, &ns112, &ns113}, noAdditional: true, required: []string{"path"}}
+	ns111 = node{loc: "#/properties/workspace/oneOf/1/properties/path", types: typeString, minLength: 1, maxLength: -1, minItems: -1}
+	ns112 = node{loc: "#/properties/workspace/oneOf/1/properties/protect", types: typeBoolean, minLength: -1, maxLength: -1, minItems: -1}
+	ns113 = node{loc: "#/properties/workspace/oneOf/1/properties/readOnly", types: typeBoolean, minLength: -1, maxLength: -1, minItems: -1}
 )
 
-// pattern10 is the automaton of the pattern at #/definitions/envName.
-var pattern10 = dfa.DFA{
+// pattern4 is the automaton of the pattern at #/properties/docker/properties/networks/items.
+var pattern4 = dfa.DFA{
+	Pattern: "^[a-zA-Z0-9][a-zA-Z0-9_.-]*$",
+	ASCII: "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
+		"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x01\x00\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x00\x00\x00\x00\x00\x00" +
+		"\x00\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x00\x00\x00\x00\x01" +
+		"\x00\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x00\x00\x00\x00\x00",
+	Ranges:  []dfa.Range{{Lo: 0x80, Class: 0}},
+	Classes: 3,
+	Start:   2,
+	Next: []uint16{
+		0, 0, 0, // dead
+		1, 1, 1, // matched
+		0, 0, 3, // 2
+		0, 3, 3, // 3
+	},
+	AtEnd: []bool{false, true, false, true},
+}
+
+// pattern12 is the automaton of the pattern at #/definitions/envName.
+var pattern12 = dfa.DFA{
 	Pattern: "^[A-Za-z_][A-Za-z0-9_]*$",
 	ASCII: "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
 		"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x00\x00\x00\x00\x00\x00" +
@@ -151,8 +172,8 @@ var pattern10 = dfa.DFA{
 	AtEnd: []bool{false, true, false, true},
 }
 
-// pattern14 is the automaton of the pattern at #/properties/kubernetes/properties/namespace.
-var pattern14 = dfa.DFA{
+// pattern16 is the automaton of the pattern at #/properties/kubernetes/properties/namespace.
+var pattern16 = dfa.DFA{
 	Pattern: "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
 	ASCII: "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
 		"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x00\x00\x00\x00\x00\x00" +
@@ -171,8 +192,8 @@ var pattern14 = dfa.DFA{
 	AtEnd: []bool{false, true, false, true, false},
 }
 
-// pattern15 is the automaton of the pattern at #/properties/kubernetes/properties/registry.
-var pattern15 = dfa.DFA{
+// pattern17 is the automaton of the pattern at #/properties/kubernetes/properties/registry.
+var pattern17 = dfa.DFA{
 	Pattern: "^[a-z0-9]([-a-z0-9.:]*[a-z0-9])?(/[a-z0-9]([-a-z0-9._]*[a-z0-9])?)*$",
 	ASCII: "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
 		"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x01\x02\x03\x03\x03\x03\x03\x03\x03\x03\x03\x03\x04\x00\x00\x00\x00\x00" +
@@ -194,8 +215,8 @@ var pattern15 = dfa.DFA{
 	AtEnd: []bool{false, true, false, true, false, false, true, false},
 }
 
-// pattern16 is the automaton of the pattern at #/properties/kubernetes/properties/runtimeClassName.
-var pattern16 = dfa.DFA{
+// pattern18 is the automaton of the pattern at #/properties/kubernetes/properties/runtimeClassName.
+var pattern18 = dfa.DFA{
 	Pattern: "^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
 	ASCII: "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
 		"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x01\x00\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x00\x00\x00\x00\x00\x00" +
@@ -214,8 +235,8 @@ var pattern16 = dfa.DFA{
 	AtEnd: []bool{false, true, false, true, false},
 }
 
-// pattern19 is the automaton of the pattern at #/properties/kubernetes/properties/workspaceSize.
-var pattern19 = dfa.DFA{
+// pattern21 is the automaton of the pattern at #/properties/kubernetes/properties/workspaceSize.
+var pattern21 = dfa.DFA{
 	Pattern: "^[0-9]+(\\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$",
 	ASCII: "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
 		"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x00\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x00\x00\x00\x00\x00\x00" +
@@ -238,8 +259,8 @@ var pattern19 = dfa.DFA{
 	AtEnd: []bool{false, true, false, true, false, true, false, true, true},
 }
 
-// pattern22 is the automaton of the pattern at #/properties/loop/properties/backoff/properties/initial.
-var pattern22 = dfa.DFA{
+// pattern24 is the automaton of the pattern at #/properties/loop/properties/backoff/properties/initial.
+var pattern24 = dfa.DFA{
 	Pattern: "^(0|([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$",
 	ASCII: "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
 		"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x00\x02\x03\x03\x03\x03\x03\x03\x03\x03\x03\x00\x00\x00\x00\x00\x00" +
@@ -263,8 +284,8 @@ var pattern22 = dfa.DFA{
 	AtEnd: []bool{false, true, false, true, false, false, true, true, false, false},
 }
 
-// pattern25 is the automaton of the pattern at #/definitions/duration.
-var pattern25 = dfa.DFA{
+// pattern27 is the automaton of the pattern at #/definitions/duration.
+var pattern27 = dfa.DFA{
 	Pattern: "^([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$",
 	ASCII: "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
 		"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x00\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x00\x00\x00\x00\x00\x00" +
@@ -287,8 +308,8 @@ var pattern25 = dfa.DFA{
 	AtEnd: []bool{false, true, false, false, false, true, true, false, false},
 }
 
-// pattern56 is the automaton of the pattern at #/properties/name.
-var pattern56 = dfa.DFA{
+// pattern58 is the automaton of the pattern at #/properties/name.
+var pattern58 = dfa.DFA{
 	Pattern: "^[A-Za-z0-9][A-Za-z0-9.-]*$",
 	ASCII: "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
 		"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x01\x00\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x00\x00\x00\x00\x00\x00" +
@@ -306,8 +327,8 @@ var pattern56 = dfa.DFA{
 	AtEnd: []bool{false, true, false, true},
 }
 
-// pattern72 is the automaton of the pattern at #/properties/ports/items/oneOf/1.
-var pattern72 = dfa.DFA{
+// pattern74 is the automaton of the pattern at #/properties/ports/items/oneOf/1.
+var pattern74 = dfa.DFA{
 	Pattern: "^((\\[[0-9a-fA-F:.]+\\]|[0-9.]+):)?([0-9]{0,5}:)?[0-9]{1,5}(/(tcp|udp))?$",
 	ASCII: "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
 		"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x02\x03\x03\x03\x03\x03\x03\x03\x03\x03\x03\x04\x00\x00\x00\x00\x00" +
@@ -350,8 +371,8 @@ var pattern72 = dfa.DFA{
 	AtEnd: []bool{false, true, false, false, true, false, false, false, false, true, true, false, true, false, false, true, true, false, true, false, true, true, true, true, true, true, true, true, true},
 }
 
-// pattern77 is the automaton of the pattern at #/properties/resources/properties/memory/oneOf/1.
-var pattern77 = dfa.DFA{
+// pattern79 is the automaton of the pattern at #/properties/resources/properties/memory/oneOf/1.
+var pattern79 = dfa.DFA{
 	Pattern: "^[0-9]+(\\.[0-9]+)?\\s*([kKmMgGtT]([iI]?[bB])?|[bB])?$",
 	ASCII: "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x01\x00\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
 		"\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\x03\x03\x03\x03\x03\x03\x03\x03\x03\x03\x00\x00\x00\x00\x00\x00" +
@@ -375,8 +396,8 @@ var pattern77 = dfa.DFA{
 	AtEnd: []bool{false, true, false, true, true, false, true, true, true, false},
 }
 
-// pattern99 is the automaton of the pattern at #/properties/template/oneOf/1/properties/checkpoint.
-var pattern99 = dfa.DFA{
+// pattern101 is the automaton of the pattern at #/properties/template/oneOf/1/properties/checkpoint.
+var pattern101 = dfa.DFA{
 	Pattern: "^[A-Za-z0-9][A-Za-z0-9_.-]*$",
 	ASCII: "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
 		"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x01\x00\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x00\x00\x00\x00\x00\x00" +
@@ -394,8 +415,8 @@ var pattern99 = dfa.DFA{
 	AtEnd: []bool{false, true, false, true},
 }
 
-// pattern104 is the automaton of the pattern at #/properties/user.
-var pattern104 = dfa.DFA{
+// pattern106 is the automaton of the pattern at #/properties/user.
+var pattern106 = dfa.DFA{
 	Pattern: "^(host|([a-z_][a-z0-9_.-]*|[0-9]+)(:([a-z_][a-z0-9_.-]*|[0-9]+))?)$",
 	ASCII: "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
 		"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x01\x00\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x03\x00\x00\x00\x00\x00" +

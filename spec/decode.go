@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -49,6 +50,7 @@ func (st *state) decode(root *yaml.Node) *Spec {
 	if _, d := lookupKey(root, "docker"); d != nil {
 		s.Docker.Runtime, _ = st.str(d, "runtime", s, "docker")
 		s.Docker.NoNewPrivileges = st.boolean(d, "noNewPrivileges", true)
+		st.dockerNetworks(d, s)
 	}
 	st.kubernetes(root, s)
 	st.loop(root, s)
@@ -492,19 +494,21 @@ func (st *state) network(root *yaml.Node, s *Spec) {
 			s.Network.BlockCIDRs = append(s.Network.BlockCIDRs, p)
 		}
 	}
-	st.allowBlocked(n, s.Network.BlockCIDRs)
+	st.allowBlocked(n)
 }
 
-// allowBlocked reports an allow entry the proxy could never reach because
-// a blockCIDRs range covers it (an IP literal, or localhost): the allow
-// list reads as permission, but the block list wins, so the entry only
-// misleads the reader and the agent's failing requests would puzzle.
-func (st *state) allowBlocked(n *yaml.Node, blocked []netip.Prefix) {
+// allowBlocked reports an allow entry the proxy can never reach. An IP
+// literal a blocked range covers is its own exception (the proxy dials
+// exactly that address, on its port if it has one), but not an
+// unspecified or loopback address, which the proxy always refuses, nor
+// a spelling the proxy reads as another address (IPv4 in IPv6 form) or
+// never meets (a zone). localhost is loopback. The Docker host's
+// addresses are refused too, but only the proxy knows them: it logs why.
+func (st *state) allowBlocked(n *yaml.Node) {
 	_, list := lookupKey(n, "allow")
 	if list == nil || list.Kind != yaml.SequenceNode {
 		return
 	}
-	_, own := lookupKey(n, "blockCIDRs")
 	for i, e := range list.Content {
 		if e.Kind != yaml.ScalarNode || st.unresolved[e] {
 			continue
@@ -513,35 +517,73 @@ func (st *state) allowBlocked(n *yaml.Node, blocked []netip.Prefix) {
 		if err != nil {
 			continue
 		}
-		ips := []netip.Addr{h.IP}
-		if h.Name == "localhost" || strings.HasSuffix(h.Name, ".localhost") {
-			ips = []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("::1")}
+		path := fmt.Sprintf("network.allow[%d]", i)
+		switch ip := h.IP; {
+		case h.Name == "localhost" || strings.HasSuffix(h.Name, ".localhost"):
+			st.errorf(e, path, "%s is loopback, %s", e.Value, refusedAlways)
+		case !ip.IsValid():
+		case ip.Zone() != "":
+			st.errorf(e, path, "%s has a zone, which names an interface of the proxy, never a destination: write the address without it", e.Value)
+		case ip.Is4In6() || ipv4Compatible(ip):
+			v4 := netip.AddrFrom4([4]byte(ip.AsSlice()[12:]))
+			st.errorf(e, path, "%s is an IPv4 address written as IPv6, which the proxy checks and dials as %s: write %s", e.Value, v4, Host{IP: v4, Port: h.Port})
+		case alwaysRefused(ip):
+			st.errorf(e, path, "%s is a loopback or unspecified address, %s", e.Value, refusedAlways)
 		}
-		b, ok := coveredBy(ips, blocked)
-		if !ok {
-			continue
-		}
-		how := "list network.blockCIDRs without it to reach " + e.Value
-		if own == nil {
-			how = "it is one of the default blockCIDRs; " + how
-		}
-		st.errorf(e, fmt.Sprintf("network.allow[%d]", i), "%s is inside blocked range %s, so the proxy never dials it (%s)", e.Value, b, how)
 	}
 }
 
-// coveredBy returns the first blocked range holding one of ips.
-func coveredBy(ips []netip.Addr, blocked []netip.Prefix) (netip.Prefix, bool) {
-	for _, ip := range ips {
-		if !ip.IsValid() {
-			continue
-		}
-		for _, b := range blocked {
-			if b.Contains(ip) || b.Contains(ip.Unmap()) {
-				return b, true
-			}
+// refusedAlways ends the message for an allow entry the proxy refuses
+// whatever the policy says.
+const refusedAlways = "which the proxy always refuses whatever network.allow says: a service on the host is never the sandbox's to reach (and its own loopback needs no proxy)"
+
+// ipv4Compatible reports whether a is an IPv4-compatible IPv6 address
+// (::a.b.c.d, RFC 4291 §2.5.5.1, deprecated), other than :: and ::1: the
+// proxy reads it as the IPv4 address it carries.
+func ipv4Compatible(a netip.Addr) bool {
+	if !a.Is6() || a.Is4In6() {
+		return false
+	}
+	b := a.As16()
+	for _, x := range b[:12] {
+		if x != 0 {
+			return false
 		}
 	}
-	return netip.Prefix{}, false
+	return netip.AddrFrom4([4]byte(b[12:])).Compare(netip.AddrFrom4([4]byte{0, 0, 0, 1})) > 0
+}
+
+// alwaysRefused reports whether the egress proxy refuses a whatever its
+// policy: "this network" (0.0.0.0/8), loopback, and IPv6's unspecified
+// and loopback addresses (egress.New).
+func alwaysRefused(a netip.Addr) bool {
+	if a.Is4() {
+		return a.As4()[0] == 0 || a.IsLoopback()
+	}
+	return a.IsUnspecified() || a.IsLoopback()
+}
+
+// dockerNetworks reads docker.networks: each a user-defined network
+// (the schema checks the spelling), once.
+func (st *state) dockerNetworks(d *yaml.Node, s *Spec) {
+	names, nodes := st.strings(d, "networks")
+	seen := map[string]int{}
+	for i, name := range names {
+		if st.unresolved[nodes[i]] {
+			continue
+		}
+		path := fmt.Sprintf("docker.networks[%d]", i)
+		if slices.Contains(ReservedDockerNetworks, name) {
+			st.errorf(nodes[i], path, "%q is one of Docker's own networks: name user-defined networks (docker network create), which the egress proxy joins besides the default bridge", name)
+			continue
+		}
+		if j, dup := seen[name]; dup {
+			st.errorf(nodes[i], path, "network %q is already listed as docker.networks[%d]", name, j)
+			continue
+		}
+		seen[name] = i
+		s.Docker.Networks = append(s.Docker.Networks, name)
+	}
 }
 
 // hosts parses a host pattern list into canonical, de-duplicated strings.

@@ -313,3 +313,44 @@ func TestBlankLocalOverlay(t *testing.T) {
 		t.Errorf("a blank sandbox file must fail")
 	}
 }
+
+// TestResolveExceptions: an exact private address in network.allow (IPv4
+// or IPv6, with or without a port) is valid with the default blocked
+// ranges, which stay as they are; docker.networks are read in order, and
+// a sandbox.local.yaml overlay replaces them as it replaces any list.
+func TestResolveExceptions(t *testing.T) {
+	dir := t.TempDir()
+	f := write(t, dir, "sandbox.yaml", `version: 1
+agent: claude
+driver: docker
+network:
+  allow: [172.18.0.5:4000, "[FD00::1]", 10.1.2.3, litellm:4000]
+docker:
+  networks: [llm-gateway, models]
+`)
+	res, err := spec.Load([]string{f}, spec.Options{Schema: compile(t), NoLocal: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := res.Specs[0]
+	want := spec.Network{Policy: "deny", AgentHosts: true, BlockCIDRs: defaultCIDRs(),
+		Allow: []string{"172.18.0.5:4000", "fd00::1", "10.1.2.3", "litellm:4000"}}
+	if diff := cmp.Diff(want, sp.Network, specOpts); diff != "" {
+		t.Errorf("network (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"llm-gateway", "models"}, sp.Docker.Networks); diff != "" {
+		t.Errorf("docker.networks (-want +got):\n%s", diff)
+	}
+
+	write(t, dir, "sandbox.local.yaml", "docker:\n  networks: [lan]\n")
+	res, err = spec.Load([]string{f}, spec.Options{Schema: compile(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"lan"}, res.Specs[0].Docker.Networks); diff != "" {
+		t.Errorf("docker.networks with the overlay (-want +got):\n%s", diff)
+	}
+	if o, ok := res.Specs[0].OriginOfItem("docker.networks", func(v string) bool { return v == "lan" }); !ok || filepath.Base(o.File) != "sandbox.local.yaml" {
+		t.Errorf("origin of docker.networks[0] = %+v, %v; want sandbox.local.yaml", o, ok)
+	}
+}

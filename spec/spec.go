@@ -229,7 +229,17 @@ type Docker struct {
 	// NoNewPrivileges runs the sandbox with no-new-privileges (default
 	// true): setuid programs such as sudo cannot raise privileges.
 	NoNewPrivileges bool `json:"noNewPrivileges"`
+	// Networks are existing user-defined Docker networks the sandbox's
+	// egress proxy joins (never the sandbox itself, which has no network),
+	// so that it can reach a gateway there by container name or alias,
+	// where network.allow allows it.
+	Networks []string `json:"networks,omitempty"`
 }
+
+// ReservedDockerNetworks are Docker's own networks, which
+// docker.networks cannot name: the proxy is on the default bridge
+// unless it names others, and never shares the host's network.
+var ReservedDockerNetworks = []string{"bridge", "default", "host", "none"}
 
 // Kubernetes holds options only the kubernetes driver reads.
 type Kubernetes struct {

@@ -79,6 +79,8 @@ func (d *Driver) Calls(s reconcile.Step, sp *spec.Spec, live *reconcile.Live) ([
 		return d.repairCalls(sp, s.Parts)
 	case reconcile.StepSetNetwork:
 		return d.policyCalls(sp, live)
+	case reconcile.StepJoinNetworks:
+		return d.joinCalls(sp), nil
 	case reconcile.StepUpdateResources:
 		return []reconcile.Call{d.command(append(append([]string{d.opts.Docker, "update"}, resourceArgs(sp)...), containerName(name)))}, nil
 	case reconcile.StepVerify:
@@ -148,11 +150,20 @@ func (d *Driver) createCalls(sp *spec.Spec, rec *reconcile.Record) ([]reconcile.
 		"docker build sbx-egress:<hash of this sbx>, FROM scratch, unless present",
 		"create the volumes "+volumeName(n, "sock")+" (tmpfs, 1 MiB) and "+volumeName(n, "policy")+" (Engine API)",
 		"create and start, together (Engine API):",
-		"  "+egressName(n)+": sbx-egress:<hash> __egress-proxy --control (the policy of sandbox.yaml), stdin open",
+		"  "+egressName(n)+": sbx-egress:<hash> __egress-proxy --control (the policy of sandbox.yaml), stdin open"+onNetworks(sp),
 		"  "+containerName(n)+": --network none … "+image+" __sandbox-init",
 	)
 	desc := strings.Join(lines, "\n")
 	return []reconcile.Call{{Desc: desc, Run: func(ctx context.Context) error { return d.create(ctx, sp, rec) }}}, nil
+}
+
+// onNetworks says, for a plan's calls, which networks the proxy's
+// container is made on when docker.networks names some.
+func onNetworks(sp *spec.Spec) string {
+	if len(sp.Docker.Networks) == 0 {
+		return ""
+	}
+	return ", on " + strings.Join(sp.Docker.Networks, ", ") + " and the default bridge"
 }
 
 // buildHash is the content hash of the sandbox's built template: the
@@ -178,7 +189,7 @@ func (d *Driver) repairCalls(sp *spec.Spec, parts []string) ([]reconcile.Call, e
 	}
 	n := sp.Name
 	return []reconcile.Call{{
-		Desc: "create the volumes " + volumeName(n, "sock") + " and " + volumeName(n, "policy") + " unless present (Engine API)\ncreate and start " + egressName(n) + ": sbx-egress:<hash> __egress-proxy --control (the policy of sandbox.yaml), stdin open (Engine API)",
+		Desc: "create the volumes " + volumeName(n, "sock") + " and " + volumeName(n, "policy") + " unless present (Engine API)\ncreate and start " + egressName(n) + ": sbx-egress:<hash> __egress-proxy --control (the policy of sandbox.yaml, written over an earlier one), stdin open" + onNetworks(sp) + " (Engine API)",
 		Run:  func(ctx context.Context) error { return d.recreateEgress(ctx, sp) },
 	}}, nil
 }
@@ -195,7 +206,13 @@ func (d *Driver) policyCalls(sp *spec.Spec, live *reconcile.Live) ([]reconcile.C
 	if eg == nil {
 		return nil, fmt.Errorf("sandbox %q has no egress container (%s) to change", sp.Name, name)
 	}
-	policy := func(ctx context.Context) ([]byte, error) { return json.Marshal(egress.PolicyOf(sp, d.hostAddrs(ctx))) }
+	policy := func(ctx context.Context) ([]byte, error) {
+		pol, err := d.policy(ctx, sp)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(pol)
+	}
 	if controllable(eg) {
 		return []reconcile.Call{{Desc: "attach to " + name + ": set the policy of sandbox.yaml, in force when the proxy answers (Engine API)",
 			Run: func(ctx context.Context) error {

@@ -46,6 +46,7 @@ func Capabilities() reconcile.Caps {
 			reconcile.FieldKubernetes:      reconcile.KubernetesOnlyCap("the kubernetes block"),
 			reconcile.FieldEgressMode:      reconcile.KubernetesOnlyCap("kubernetes.egress"),
 			reconcile.FieldWarmPool:        reconcile.KubernetesOnlyCap("kubernetes.warmPool"),
+			reconcile.FieldDockerNetworks:  reconcile.InPlaceCap("the egress proxy's container is made again on the new networks while the sandbox runs on (its network log starts afresh)", true),
 		}, ByRuntime: map[string]map[reconcile.Field]reconcile.Cap{
 			// runsc (as Debian packages it) has no update command, so
 			// docker update fails for a sandbox under gVisor.

@@ -24,6 +24,7 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -89,6 +90,10 @@ type Driver struct {
 	// pruneAfter is pruneAfter, but in tests.
 	pruneAfter time.Duration
 	api        *engine
+
+	mu sync.Mutex // guards networks
+	// networks are each sandbox's docker.networks (Configure).
+	networks map[string][]string
 }
 
 var (
@@ -98,6 +103,7 @@ var (
 	_ driver.EgressCounter  = (*Driver)(nil)
 	_ driver.Helper         = (*Driver)(nil)
 	_ driver.RuntimeChecker = (*Driver)(nil)
+	_ driver.Configurer     = (*Driver)(nil)
 )
 
 // New returns a docker driver.
@@ -220,18 +226,31 @@ type inspect struct {
 		Destination string
 		RW          bool
 	}
+	// NetworkSettings.Networks are the networks the container is on, by
+	// name (Engine API v1.41 "NetworkSettings").
+	NetworkSettings struct {
+		Networks map[string]struct{}
+	}
 }
 
 // Observe inspects each declared sandbox's container and asks its proxy
-// the policy in force: three Engine API requests per sandbox.
+// the policy in force: three Engine API requests per sandbox, and one per
+// network of its docker.networks (Configure), which must exist.
 func (d *Driver) Observe(ctx context.Context, names []string) (map[string]*reconcile.Live, error) {
 	live := map[string]*reconcile.Live{}
 	for _, name := range names {
+		problems, err := d.networkProblems(ctx, name)
+		if err != nil {
+			return nil, err
+		}
 		in, err := d.api.inspectContainer(ctx, containerName(name))
 		if err != nil {
 			return nil, err
 		}
 		if in == nil {
+			if len(problems) > 0 {
+				live[name] = &reconcile.Live{Name: name, Problems: problems}
+			}
 			continue
 		}
 		l := &reconcile.Live{Name: name, Exists: true, Status: in.State.Status, Template: in.Config.Image, User: observedUser(in)}
@@ -239,7 +258,7 @@ func (d *Driver) Observe(ctx context.Context, names []string) (map[string]*recon
 			live[name] = l // a same-named container sbx did not create
 			continue
 		}
-		l.Managed = true
+		l.Managed, l.Problems = true, problems
 		if strings.HasPrefix(l.Template, "sbx-template-"+strings.ToLower(name)+":") {
 			// A template sbx built and tagged by content: the file names no
 			// image; the build hash in the record tracks it.
@@ -293,6 +312,9 @@ func (d *Driver) Observe(ctx context.Context, names []string) (map[string]*recon
 		}
 		if pol != nil {
 			l.Network = reconcile.LiveNetwork{Policy: pol.Default, Allow: pol.Allow, Deny: pol.Deny, BlockCIDRs: pol.BlockCIDRs}
+		}
+		if eg != nil {
+			l.DockerNetworks = joined(eg)
 		}
 		switch {
 		case eg == nil:
@@ -590,7 +612,11 @@ func (d *Driver) createObjects(ctx context.Context, sp *spec.Spec, sandbox *cont
 			if eg.err != nil {
 				return eg.err
 			}
-			return d.startEgress(ctx, sp, eg.image)
+			pol, err := d.policy(ctx, sp)
+			if err != nil {
+				return err
+			}
+			return d.startEgress(ctx, sp, eg.image, pol, false)
 		},
 	)
 }
@@ -763,15 +789,24 @@ func setResources(h *hostConfig, sp *spec.Spec) error {
 	return nil
 }
 
-// startEgress creates and starts a sandbox's proxy. It writes the policy
-// onto its volume at first start (--init-policy); later changes reach it
-// through its control channel, its stdin kept open as `docker run
-// --detach --interactive` keeps it (`docker create -i` would close it
-// after the first attach).
-func (d *Driver) startEgress(ctx context.Context, sp *spec.Spec, image string) error {
-	pol, err := json.Marshal(egress.PolicyOf(sp, d.hostAddrs(ctx)))
+// startEgress creates and starts a sandbox's proxy with policy pol. The
+// proxy writes it onto its volume at first start (--init-policy), unless
+// the volume has a policy file already: one that outlived an earlier
+// proxy (rewrite) gets pol written over it before the start. Later changes
+// reach it through its control channel, its stdin kept open as `docker
+// run --detach --interactive` keeps it (`docker create -i` would close it
+// after the first attach). With docker.networks the container is made on
+// the first (so that it gets Docker's embedded DNS) and connected to the
+// others and to the default bridge (the way out a user-defined network
+// may not give) before it starts.
+func (d *Driver) startEgress(ctx context.Context, sp *spec.Spec, image string, policy egress.Policy, rewrite bool) error {
+	pol, err := json.Marshal(policy)
 	if err != nil {
 		return err
+	}
+	mode, connect := "default", []string(nil)
+	if nets := sp.Docker.Networks; len(nets) > 0 {
+		mode, connect = nets[0], append(slices.Clone(nets[1:]), defaultBridge)
 	}
 	c := &containerSpec{
 		Image: image,
@@ -782,7 +817,7 @@ func (d *Driver) startEgress(ctx context.Context, sp *spec.Spec, image string) e
 		OpenStdin: true,
 		HostConfig: hostConfig{
 			Binds:         []string{volumeName(sp.Name, "sock") + ":" + socketDir, volumeName(sp.Name, "policy") + ":/policy"},
-			NetworkMode:   "default",
+			NetworkMode:   mode,
 			RestartPolicy: restartPolicy{Name: "unless-stopped"},
 		},
 	}
@@ -805,6 +840,16 @@ func (d *Driver) startEgress(ctx context.Context, sp *spec.Spec, image string) e
 	if err != nil {
 		return err
 	}
+	for _, n := range connect {
+		if err := d.api.connectNetwork(ctx, n, id); err != nil {
+			return err
+		}
+	}
+	if rewrite {
+		if err := d.api.writeFile(ctx, id, filepath.Dir(policyPath), filepath.Base(policyPath), pol, 0o644); err != nil {
+			return err
+		}
+	}
 	return d.api.startContainer(ctx, id)
 }
 
@@ -823,18 +868,23 @@ func (d *Driver) volumes(ctx context.Context, name string) error {
 }
 
 // recreateEgress starts a new proxy for a sandbox whose proxy is gone,
-// with the policy of sandbox.yaml, making its volumes again if they went
-// too (a volume create keeps an existing one). The sandbox's bridge dials
-// the socket per connection, so it reaches the new proxy.
+// with the policy of sandbox.yaml (written over what an earlier proxy
+// left on the policy volume), making its volumes again if they went too
+// (a volume create keeps an existing one). The sandbox's bridge dials the
+// socket per connection, so it reaches the new proxy.
 func (d *Driver) recreateEgress(ctx context.Context, sp *spec.Spec) error {
 	image, err := d.egressImage(ctx)
+	if err != nil {
+		return err
+	}
+	pol, err := d.policy(ctx, sp)
 	if err != nil {
 		return err
 	}
 	if err := d.volumes(ctx, sp.Name); err != nil {
 		return err
 	}
-	return d.startEgress(ctx, sp, image)
+	return d.startEgress(ctx, sp, image, pol, true)
 }
 
 func bind(src, dst string, ro bool) string {

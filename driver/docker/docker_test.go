@@ -405,8 +405,8 @@ func isolation(t *testing.T, runtime string) {
 
 	// Default blocked ranges: private and link-local addresses are
 	// unreachable as IP literals even under an allow-everything policy
-	// (validate refuses an allow entry inside a blocked range, so the
-	// policy is how a file says "allow" for them).
+	// (only an allow entry naming the address exactly is an exception:
+	// TestNamedNetwork).
 	strict := newBox(t, b.name+"-strict")
 	strict.apply(strict.spec(rt + "network:\n  policy: allow\n"))
 	t.Run("private and link-local ranges are unreachable as IP literals", func(t *testing.T) {

@@ -27,7 +27,9 @@ func Capabilities() reconcile.Caps {
 	}
 	return reconcile.Caps{Driver: d, Defaults: spec.Resources{Memory: DefaultMemory}, Hardening: Hardening, Protects: true, NetworkAtCreate: true,
 		Constraints: reconcile.Constraints{DNSLabelNames: MaxName,
-			NoCheckpoints: "the kubernetes driver has no checkpoints: a sandbox's pod is remade from its template, and its workspace lives in its volume"},
+			// policies: ipBlock.except holds every blocked range.
+			BlockedBeatsAllow: "the kubernetes driver's NetworkPolicy keeps every blocked range closed to the egress proxy's pod (ipBlock.except)",
+			NoCheckpoints:     "the kubernetes driver has no checkpoints: a sandbox's pod is remade from its template, and its workspace lives in its volume"},
 		Fields: map[reconcile.Field]reconcile.Cap{
 			reconcile.FieldAgent:           replace(true),
 			reconcile.FieldTemplate:        replace(true),
@@ -51,6 +53,7 @@ func Capabilities() reconcile.Caps {
 			reconcile.FieldEgressMode:      reconcile.InPlaceCap("apply runs the enforcement probe, or stops requiring it", false),
 			reconcile.FieldWarmPool:        reconcile.InPlaceCap("the SandboxWarmPool is made, resized or removed", true),
 			reconcile.FieldUser:            {Mode: reconcile.Unsupported, Reason: "the kubernetes driver runs the agent as its template's USER; set the user in the template"},
+			reconcile.FieldDockerNetworks:  {Mode: reconcile.Unsupported, Reason: "the kubernetes driver's egress proxy is a pod, which joins no Docker network"},
 		}}
 }
 

@@ -17,7 +17,11 @@ import (
 // costs one listing and one policy read per sandbox.
 func Capabilities(v cliutil.Version) reconcile.Caps {
 	const d = "sbx"
-	c := reconcile.Caps{Driver: d, Constraints: reconcile.Constraints{MountsAtSource: true, HostIPNeedsPort: true}, Fields: map[reconcile.Field]reconcile.Cap{
+	c := reconcile.Caps{Driver: d, Constraints: reconcile.Constraints{MountsAtSource: true, HostIPNeedsPort: true,
+		// blockCIDRs are deny rules there (network.go), and "the deny
+		// rule wins regardless of specificity" (docker-sandboxes-cli.md
+		// §3.5, G3).
+		BlockedBeatsAllow: "on the sbx backend blockCIDRs are deny rules, which win over allow rules (docker-sandboxes-cli.md §3.5)"}, Fields: map[reconcile.Field]reconcile.Cap{
 		reconcile.FieldAgent:           reconcile.ReplaceCap(d, "the agent", true),
 		reconcile.FieldTemplate:        reconcile.ReplaceCap(d, "the template", false),
 		reconcile.FieldTemplateBuild:   reconcile.ReplaceCap(d, "the template", false),
@@ -40,6 +44,7 @@ func Capabilities(v cliutil.Version) reconcile.Caps {
 		reconcile.FieldKubernetes:      reconcile.KubernetesOnlyCap("the kubernetes block"),
 		reconcile.FieldEgressMode:      reconcile.KubernetesOnlyCap("kubernetes.egress"),
 		reconcile.FieldWarmPool:        reconcile.KubernetesOnlyCap("kubernetes.warmPool"),
+		reconcile.FieldDockerNetworks:  reconcile.DockerOnlyCap("docker.networks"),
 	}}
 	if !v.Less(geminiRetired) {
 		c.Constraints.Agents = map[string]string{"gemini": fmt.Sprintf("Docker's sbx %s no longer has the gemini agent (retired in %s); pick another agent, or use the docker driver, which can still run a gemini template", v, geminiRetired)}
