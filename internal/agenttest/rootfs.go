@@ -150,7 +150,8 @@ func installClaude(root, claude string) error {
 }
 
 // installCodex puts Codex's vendor directory at /opt/codex, the wrapper
-// at /usr/local/bin/codex and ripgrep at /usr/local/bin/rg.
+// at /usr/local/bin/codex and ripgrep at /usr/local/bin/rg. The files are
+// the cache's, hard-linked: making them root's makes the cache's root's.
 func installCodex(root, vendor string) error {
 	dst := filepath.Join(root, strings.TrimPrefix(codexDir, "/"))
 	if err := linkTree(vendor, dst); err != nil {
