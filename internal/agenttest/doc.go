@@ -1,0 +1,69 @@
+// Package agenttest gives tests the real coding agents, Claude Code and
+// Codex, pinned, and a sandbox template image to run them in, built on
+// this machine: no container registry is reachable in CI, and sbx's
+// end-to-end tests must run the agents users run, in a template shaped
+// like Docker's own sandbox templates (Debian, a non-root agent user).
+// Only tests import it.
+//
+// # What is pinned
+//
+// The native builds of @anthropic-ai/claude-code 2.1.332 (its linux-x64
+// platform package: one glibc binary, claude) and @openai/codex 0.171.0
+// (its linux-x64 platform package: static musl binaries under
+// vendor/x86_64-unknown-linux-musl). Node.js is not needed: the npm
+// wrappers only find and exec these binaries. Each tarball is checked
+// against the registry's dist.integrity before it is unpacked (see
+// pins.go), and unpacked by internal/tarball's confined extraction: an
+// entry that would land outside its directory, a link out of it, a hard
+// link or a device fails the fetch.
+//
+// # What the image holds (Template)
+//
+//   - Debian bookworm, debootstrap's minbase variant plus bash, coreutils,
+//     git, ca-certificates and procps; apt's caches, manuals, info pages,
+//     translations and documentation other than copyright files removed.
+//     The release is verified by debootstrap against the host's
+//     debian-archive-keyring.
+//   - A user agent (uid 1000, gid 1000, home /home/agent, shell /bin/bash),
+//     made by useradd from /etc/skel.
+//   - /usr/local/bin/claude: Claude Code's native binary, as the npm
+//     package's postinstall leaves it (bin/claude.exe is that binary; it
+//     runs with no wrapper and no extra environment).
+//   - /opt/codex: Codex's vendor/x86_64-unknown-linux-musl directory as
+//     the npm package ships it (bin/codex, bin/codex-code-mode-host,
+//     codex-path/rg, codex-resources/…). Codex finds its helpers and rg
+//     relative to its own executable's real path (codex doctor reports
+//     /opt/codex as its package), so the layout is kept whole.
+//     /usr/local/bin/codex is a sh script that does what the npm wrapper
+//     bin/codex.js does before it execs the binary: it sets
+//     CODEX_MANAGED_BY_NPM=1 and CODEX_MANAGED_PACKAGE_ROOT, and unsets
+//     the other package managers' markers. /usr/local/bin/rg links to the
+//     bundled ripgrep, for the agents' shell commands.
+//   - /home/agent/.codex/config.toml and /root/.codex/config.toml point
+//     Codex at the tests' mock model server, named model-api:
+//     openai_base_url = "http://model-api:8080/v1". Each home belongs to
+//     its user.
+//   - Image config: USER agent, WORKDIR /home/agent, PATH, LANG=C.UTF-8
+//     and CMD bash. HOME is not set in the image: Docker sets it from the
+//     running user's passwd entry, so docker run -u 0 gets /root.
+//     No ENTRYPOINT: sbx's docker driver runs its own init.
+//
+// # Cache layout
+//
+// Everything lives under ${SBX_AGENT_CACHE:-/var/cache/sbx-agents}:
+//
+//	locks/agents.lock    flock held by whoever fetches, builds or prunes
+//	KEY/claude/package/  the unpacked Claude Code platform package
+//	KEY/codex/package/   the unpacked Codex platform package
+//	KEY/rootfs.tar       the image's whole filesystem, for docker import
+//	KEY/debootstrap.log  the last debootstrap's output
+//	KEY/tmp-*            work in progress; a later run removes it
+//
+// KEY is the sha256 of the pins and the image recipe (recipe.go), and the
+// image is tagged sbx-agent-template:KEY[:12]. Work is written under a
+// tmp- name and renamed into place, so a name that exists is complete; a
+// killed run leaves only tmp- names, which the next holder of the lock
+// removes. With rootfs.tar cached, a new Docker daemon needs only the
+// import. A build removes other keys' directories and other
+// sbx-agent-template images that no container uses.
+package agenttest
