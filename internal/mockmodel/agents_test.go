@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/sbxhq/sbx/internal/agenttest"
 	"github.com/sbxhq/sbx/loop"
 )
 
@@ -31,21 +33,21 @@ const (
 	agentTimeout = 3 * time.Minute
 )
 
-// agentBinary is the agent CLI named by env, skipping the test without it
-// and failing instead when SBX_E2E=1.
-func agentBinary(t *testing.T, env string) string {
+// agentTools are the pinned agent CLIs (internal/agenttest, downloaded
+// once per machine), skipping the test when they cannot be had and
+// failing instead when SBX_E2E=1.
+func agentTools(t *testing.T) agenttest.Tools {
 	t.Helper()
-	bin := os.Getenv(env)
-	if bin == "" {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	tools, err := agenttest.Fetch(ctx)
+	if err != nil {
 		if os.Getenv("SBX_E2E") == "1" {
-			t.Fatalf("SBX_E2E=1 but %s (the agent binary to run) is not set", env)
+			t.Fatalf("SBX_E2E=1 but the pinned agents could not be had: %v", err)
 		}
-		t.Skipf("%s is not set; set it to the agent binary (and SBX_E2E=1 to make its absence a failure)", env)
+		t.Skipf("the pinned agents could not be had (%v); set SBX_E2E=1 to make this a failure", err)
 	}
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("%s: %v", env, err)
-	}
-	return bin
+	return tools
 }
 
 // trap is an HTTP(S) proxy on loopback that refuses everything and notes
@@ -228,7 +230,7 @@ func (a *agentEnv) checkIteration(n int, r run) {
 }
 
 func TestRealClaude(t *testing.T) {
-	bin := agentBinary(t, "SBX_TEST_CLAUDE")
+	bin := agentTools(t).Claude
 	a := newAgentEnv(t, "sk-ant-sbx-mock-test")
 	a.extra = []string{
 		"IS_SANDBOX=1", // we run as root
@@ -258,7 +260,7 @@ apps = false
 `
 
 func TestRealCodex(t *testing.T) {
-	bin := agentBinary(t, "SBX_TEST_CODEX")
+	bin := filepath.Join(agentTools(t).CodexDir, "bin", "codex")
 	a := newAgentEnv(t, "sk-sbx-mock-test")
 	a.extra = []string{"CODEX_API_KEY=" + a.key}
 	if err := os.MkdirAll(filepath.Join(a.home, ".codex"), 0o700); err != nil {
