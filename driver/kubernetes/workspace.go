@@ -11,6 +11,7 @@ import (
 
 	"github.com/sbxhq/sbx/driver/runner"
 	"github.com/sbxhq/sbx/internal/tarball"
+	"github.com/sbxhq/sbx/internal/untrusted"
 	"github.com/sbxhq/sbx/spec"
 )
 
@@ -85,7 +86,9 @@ func report(w io.Writer, verb, dir string, st *tarball.Stats) {
 	if n := len(st.Skipped) + st.SkippedMore; n > 0 {
 		fmt.Fprintf(w, "skipped %d entries:\n", n)
 		for _, s := range st.Skipped {
-			fmt.Fprintf(w, "  %s\n", s)
+			// The names are the agent's: escaped, they cannot forge or
+			// hide a line.
+			fmt.Fprintf(w, "  %s\n", untrusted.Text(s))
 		}
 		if st.SkippedMore > 0 {
 			fmt.Fprintf(w, "  … and %d more\n", st.SkippedMore)
