@@ -785,6 +785,9 @@ func (a *app) loopConfig(ctx context.Context, s *session.Session, o *loopFlags, 
 			})
 		}
 		ag.WorkspaceReadOnly = sp.Workspace.ReadOnly
+		if err := workOnCopy(s, sp, &ag); err != nil {
+			return loop.Config{}, err
+		}
 		cfg.Agents = append(cfg.Agents, ag)
 	}
 	return cfg, nil
@@ -901,6 +904,9 @@ func hiddenVerbs() map[string]func(ctx context.Context, a *app, args []string) i
 		},
 		"__kill-group": func(ctx context.Context, a *app, args []string) int {
 			return loop.KillGroupMain(args, a.stderr)
+		},
+		loop.ProgressVerb: func(ctx context.Context, a *app, args []string) int {
+			return loop.ProgressMain(ctx, args, a.stdout, a.stderr)
 		},
 		"__egress-proxy": func(ctx context.Context, a *app, args []string) int {
 			return egress.ProxyMain(ctx, args, a.stdin, a.stdout, a.stderr)
