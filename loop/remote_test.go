@@ -16,6 +16,7 @@ import (
 
 	"github.com/sbxhq/sbx/driver/cliutil"
 	fx "github.com/sbxhq/sbx/internal/fixture"
+	"github.com/sbxhq/sbx/internal/tarball"
 	"github.com/sbxhq/sbx/spec"
 )
 
@@ -39,17 +40,16 @@ func (c copySandbox) Exec(ctx context.Context, argv []string, o cliutil.ExecOpti
 // the workspace (issue 19) makes progress where it works, not on the
 // host's untouched files: with the breaker at one idle iteration, the
 // run completes on the second; each iteration changed one file there;
-// commits there count.
+// commits there count; and the copy is pulled home once, after the last
+// iteration, as the run says.
 func TestProgressInSandbox(t *testing.T) {
 	f := newFixture(t, false)
 	l := spec.Loop{MaxIterations: 4, Breaker: spec.Breaker{NoProgress: 1}, Completion: spec.Completion{Promise: "DONE"}}
+	p := &pulls{f: f, st: &tarball.Stats{Files: 2, Skipped: []string{"sandbox.yaml: protected"}}}
 	script := `n=1; while [ -e iter-$n.txt ]; do n=$((n+1)); done; echo $n > iter-$n.txt
 git add . && git commit -q -m "iteration $n"
 [ $n -lt 2 ] || echo "<promise>DONE</promise>"`
-	copyDir := t.TempDir()
-	ag := f.agent("box", script, l, nil)
-	ag.Exec = copySandbox{copyDir}
-	ag.Progress = &SandboxProgress{Exec: ag.Exec, Binary: copyBinary, Dir: copyDir}
+	ag, copyDir := f.copyAgent(script, l, p)
 	for _, args := range [][]string{{"init", "-q"}, {"config", "user.email", "a@b"}, {"config", "user.name", "a"}, {"commit", "-q", "--allow-empty", "-m", "init"}} {
 		fx.Git(t, copyDir, args...)
 	}
@@ -64,6 +64,15 @@ git add . && git commit -q -m "iteration $n"
 	}
 	if diff := cmp.Diff([]measured{{true, 1, 1}, {true, 1, 1}}, got); diff != "" {
 		t.Errorf("records (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{PhasePulling}, p.calls); diff != "" {
+		t.Errorf("pulls, by the run's phase (-want +got):\n%s", diff)
+	}
+	if !p.live {
+		t.Error("the pull's context was done")
+	}
+	if !strings.Contains(f.out.String(), "\nsbx loop: pulled the sandbox's workspace home: 2 files; 1 entry skipped (sbx pull says which)\nsbx loop: completed: ") {
+		t.Errorf("the run does not say it pulled the work home before its end:\n%s", f.out.String())
 	}
 	if names, _ := os.ReadDir(f.ws); len(names) > 0 {
 		t.Errorf("the agent wrote the host's workspace: %v", names)

@@ -697,6 +697,9 @@ func (a *app) loopDrive(ctx context.Context, run *loop.Run, specs []*spec.Spec, 
 	if err != nil {
 		return a.errorf("%v", err)
 	}
+	if pooled {
+		cfg.Agents[0].Pull = nil // the claim's release pulls the work home
+	}
 	if lead.Loop.Checkpoint.When != spec.CheckpointNever {
 		cfg.Checkpoint = &loopCheckpointer{s: s, runID: run.ID, l: lead.Loop.Checkpoint, w: term.err}
 	}
