@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sbxhq/sbx/internal/tarball"
+	"github.com/sbxhq/sbx/internal/untrusted"
 )
 
 // Puller copies a sandbox's own copy of the workspace back over the
@@ -47,7 +48,8 @@ func (it *iterator) pullHome(ctx context.Context, res *Result) {
 		}
 		st, err := ag.Pull.Pull(pctx)
 		if err != nil {
-			why := err.Error()
+			// The error may name the agent's files.
+			why := untrusted.Text(err.Error())
 			if pctx.Err() != nil {
 				why = "interrupted"
 				if ctx.Err() != nil {

@@ -54,20 +54,21 @@ func (f *fixture) copyAgent(script string, l spec.Loop, p *pulls) (Agent, string
 }
 
 // TestPullHomeWhateverTheEnd: the copy comes home when the breaker ends
-// the run; a pull that fails is said, in the run's detail too, without
-// changing how the run ended; a run that never started an agent (its
+// the run; a pull that fails is said, in the run's detail too (its error,
+// which may name the agent's files, escaped), without changing how the
+// run ended; a run that never started an agent (its
 // configuration refused) pulls nothing.
 func TestPullHomeWhateverTheEnd(t *testing.T) {
 	f := newFixture(t, false)
 	l := spec.Loop{MaxIterations: 5, Breaker: spec.Breaker{NoProgress: 2}, Completion: spec.Completion{Promise: "DONE"}}
-	p := &pulls{f: f, st: &tarball.Stats{}, err: errors.New("pulling the workspace of \"box\": exit 1")}
+	p := &pulls{f: f, st: &tarball.Stats{}, err: errors.New("extracting x\x1b[2J: more than 8 GiB")}
 	ag, _ := f.copyAgent(`echo thinking`, l, p)
 	res := f.begin(l, "box").Loop(context.Background(), Config{Workspace: f.ws, Loop: l, Agents: []Agent{ag}, Stdout: &f.out, Stderr: &f.out})
-	want := "no progress in 2 iterations in a row (neither the working tree nor HEAD changed); the sandbox's workspace was not pulled home (pulling the workspace of \"box\": exit 1): run sbx pull"
+	want := `no progress in 2 iterations in a row (neither the working tree nor HEAD changed); the sandbox's workspace was not pulled home ("extracting x\x1b[2J: more than 8 GiB"): run sbx pull`
 	if res.State != StateBreaker || res.ExitCode != ExitBreaker || res.Detail != want {
 		t.Errorf("result %+v, want the breaker's, detail %q\n%s", res, want, f.out.String())
 	}
-	if len(p.calls) != 1 || !strings.Contains(f.out.String(), "sbx loop: pulling the sandbox's workspace home failed: pulling the workspace of \"box\": exit 1; sbx pull copies it\n") {
+	if len(p.calls) != 1 || !strings.Contains(f.out.String(), `sbx loop: pulling the sandbox's workspace home failed: "extracting x\x1b[2J: more than 8 GiB"; sbx pull copies it`+"\n") {
 		t.Errorf("pulls %v\n%s", p.calls, f.out.String())
 	}
 
