@@ -18,6 +18,7 @@ import (
 	"github.com/sbxhq/sbx/checkpoint"
 	"github.com/sbxhq/sbx/driver/cliutil"
 	"github.com/sbxhq/sbx/driver/runner"
+	"github.com/sbxhq/sbx/internal/tarball"
 	"github.com/sbxhq/sbx/reconcile"
 	"github.com/sbxhq/sbx/spec"
 )
@@ -215,9 +216,10 @@ type Configurer interface {
 // Pull brings back was written by the agent: nothing may land outside the
 // workspace, in the sandbox's own declaration or .git's config and hooks
 // (while workspace.protect is on), or past size bounds. Neither deletes a
-// file the other side lacks.
+// file the other side lacks. Pull writes its report to w and returns
+// what it copied and skipped (sbx loop says it in a line of its own).
 type Puller interface {
-	Pull(ctx context.Context, sp *spec.Spec, w io.Writer) error
+	Pull(ctx context.Context, sp *spec.Spec, w io.Writer) (*tarball.Stats, error)
 	Push(ctx context.Context, sp *spec.Spec, w io.Writer) error
 }
 

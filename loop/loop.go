@@ -125,6 +125,10 @@ type Agent struct {
 	// Progress is where the agent's work is measured (nil: the run's
 	// workspace on the host, shared by every such agent).
 	Progress Progress
+	// Pull, on backends whose sandbox works on its own copy of the
+	// workspace, brings that copy home when the run ends, whatever its
+	// state (nil: the agent works on the host's workspace).
+	Pull Puller
 }
 
 // Config is what a run does.
@@ -216,6 +220,9 @@ func (r *Run) Loop(ctx context.Context, cfg Config) *Result {
 	res := it.loop(ctx)
 	res.ExitCode, res.RunDir = exitCodes[res.State], r.Dir
 	r.update(func(s *Status) { s.Iteration = res.Iterations })
+	if it.started {
+		it.pullHome(ctx, res)
+	}
 	if cfg.Checkpoint != nil {
 		r.SetPhase(PhaseCheckpointing)
 		if err := cfg.Checkpoint.AfterRun(ctx, res); err != nil {
@@ -241,6 +248,9 @@ type iterator struct {
 	// nothing ran in between.
 	last     map[Progress]*Snapshot
 	commands [][]string // each agent's command
+	// started says the run got past checking its configuration: its
+	// agents may have run.
+	started bool
 	// failures counts the failing iterations in a row (loop.backoff).
 	failures int
 }
@@ -320,6 +330,7 @@ func (it *iterator) loop(ctx context.Context) *Result {
 	ended := func(state, detail string, i int) *Result {
 		return &Result{State: state, Detail: detail, Iterations: i}
 	}
+	it.started = true
 	if err := it.preflight(runCtx); err != nil {
 		if ctx.Err() != nil {
 			return ended(StateInterrupted, "stopped before iteration 1", 0)

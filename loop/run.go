@@ -358,6 +358,8 @@ func (s *Status) Doing() string {
 		return fmt.Sprintf("iteration %d of %d verifying", s.Iteration, s.MaxIterations)
 	case PhasePausing:
 		return fmt.Sprintf("pausing after iteration %d of %d failed (loop.backoff)", s.Iteration, s.MaxIterations)
+	case PhasePulling:
+		return "pulling the sandbox's workspace home"
 	}
 	return s.State
 }

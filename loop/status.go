@@ -31,6 +31,9 @@ const (
 	// PhasePausing: loop.backoff's pause after a failing iteration
 	// (Status.PauseUntil).
 	PhasePausing = "pausing"
+	// PhasePulling: the run has ended and the sandboxes' copies of the
+	// workspace are copied home (Agent.Pull).
+	PhasePulling = "pulling"
 	// PhaseFinished: the run ended (Status.State says how).
 	PhaseFinished = "finished"
 )

@@ -697,6 +697,9 @@ func (a *app) loopDrive(ctx context.Context, run *loop.Run, specs []*spec.Spec, 
 	if err != nil {
 		return a.errorf("%v", err)
 	}
+	if pooled {
+		cfg.Agents[0].Pull = nil // the claim's release pulls the work home
+	}
 	if lead.Loop.Checkpoint.When != spec.CheckpointNever {
 		cfg.Checkpoint = &loopCheckpointer{s: s, runID: run.ID, l: lead.Loop.Checkpoint, w: term.err}
 	}
@@ -785,6 +788,9 @@ func (a *app) loopConfig(ctx context.Context, s *session.Session, o *loopFlags, 
 			})
 		}
 		ag.WorkspaceReadOnly = sp.Workspace.ReadOnly
+		if err := workOnCopy(s, sp, &ag); err != nil {
+			return loop.Config{}, err
+		}
 		cfg.Agents = append(cfg.Agents, ag)
 	}
 	return cfg, nil
@@ -901,6 +907,9 @@ func hiddenVerbs() map[string]func(ctx context.Context, a *app, args []string) i
 		},
 		"__kill-group": func(ctx context.Context, a *app, args []string) int {
 			return loop.KillGroupMain(args, a.stderr)
+		},
+		loop.ProgressVerb: func(ctx context.Context, a *app, args []string) int {
+			return loop.ProgressMain(ctx, args, a.stdout, a.stderr)
 		},
 		"__egress-proxy": func(ctx context.Context, a *app, args []string) int {
 			return egress.ProxyMain(ctx, args, a.stdin, a.stdout, a.stderr)

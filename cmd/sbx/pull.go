@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"io"
 
 	"github.com/spf13/pflag"
 
 	"github.com/sbxhq/sbx/driver"
+	"github.com/sbxhq/sbx/spec"
 )
 
 // pullVerb and pushVerb copy the workspace between the host and a
@@ -47,7 +49,10 @@ sandbox is deleted.`
 				}
 				copyFn := p.Push
 				if pull {
-					copyFn = p.Pull
+					copyFn = func(ctx context.Context, sp *spec.Spec, w io.Writer) error {
+						_, err := p.Pull(ctx, sp, w)
+						return err
+					}
 				}
 				if err := copyFn(ctx, sp, a.stdout); err != nil {
 					return a.errorf("%v", err)

@@ -177,7 +177,7 @@ func TestSandbox(t *testing.T) {
 
 	t.Run("pull", func(t *testing.T) {
 		var rep bytes.Buffer
-		if err := d.Pull(context.Background(), sp, &rep); err != nil {
+		if _, err := d.Pull(context.Background(), sp, &rep); err != nil {
 			t.Fatal(err)
 		}
 		if got, _ := os.ReadFile(filepath.Join(b.dir, "ws", "agent.txt")); string(got) != "agent work\n" {

@@ -172,7 +172,7 @@ func (d *Driver) Claim(ctx context.Context, sp *spec.Spec, w io.Writer) (func(co
 	d.claims[sp.Name] = &claim{place: p, name: cn, pod: pod}
 	d.mu.Unlock()
 	return func(ctx context.Context) error {
-		pullErr := d.Pull(ctx, sp, w)
+		_, pullErr := d.Pull(ctx, sp, w)
 		d.mu.Lock()
 		delete(d.claims, sp.Name)
 		d.mu.Unlock()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sbxhq/sbx/driver/runner"
 	"github.com/sbxhq/sbx/internal/tarball"
+	"github.com/sbxhq/sbx/internal/untrusted"
 	"github.com/sbxhq/sbx/spec"
 )
 
@@ -24,11 +25,12 @@ import (
 // agent could have replaced or fed): tarball.Extract keeps it inside the
 // workspace, off symlinks, within bounds, and, while workspace.protect is
 // on, away from the sandbox's own declaration and .git's config and hooks.
-func (d *Driver) Pull(ctx context.Context, sp *spec.Spec, w io.Writer) error {
+// It returns what it copied and skipped, as far as it got.
+func (d *Driver) Pull(ctx context.Context, sp *spec.Spec, w io.Writer) (*tarball.Stats, error) {
 	p, pod := d.target(sp.Name)
 	root, err := os.OpenRoot(sp.Workspace.Path)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer root.Close()
 	pr, pw := io.Pipe()
@@ -49,13 +51,13 @@ func (d *Driver) Pull(ctx context.Context, sp *spec.Spec, w io.Writer) error {
 	pw.Close()
 	res := <-done
 	if res.err != nil {
-		return fmt.Errorf("pulling the workspace of %q: %w", sp.Name, res.err)
+		return res.st, fmt.Errorf("pulling the workspace of %q: %w", sp.Name, res.err)
 	}
 	if runErr != nil {
-		return fmt.Errorf("pulling the workspace of %q: %w", sp.Name, runErr)
+		return res.st, fmt.Errorf("pulling the workspace of %q: %w", sp.Name, runErr)
 	}
 	report(w, "pulled", sp.Workspace.Path, res.st)
-	return nil
+	return res.st, nil
 }
 
 // Push copies the host workspace over the sandbox's.
@@ -85,7 +87,9 @@ func report(w io.Writer, verb, dir string, st *tarball.Stats) {
 	if n := len(st.Skipped) + st.SkippedMore; n > 0 {
 		fmt.Fprintf(w, "skipped %d entries:\n", n)
 		for _, s := range st.Skipped {
-			fmt.Fprintf(w, "  %s\n", s)
+			// The names are the agent's: escaped, they cannot forge or
+			// hide a line.
+			fmt.Fprintf(w, "  %s\n", untrusted.Text(s))
 		}
 		if st.SkippedMore > 0 {
 			fmt.Fprintf(w, "  … and %d more\n", st.SkippedMore)

@@ -188,18 +188,21 @@ func (r *Runner) run(ctx context.Context, c Cmd) ([]byte, error) {
 		cmd.Env = append(append([]string(nil), env...), c.Env...)
 	}
 	var stdout, stderr bytes.Buffer
-	cmd.Stdout = tee(&stdout, c.Stdout)
+	keptOut, keptErr := &kept{buf: &stdout}, &kept{buf: &stderr}
+	cmd.Stdout = tee(keptOut, c.Stdout)
 	var streamed *countingWriter
 	if c.StreamStdout && c.Stdout != nil {
 		streamed = &countingWriter{w: c.Stdout}
 		cmd.Stdout = streamed
 	}
-	cmd.Stderr = tee(&stderr, c.Stderr)
+	cmd.Stderr = tee(keptErr, c.Stderr)
 	start := time.Now()
 	err := cmd.Run()
 	if streamed != nil {
 		fmt.Fprintf(&stdout, "(%d bytes streamed)\n", streamed.n)
 	}
+	keptOut.note()
+	keptErr.note()
 	code := -1
 	if ps := cmd.ProcessState; ps != nil {
 		code = ps.ExitCode()
@@ -229,11 +232,43 @@ func (c *countingWriter) Write(b []byte) (int, error) {
 	return n, err
 }
 
-func tee(buf *bytes.Buffer, w io.Writer) io.Writer {
+// tee is where a command's output goes: all of it into the runner's copy
+// when the caller takes none (Output returns it), else to the caller's
+// writer, with the first maxKept bytes kept for the trace and the error.
+func tee(k *kept, w io.Writer) io.Writer {
 	if w == nil {
-		return buf
+		return k.buf
 	}
-	return io.MultiWriter(buf, w)
+	return io.MultiWriter(k, w)
+}
+
+// maxKept bounds the copy the runner keeps of an output it hands on to
+// the caller's writer, for the trace and the error. That output is the
+// caller's to bound: an agent's, through sbx loop, may not end for hours,
+// and must not grow sbx's memory on the side.
+const maxKept = 1 << 20
+
+// kept is the first maxKept bytes of an output, and how many more there
+// were.
+type kept struct {
+	buf     *bytes.Buffer
+	dropped int64
+}
+
+func (k *kept) Write(p []byte) (int, error) {
+	room := max(maxKept-k.buf.Len(), 0)
+	if len(p) > room {
+		k.dropped += int64(len(p) - room)
+	}
+	k.buf.Write(p[:min(len(p), room)])
+	return len(p), nil
+}
+
+// note says, after the output, how much of it was not kept.
+func (k *kept) note() {
+	if k.dropped > 0 {
+		fmt.Fprintf(k.buf, "\n(%d bytes more, not kept)\n", k.dropped)
+	}
 }
 
 // trace records one call: what ran, its output, how it ended (showErr: the

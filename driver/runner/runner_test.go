@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"strings"
 	"testing"
 )
@@ -63,5 +65,32 @@ func TestGetenv(t *testing.T) {
 	}
 	if got := (&Runner{Env: []string{}}).Getenv("SBX_RUNNER_TEST"); got != "" {
 		t.Errorf("with an empty Env: %q, want unset", got)
+	}
+}
+
+// TestRunKeepsBoundedCopy: an output that goes to the caller's writer
+// reaches it whole, while the copy the runner keeps for the trace and the
+// error stops at maxKept (an agent's output through sbx loop has no end).
+func TestRunKeepsBoundedCopy(t *testing.T) {
+	var trace bytes.Buffer
+	r := &Runner{Trace: &trace}
+	const size = 3 * maxKept
+	var out, errOut countingWriter
+	out.w, errOut.w = io.Discard, io.Discard
+	script := fmt.Sprintf("head -c %d /dev/zero | tr '\\0' o; head -c %d /dev/zero | tr '\\0' e >&2; exit 1", size, size)
+	err := r.Run(context.Background(), Cmd{Args: []string{"sh", "-c", script}, Stdout: &out, Stderr: &errOut})
+	var e *Error
+	if !errors.As(err, &e) || e.ExitCode != 1 {
+		t.Fatalf("err = %v, want exit 1", err)
+	}
+	if out.n != size || errOut.n != size {
+		t.Errorf("the caller got %d and %d bytes, want %d each", out.n, errOut.n, size)
+	}
+	note := fmt.Sprintf("(%d bytes more, not kept)", size-maxKept)
+	if len(e.Stderr) > maxKept+100 || !strings.HasSuffix(e.Stderr, note+"\n") {
+		t.Errorf("the error keeps %d bytes of stderr, ending %q", len(e.Stderr), e.Stderr[max(len(e.Stderr)-60, 0):])
+	}
+	if trace.Len() > 3*maxKept || strings.Count(trace.String(), note) != 2 {
+		t.Errorf("the trace is %d bytes, with %d notes", trace.Len(), strings.Count(trace.String(), note))
 	}
 }
