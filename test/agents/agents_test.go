@@ -1,0 +1,462 @@
+// Package agents runs the real Claude Code and Codex CLIs in sbx's loop,
+// end to end, as a user runs them: the static sbx binary, the docker
+// driver on a real daemon, a Debian template with a non-root agent user
+// and `USER agent` (internal/agenttest: the pinned npm releases' native
+// binaries), each agent's default loop command, deny-by-default egress
+// with only the project's mock model server allowed (internal/mockmodel,
+// in a FROM scratch container on a Docker network of the test's own,
+// reached by name through docker.networks), and the model's key as a
+// secret. The mock calls the agents' file-writing and shell tools in each
+// iteration and prints the promise from iteration 2 on: the loop must
+// complete on iteration 2, with the agents' files on the host, the key at
+// the mock and nowhere else. A new agent release that breaks the default
+// path turns these tests red.
+package agents
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sbxhq/sbx/internal/agenttest"
+	"github.com/sbxhq/sbx/spec"
+)
+
+var env struct {
+	ok       bool
+	reason   string
+	dir      string
+	binary   string // the static sbx
+	template string // the agents' template image
+	network  string // the test's Docker network, where the mock is model-api
+	mock     string // the mock's container
+}
+
+// Every object a run creates carries its run id and the label testLabel,
+// so runs sharing a daemon never collide, and a run removes what killed
+// runs left (older than staleAfter).
+var runID = newRunID()
+
+const (
+	testLabel  = "dev.sbx.test=agents"
+	staleAfter = 2 * time.Hour
+	// mockAlias is the mock's name on the network, which the template's
+	// codex config and the files' ANTHROPIC_BASE_URL name.
+	mockAlias = "model-api"
+	// apiKey is the key the files pass as a secret; the mock logs the
+	// key it got.
+	apiKey = "sk-sbx-e2e-agents-Key-7c1d"
+)
+
+func newRunID() string {
+	b := make([]byte, 4)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+func TestMain(m *testing.M) {
+	code := func() int {
+		defer cleanup()
+		if err := setup(); err != nil {
+			env.reason = err.Error()
+		} else {
+			env.ok = true
+		}
+		return m.Run()
+	}()
+	os.Exit(code)
+}
+
+func cleanup() {
+	if env.mock != "" {
+		exec.Command("docker", "rm", "-f", env.mock).Run()
+	}
+	if env.network != "" {
+		exec.Command("docker", "network", "rm", env.network).Run()
+	}
+	exec.Command("docker", "rmi", "-f", "sbx-agents-mock:"+runID).Run()
+	if env.dir != "" {
+		os.RemoveAll(env.dir)
+	}
+}
+
+func setup() error {
+	if out, err := exec.Command("docker", "version", "--format", "{{.Server.Version}}").CombinedOutput(); err != nil {
+		return fmt.Errorf("no Docker daemon: %v: %s", err, out)
+	}
+	sweep()
+	dir, err := os.MkdirTemp("", "sbx-agents-e2e-")
+	if err != nil {
+		return err
+	}
+	env.dir = dir
+	env.binary = filepath.Join(dir, "sbx")
+	if err := goBuild(env.binary, "github.com/sbxhq/sbx/cmd/sbx"); err != nil {
+		return err
+	}
+	mockDir := filepath.Join(dir, "mock")
+	if err := goBuild(filepath.Join(mockDir, "mockmodel"), "github.com/sbxhq/sbx/test/agents/mockmodel"); err != nil {
+		return err
+	}
+	df := "FROM scratch\nCOPY mockmodel /mockmodel\nENTRYPOINT [\"/mockmodel\", \"-listen\", \":8080\"]\n"
+	if err := os.WriteFile(filepath.Join(mockDir, "Dockerfile"), []byte(df), 0o644); err != nil {
+		return err
+	}
+	mockImage := "sbx-agents-mock:" + runID
+	if out, err := exec.Command("docker", "build", "-q", "--label", testLabel, "-t", mockImage, mockDir).CombinedOutput(); err != nil {
+		return fmt.Errorf("building the mock's image: %v: %s", err, out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	if env.template, err = agenttest.Template(ctx, os.Stderr); err != nil {
+		return fmt.Errorf("the agents' template: %v", err)
+	}
+	env.network = "sbx-agents-" + runID
+	if out, err := exec.Command("docker", "network", "create", "--label", testLabel, env.network).CombinedOutput(); err != nil {
+		env.network = ""
+		return fmt.Errorf("docker network create: %v: %s", err, out)
+	}
+	env.mock = "sbx-agents-mock-" + runID
+	out, err := exec.Command("docker", "run", "-d", "--name", env.mock, "--label", testLabel,
+		"--network", env.network, "--network-alias", mockAlias, mockImage).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("starting the mock: %v: %s", err, out)
+	}
+	return waitLog(env.mock, "mockmodel: listening on", time.Minute)
+}
+
+// sweep removes what killed runs of this package left: containers and
+// networks with its label, and sandboxes it named, older than staleAfter.
+func sweep() {
+	cutoff := time.Now().Add(-staleAfter)
+	ids, _ := exec.Command("docker", "ps", "-aq", "--filter", "label="+testLabel).Output()
+	sb, _ := exec.Command("docker", "ps", "-aq", "--filter", "name=^sbx-agents-").Output()
+	for _, id := range strings.Fields(string(ids) + " " + string(sb)) {
+		if created(id, "container", cutoff) {
+			exec.Command("docker", "rm", "-f", id).Run()
+		}
+	}
+	nets, _ := exec.Command("docker", "network", "ls", "-q", "--filter", "label="+testLabel).Output()
+	for _, id := range strings.Fields(string(nets)) {
+		if created(id, "network", cutoff) {
+			exec.Command("docker", "network", "rm", id).Run()
+		}
+	}
+	vols, _ := exec.Command("docker", "volume", "ls", "-q", "--filter", "name=^sbx-agents-").Output()
+	for _, v := range strings.Fields(string(vols)) {
+		exec.Command("docker", "volume", "rm", v).Run() // in use: refused
+	}
+}
+
+// created reports whether the object was created before cutoff.
+func created(id, kind string, cutoff time.Time) bool {
+	format := "{{.Created}}"
+	out, err := exec.Command("docker", kind, "inspect", "--format", format, id).Output()
+	if err != nil {
+		return false
+	}
+	t, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(string(out)))
+	return err == nil && t.Before(cutoff)
+}
+
+func goBuild(out, pkg string) error {
+	build := exec.Command("go", "build", "-o", out, pkg)
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s: %v: %s", pkg, err, b)
+	}
+	return nil
+}
+
+// waitLog waits until the container's log holds text: its own handshake.
+func waitLog(container, text string, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		out, err := exec.Command("docker", "logs", container).CombinedOutput()
+		if err == nil && strings.Contains(string(out), text) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s did not log %q within %s: %v\n%s", container, text, within, err, out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func requireDocker(t *testing.T) {
+	t.Helper()
+	if env.ok {
+		return
+	}
+	if os.Getenv("SBX_E2E") == "1" {
+		t.Fatalf("SBX_E2E=1 but the agents' e2e setup failed: %s", env.reason)
+	}
+	t.Skipf("no usable Docker daemon or template (%s); set SBX_E2E=1 to make this a failure", env.reason)
+}
+
+// run is one user's workspace with a sandbox file for an agent.
+type run struct {
+	t     *testing.T
+	name  string
+	ws    string
+	state string
+}
+
+// newRun makes a git workspace (owned by root, as a CI runner's checkout
+// is) holding sandbox.yaml for agent and sbx init's PROMPT.md, which
+// names the promise.
+func newRun(t *testing.T, agent, extra string) *run {
+	requireDocker(t)
+	r := &run{t: t, name: "agents-" + agent + "-" + runID, ws: filepath.Join(t.TempDir(), "ws"), state: t.TempDir()}
+	if err := os.MkdirAll(r.ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		out, err := r.cmd("destroy", "-y").CombinedOutput()
+		if err != nil {
+			t.Logf("destroy: %v\n%s", err, out)
+		}
+	})
+	for _, args := range [][]string{{"init", "-q"}, {"config", "user.email", "e2e@sbx.invalid"}, {"config", "user.name", "e2e"}} {
+		if out, err := exec.Command("git", append([]string{"-C", r.ws}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	// sbx init writes the file a user starts from; the test adds what
+	// reaches its mock instead of the agent's real API.
+	if out, err := r.cmd("init", "--agent", agent).CombinedOutput(); err != nil {
+		t.Fatalf("sbx init: %v\n%s", err, out)
+	}
+	// Claude Code reads its API's address from ANTHROPIC_BASE_URL; Codex
+	// from its config.toml, which the template holds (agenttest).
+	baseURL := "{}"
+	if agent == "claude" {
+		baseURL = "\n  ANTHROPIC_BASE_URL: http://" + mockAlias + ":8080"
+	}
+	doc := fmt.Sprintf(`version: 1
+name: %s
+agent: %s
+driver: docker
+template: %s
+workspace: .
+env: %s
+secrets:
+  %s: {env: SBX_E2E_AGENT_KEY}
+network:
+  policy: deny
+  agentHosts: false
+  allow: ["%s:8080"]
+docker:
+  networks: [%s]
+loop:
+  prompt: PROMPT.md
+  maxIterations: 4
+  iterationTimeout: 5m
+%s`, r.name, agent, env.template, baseURL, spec.AgentOf(agent).Key, mockAlias, env.network, extra)
+	if err := os.WriteFile(filepath.Join(r.ws, "sandbox.yaml"), []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func (r *run) cmd(args ...string) *exec.Cmd {
+	c := exec.Command(env.binary, args...)
+	c.Dir = r.ws
+	c.Env = append(os.Environ(), "SBX_STATE_DIR="+r.state, "SBX_STATIC_BINARY="+env.binary, "SBX_E2E_AGENT_KEY="+apiKey, "NO_COLOR=1")
+	return c
+}
+
+// sbx runs sbx and returns its combined output and exit status.
+func (r *run) sbx(args ...string) (string, int) {
+	r.t.Helper()
+	out, err := r.cmd(args...).CombinedOutput()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		r.t.Fatal(err)
+	}
+	return string(out), code
+}
+
+// records are the run's records.jsonl, from sbx loop status --json.
+func (r *run) status() map[string]any {
+	r.t.Helper()
+	out, code := r.sbx("loop", "status", "--json")
+	if code != 0 {
+		r.t.Fatalf("loop status: exit %d\n%s", code, out)
+	}
+	var s map[string]any
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		r.t.Fatalf("%v\n%s", err, out)
+	}
+	return s
+}
+
+// mockRequests are the requests the mock logged since the test began
+// that carried the run's sandbox's iterations (all of them: the mock logs
+// one JSON line per request).
+func mockRequests(t *testing.T, since time.Time) []map[string]any {
+	t.Helper()
+	out, err := exec.Command("docker", "logs", "--since", since.Format(time.RFC3339Nano), env.mock).Output()
+	if err != nil {
+		t.Fatalf("docker logs %s: %v", env.mock, err)
+	}
+	var reqs []map[string]any
+	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var e map[string]any
+		if json.Unmarshal(sc.Bytes(), &e) == nil && e["path"] != nil {
+			reqs = append(reqs, e)
+		}
+	}
+	return reqs
+}
+
+// netlog is what the sandbox's egress decided, as sbx netlog --json
+// prints it.
+func (r *run) netlog() []map[string]any {
+	r.t.Helper()
+	out, code := r.sbx("netlog", "--json")
+	if code != 0 {
+		r.t.Fatalf("netlog: exit %d\n%s", code, out)
+	}
+	var entries []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var e map[string]any
+		if err := json.Unmarshal([]byte(line), &e); err == nil {
+			entries = append(entries, e)
+		}
+	}
+	return entries
+}
+
+// agentLoop runs agent's default loop command in the sandbox and checks
+// the whole path: the workspace the template's user cannot write is said
+// before the first iteration; once it can, the loop completes on
+// iteration 2, the agent's files are on the host, the key reached the
+// mock, and egress allowed nothing but the mock.
+func agentLoop(t *testing.T, agent, extra string, chown bool) {
+	r := newRun(t, agent, extra)
+	if chown {
+		out, code := r.sbx("loop", "-y", "--approve-widening")
+		if code != 1 || !strings.Contains(out, "the agent cannot write the workspace "+r.ws) {
+			t.Fatalf("a workspace the agent cannot write: exit %d\n%s", code, out)
+		}
+		if strings.Contains(out, "iteration 1 of") {
+			t.Errorf("an iteration ran in a workspace the agent cannot write:\n%s", out)
+		}
+		if out, err := exec.Command("chown", "-R", "1000:1000", r.ws).CombinedOutput(); err != nil {
+			t.Fatalf("chown: %v\n%s", err, out)
+		}
+	}
+	since := time.Now()
+	out, code := r.sbx("loop", "-y", "--approve-widening")
+	t.Logf("sbx loop:\n%s", out)
+	if code != 0 || !strings.Contains(out, "sbx loop: completed: complete after 2 iteration(s)") {
+		t.Fatalf("the %s loop did not complete on iteration 2: exit %d\n%s", agent, code, out)
+	}
+	for _, f := range []string{"sbx-mock/iteration-1.txt", "sbx-mock/iteration-2.txt", "sbx-mock/shell.log"} {
+		if _, err := os.Stat(filepath.Join(r.ws, f)); err != nil {
+			t.Errorf("the agent's file %s is not in the host workspace: %v", f, err)
+		}
+	}
+	s := r.status()
+	recs, _ := s["records"].([]any)
+	if len(recs) != 2 {
+		t.Fatalf("%d records, want 2: %v", len(recs), s["records"])
+	}
+	for i, x := range recs {
+		rec := x.(map[string]any)
+		if rec["exit_status"] != 0.0 || rec["files_changed"] == 0.0 || rec["promise_seen"] != (i == 1) {
+			t.Errorf("iteration %d's record: %v", i+1, rec)
+		}
+	}
+	reqs := mockRequests(t, since)
+	models := 0
+	for _, e := range reqs {
+		if e["agent"] == nil || e["agent"] == "" {
+			continue
+		}
+		models++
+		if e["key"] != apiKey {
+			t.Errorf("the mock got key %q, want the secret's", e["key"])
+		}
+	}
+	if models == 0 {
+		t.Errorf("no model request reached the mock: %v", reqs)
+	}
+	for _, e := range r.netlog() {
+		if e["decision"] == "allow" && e["host"] != mockAlias {
+			t.Errorf("egress allowed %v: only the mock may be reached", e)
+		}
+	}
+	if strings.Contains(out, apiKey) {
+		t.Error("the key appears in sbx loop's output")
+	}
+}
+
+// TestClaudeLoop: Claude Code's default command (claude -p
+// --dangerously-skip-permissions) as the template's agent user.
+func TestClaudeLoop(t *testing.T) {
+	agentLoop(t, "claude", "", true)
+}
+
+// TestClaudeLoopAsRoot: the same as root (user: "0", as a template
+// without USER runs it, or user: host on a root host): Claude Code
+// refuses --dangerously-skip-permissions as root unless IS_SANDBOX=1,
+// which sbx sets for it.
+func TestClaudeLoopAsRoot(t *testing.T) {
+	agentLoop(t, "claude", "user: \"0\"\n", false)
+}
+
+// TestCodexLoop: Codex's default command (codex exec
+// --dangerously-bypass-approvals-and-sandbox -), which echoes the prompt
+// (naming the promise) on stderr: the loop must not complete on that
+// echo, only on iteration 2's answer; and its key variable is
+// CODEX_API_KEY.
+func TestCodexLoop(t *testing.T) {
+	agentLoop(t, "codex", "", true)
+}
+
+// TestUnreachableModel: a model the agent cannot reach (here a name that
+// does not resolve) is not invisible: Claude Code retries for minutes,
+// and the iteration's line counts the requests that failed upstream,
+// with the first one's reason.
+func TestUnreachableModel(t *testing.T) {
+	r := newRun(t, "claude", "user: \"0\"\n")
+	doc, err := os.ReadFile(filepath.Join(r.ws, "sandbox.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := strings.NewReplacer("http://"+mockAlias+":8080", "http://model-gone.invalid:8080", `allow: ["`+mockAlias+`:8080"]`, `allow: ["model-gone.invalid:8080"]`,
+		"maxIterations: 4", "maxIterations: 1", "iterationTimeout: 5m", "iterationTimeout: 20s").Replace(string(doc))
+	if err := os.WriteFile(filepath.Join(r.ws, "sandbox.yaml"), []byte(gone), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, code := r.sbx("loop", "-y", "--approve-widening")
+	t.Logf("sbx loop:\n%s", out)
+	if code != 3 || !strings.Contains(out, "upstream error") || !strings.Contains(out, "model-gone.invalid:8080: cannot resolve host)") {
+		t.Fatalf("the iteration's line does not count the failed requests: exit %d\n%s", code, out)
+	}
+	s := r.status()
+	recs, _ := s["records"].([]any)
+	if len(recs) != 1 {
+		t.Fatalf("records: %v", s["records"])
+	}
+	if n, _ := recs[0].(map[string]any)["upstream_errors"].(float64); n < 1 {
+		t.Errorf("the record counts %v upstream errors", recs[0].(map[string]any)["upstream_errors"])
+	}
+}
