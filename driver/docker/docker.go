@@ -14,9 +14,7 @@ package docker
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"debug/elf"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -468,16 +466,11 @@ func (d *Driver) egressImage(ctx context.Context) (string, error) {
 
 // egressTagOf is the proxy image's tag for an sbx binary: a hash of it.
 func egressTagOf(binary string) (string, error) {
-	f, err := os.Open(binary)
+	h, err := driver.BinaryHash(binary)
 	if err != nil {
 		return "", err
 	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return egressRepo + ":" + hex.EncodeToString(h.Sum(nil))[:12], nil
+	return egressRepo + ":" + h, nil
 }
 
 func copyFile(src, dst string) error {

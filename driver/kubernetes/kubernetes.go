@@ -329,16 +329,11 @@ func templateImage(sp *spec.Spec, hash string) string {
 // REGISTRY/sbx-helper:HASH; without one, sbx-helper:HASH, which must
 // already be on the nodes (kind load, a local cluster's image store).
 func HelperImage(binary, registry string) (string, error) {
-	f, err := os.Open(binary)
+	h, err := driver.BinaryHash(binary)
 	if err != nil {
 		return "", err
 	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	tag := "sbx-helper:" + hex.EncodeToString(h.Sum(nil))[:12]
+	tag := "sbx-helper:" + h
 	if registry != "" {
 		tag = registry + "/" + tag
 	}
