@@ -387,7 +387,11 @@ func (d fakeEgress) EgressCount(ctx context.Context, since, until time.Time, max
 			Reason: "not in the allow list (policy: deny)", Rule: "default"}, max)
 	}
 	for i := 0; i < d.failed; i++ {
-		c.Add(driver.Denial{Time: since, Decision: "error", Method: "POST", Host: "model-api", Port: 8080, Reason: "connect failed: connection refused"}, max)
+		host := "model-api"
+		if i > 0 {
+			host = "\x1b[2Jgone\u202e." + strings.Repeat("b", 400)
+		}
+		c.Add(driver.Denial{Time: since, Decision: "error", Method: "POST", Host: host, Port: 8080, Reason: "connect failed: connection refused"}, max)
 	}
 	return c, nil
 }
@@ -411,6 +415,13 @@ func TestDenialsRecorded(t *testing.T) {
 	}
 	if rec.UpstreamErrors == nil || *rec.UpstreamErrors != 7 || len(rec.Failed) != 7 {
 		t.Errorf("record's upstream errors: %v, %d listed", rec.UpstreamErrors, len(rec.Failed))
+	}
+	// The agent picks the hosts it fails to reach: bounded, shown escaped.
+	if f := rec.Failed[1]; len(f.Host) > maxDenialText+len("…") {
+		t.Errorf("failed host kept: %d bytes", len(f.Host))
+	}
+	if line := failureText(rec.Failed[1]); strings.ContainsAny(line, "\x1b\u202e") || !strings.Contains(line, `"\x1b[2Jgone\u202e.bbb`) {
+		t.Errorf("failure text: %q", line)
 	}
 	d := rec.Denied[0]
 	if len(d.Host) > maxDenialText+len("…") || !strings.HasPrefix(d.Host, "\x1b]0;owned") {

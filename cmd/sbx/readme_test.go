@@ -22,6 +22,7 @@ func TestReadmePresets(t *testing.T) {
 		t.Fatal(err)
 	}
 	readme := string(data)
+	_, readme, _ = strings.Cut(readme, "\n### Network presets\n")
 	for _, name := range spec.PresetNames() {
 		row := "| `" + name + "`"
 		i := strings.Index(readme, row)
@@ -35,6 +36,49 @@ func TestReadmePresets(t *testing.T) {
 		if got := strings.TrimSpace(cells[2]); got != want {
 			t.Errorf("README preset %s:\n got %s\nwant %s", name, got, want)
 		}
+	}
+}
+
+// TestReadmeAgents keeps the README's table of what sbx runs and sets for
+// each agent equal to spec.Agent: the default command, the variables sbx
+// sets in its commands, the key variable.
+func TestReadmeAgents(t *testing.T) {
+	data, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, loop, _ := strings.Cut(string(data), "\n## The agent loop\n")
+	loop, _, _ = strings.Cut(loop, "\n## ")
+	rows := 0
+	for _, name := range spec.Agents {
+		i := strings.Index(loop, "\n| `"+name+"` |")
+		ag := spec.AgentOf(name)
+		if i < 0 {
+			if len(ag.Command) > 0 || len(ag.Env) > 0 {
+				t.Errorf("the README's agent table has no row for %s, which has a default command", name)
+			}
+			continue
+		}
+		rows++
+		line := loop[i+1 : i+1+strings.Index(loop[i+1:], "\n")]
+		cells := strings.Split(line, "|")
+		if got, want := strings.TrimSpace(cells[2]), "`"+strings.Join(ag.Command, " ")+"`"; got != want {
+			t.Errorf("README: %s's default command is %s, sbx runs %s", name, got, want)
+		}
+		for k, v := range ag.Env {
+			if !strings.Contains(cells[3], "`"+k+"="+v+"`") {
+				t.Errorf("README: the %s row does not say sbx sets %s=%s", name, k, v)
+			}
+		}
+		if len(ag.Env) == 0 && strings.TrimSpace(cells[3]) != "nothing" {
+			t.Errorf("README: the %s row says sbx sets %s; it sets nothing", name, cells[3])
+		}
+		if ag.Key != "" && !strings.HasPrefix(strings.TrimSpace(cells[4]), "`"+ag.Key+"`") {
+			t.Errorf("README: %s's key variable is %s, the agent reads %s", name, cells[4], ag.Key)
+		}
+	}
+	if rows == 0 {
+		t.Error("the README's loop section has no agent table")
 	}
 }
 

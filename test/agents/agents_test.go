@@ -383,6 +383,11 @@ func agentLoop(t *testing.T, agent, extra string, chown bool) {
 		if rec["exit_status"] != 0.0 || rec["files_changed"] == 0.0 || rec["promise_seen"] != (i == 1) {
 			t.Errorf("iteration %d's record: %v", i+1, rec)
 		}
+		// Claude Code, told it need not (spec.Agent.Env), asks for no
+		// host beyond its model's: no telemetry denials every iteration.
+		if agent == "claude" && rec["denials"] != 0.0 {
+			t.Errorf("iteration %d: claude's requests were denied: %v", i+1, rec["denied"])
+		}
 	}
 	reqs := mockRequests(t, since)
 	models := 0
