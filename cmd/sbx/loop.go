@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -539,6 +541,12 @@ func (a *app) loopRun(ctx context.Context, o *loopFlags) int {
 	if err != nil {
 		return a.errorf("%v", err)
 	}
+	// A run in the foreground ends with its terminal (SIGHUP) as with
+	// Ctrl-C: its agent is killed, not left running without a run. (Only
+	// here: the egress proxy, the same binary, reloads on SIGHUP; the
+	// detached run ignores it.)
+	ctx, stopHangup := signal.NotifyContext(ctx, syscall.SIGHUP)
+	defer stopHangup()
 	term := stdio{out: a.stdout, err: a.stderr}
 	last := &lastError{}
 	a.stdout = io.MultiWriter(term.out, loop.Quiet{W: run.Log()})

@@ -14,13 +14,11 @@ func main() {
 	os.Exit(run())
 }
 
-// run is main without the exit: Ctrl-C, SIGTERM (as `sbx loop stop`
-// sends) and SIGHUP (the terminal closed) cancel the context, so every verb
-// finishes or abandons its current step cleanly; a loop kills its agent
-// rather than leaving it running without a run. (The detached loop
-// ignores SIGHUP.)
+// run is main without the exit: Ctrl-C and SIGTERM (as `sbx loop stop`
+// sends) cancel the context, so every verb finishes or abandons its current
+// step cleanly.
 func run() int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return Main(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Environ())
 }
