@@ -1,9 +1,10 @@
 // Package agenttest gives tests the real coding agents, Claude Code and
-// Codex, pinned, and a sandbox template image to run them in, built on
-// this machine: no container registry is reachable in CI, and sbx's
-// end-to-end tests must run the agents users run, in a template shaped
-// like Docker's own sandbox templates (Debian, a non-root agent user).
-// Only tests import it.
+// Codex, pinned or at their newest releases, and a sandbox template image
+// to run them in, built on this machine: no container registry is
+// reachable in CI, and sbx's end-to-end tests must run the agents users
+// run, in a template shaped like Docker's own sandbox templates (Debian, a
+// non-root agent user). Only tests, and the CI's release check
+// (./releases), import it.
 //
 // # What is pinned
 //
@@ -17,7 +18,32 @@
 // entry that would land outside its directory, a link out of it, a hard
 // link or a device fails the fetch.
 //
+// # The newest releases (SBX_AGENT_RELEASES=latest)
+//
+// Users' templates install the agents' latest releases; the pins reach
+// CI only when someone bumps them. With SBX_AGENT_RELEASES=latest (unset
+// or "pinned": the pins) Open, and so Fetch and Template, use the newest
+// releases instead, read from the npm registry over HTTPS (LatestPins):
+// the version the latest dist-tag of @anthropic-ai/claude-code and of
+// @openai/codex names; the linux-x64 package that version's
+// optionalDependencies list (for Claude Code
+// @anthropic-ai/claude-code-linux-x64 at the same version, for Codex the
+// alias npm:@openai/codex@VERSION-linux-x64); and that package's
+// dist.tarball and dist.integrity, against which the download is checked
+// as a pin's is. The registry's answers are untrusted input: each is
+// bounded (1 MiB) and parsed strictly (one JSON object, no duplicate
+// names, the fields read of the right types); the packages must be the
+// ones asked for, the versions plain semver (MAJOR.MINOR.PATCH), the
+// platform package the one expected at the wrapper's version, and the
+// tarball the registry's own URL for it. ClaudeVersion and CodexVersion
+// stay the pins'; a cache's Pins say which releases it holds (Release).
+// .ci/run runs every real-agent test a second time this way when the
+// newest releases are not the pins.
+//
 // # What the image holds (Template)
+//
+// The first two items are the base, cached apart from the agents; the
+// agents' files and their config follow it, each with its owner and mode.
 //
 //   - Debian bookworm, debootstrap's minbase variant plus bash, coreutils,
 //     git, ca-certificates and procps; apt's caches, manuals, info pages,
@@ -52,18 +78,27 @@
 //
 // Everything lives under ${SBX_AGENT_CACHE:-/var/cache/sbx-agents}:
 //
-//	locks/agents.lock    flock held by whoever fetches, builds or prunes
-//	KEY/claude/package/  the unpacked Claude Code platform package
-//	KEY/codex/package/   the unpacked Codex platform package
-//	KEY/rootfs.tar       the image's whole filesystem, for docker import
-//	KEY/debootstrap.log  the last debootstrap's output
-//	KEY/tmp-*            work in progress; a later run removes it
+//	locks/agents.lock        flock held by whoever fetches, builds or prunes
+//	base-BASE/rootfs.tar     the Debian base: debootstrap, trimmed, the agent user
+//	base-BASE/debootstrap.log  the last debootstrap's output
+//	KEY/claude/package/      the unpacked Claude Code platform package
+//	KEY/codex/package/       the unpacked Codex platform package
+//	KEY/rootfs.tar           the image's whole filesystem, for docker import
+//	latest                   the key of the newest releases last used
+//	tmp-*, KEY/tmp-*, base-BASE/tmp-*  work in progress; a later run removes it
 //
-// KEY is the sha256 of the pins and the image recipe (recipe.go), and the
-// image is tagged sbx-agent-template:KEY[:12]. Work is written under a
-// tmp- name and renamed into place, so a name that exists is complete; a
-// killed run leaves only tmp- names, which the next holder of the lock
-// removes. With rootfs.tar cached, a new Docker daemon needs only the
-// import. A build removes other keys' directories and other
-// sbx-agent-template images that no container uses.
+// BASE is the sha256 of the recipe's base part alone (baseKey: Debian
+// and the agent user); KEY is the sha256 of the pins and the whole recipe
+// (recipe.go), and the image is tagged sbx-agent-template:KEY[:12]. Only
+// the base needs debootstrap and root: KEY/rootfs.tar is the base's tar,
+// entry for entry, followed by the agents' files, written as one stream
+// (compose) without unpacking either on the host. So a new release costs
+// its download, that tar and a docker import, not a debootstrap. Work is
+// written under a tmp- name and renamed into place, so a name that exists
+// is complete; a killed run leaves only tmp- names, which the next holder
+// of the lock removes. With rootfs.tar cached, a new Docker daemon needs
+// only the import. A build removes the directories and the
+// sbx-agent-template images (those no container uses) of keys other than
+// its own, the pinned one's and the newest releases' last used (the file
+// latest, written when such a cache takes the lock), and other bases.
 package agenttest

@@ -27,7 +27,8 @@ type Tools struct {
 	CodexDir string
 }
 
-// maxTarball bounds one download. The pinned tarballs are under 200 MB;
+// maxTarball bounds one download. The pinned tarballs are under 200 MB
+// (the newest releases' are checked against the same bound);
 // the digest is checked only at the end, so the bound stops an endless
 // response first.
 const maxTarball = 1 << 30
@@ -38,10 +39,15 @@ func unpackLimits() tarball.Limits {
 	return tarball.Limits{MaxBytes: 2 << 30, MaxFile: 1 << 30, MaxEntries: 10_000}
 }
 
-// Fetch downloads, verifies and unpacks the pinned agents into the cache
-// the environment names (New(os.Getenv)), once per key.
+// Fetch downloads, verifies and unpacks the agents into the cache the
+// environment names (Open(ctx, os.Getenv): the pinned agents, or with
+// SBX_AGENT_RELEASES=latest the newest), once per key.
 func Fetch(ctx context.Context) (Tools, error) {
-	return New(os.Getenv).Fetch(ctx, io.Discard)
+	c, err := Open(ctx, os.Getenv)
+	if err != nil {
+		return Tools{}, err
+	}
+	return c.Fetch(ctx, io.Discard)
 }
 
 // Fetch returns the agents from the cache, downloading what it lacks;
@@ -117,7 +123,7 @@ func (c *Cache) fetchPin(ctx context.Context, p Pin, log io.Writer) error {
 		return err
 	}
 	if got := h.Sum(nil); !bytes.Equal(got, want) {
-		return fmt.Errorf("%s: sha512 is %s, the pin says %s", p.Tarball,
+		return fmt.Errorf("%s: sha512 is %s, the pin (or the registry's dist.integrity) says %s", p.Tarball,
 			base64.StdEncoding.EncodeToString(got), base64.StdEncoding.EncodeToString(want))
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
@@ -185,15 +191,16 @@ func size(n int64) string {
 // Integrity string, "sha512-" and the base64 of the digest
 // (https://docs.npmjs.com/cli/v10/configuring-npm/package-lock-json,
 // "integrity"). Only sha512 is accepted, the algorithm the registry
-// gives for every current tarball.
+// gives for every current tarball. s may come from the registry
+// (LatestPins): a message quotes only its start.
 func parseIntegrity(s string) ([]byte, error) {
 	b64, ok := strings.CutPrefix(s, "sha512-")
 	if !ok {
-		return nil, fmt.Errorf("integrity %q is not sha512", s)
+		return nil, fmt.Errorf("integrity %s is not sha512", clip(s))
 	}
 	d, err := base64.StdEncoding.DecodeString(b64)
 	if err != nil || len(d) != sha512.Size {
-		return nil, fmt.Errorf("integrity %q is not a sha512 digest", s)
+		return nil, fmt.Errorf("integrity %s is not a sha512 digest", clip(s))
 	}
 	return d, nil
 }

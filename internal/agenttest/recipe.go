@@ -7,8 +7,13 @@ import (
 )
 
 // recipeVersion is part of the cache key: bump it when the build changes
-// the image in a way the recipe's values below do not show.
-const recipeVersion = 1
+// the image in a way the recipe's values below do not show. baseVersion
+// is part of the base's key: bump it too when the change is in the base
+// (the Debian system and the agent user, not the agents).
+const (
+	recipeVersion = 1
+	baseVersion   = 1
+)
 
 // The recipe of the template image.
 const (
@@ -62,7 +67,7 @@ func imageChanges() []string {
 }
 
 // key names a cache entry and an image: the sha256 of the pins and
-// everything the recipe says.
+// everything the recipe says, the base's part included.
 func key(p Pins) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "recipe %d\nsuite %s\nvariant %s\ninclude %s\nsources %q\n", recipeVersion, suite, variant, includes, sourcesList)
@@ -73,5 +78,15 @@ func key(p Pins) string {
 	for _, c := range imageChanges() {
 		fmt.Fprintf(h, "change %q\n", c)
 	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// baseKey names the base's cache entry: the sha256 of what the recipe
+// says of the Debian system and the agent user, nothing of the agents, so
+// that new agent releases reuse it.
+func baseKey() string {
+	h := sha256.New()
+	fmt.Fprintf(h, "base %d\nsuite %s\nvariant %s\ninclude %s\nsources %q\n", baseVersion, suite, variant, includes, sourcesList)
+	fmt.Fprintf(h, "user %s %d %s\n", agentUser, agentID, agentHome)
 	return hex.EncodeToString(h.Sum(nil))
 }

@@ -4,26 +4,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 )
 
-// customize turns the debootstrapped tree root into the template's
-// filesystem (see the package comment): trimmed, the agent user, the
-// agents and their configuration. useradd is the host's, run with
-// --root (it chroots into root and uses root's /etc and /etc/skel).
-func (c *Cache) customize(ctx context.Context, root string, t Tools) error {
+// customizeBase turns the debootstrapped tree root into the base's
+// filesystem (see the package comment): trimmed and the agent user.
+// useradd is the host's, run with --root (it chroots into root and uses
+// root's /etc and /etc/skel). The agents and their configuration are
+// added by compose.
+func (c *Cache) customizeBase(ctx context.Context, root string) error {
 	steps := []func() error{
 		func() error { return trim(root) },
 		func() error { return neutralEtc(root) },
 		func() error { return c.addAgent(ctx, root) },
-		func() error { return installClaude(root, t.Claude) },
-		func() error { return installCodex(root, t.CodexDir) },
-		func() error { return writeConfig(root, "root", 0) },
-		func() error { return writeConfig(root, strings.TrimPrefix(agentHome, "/"), agentID) },
 	}
 	for _, step := range steps {
 		if err := step(); err != nil {
@@ -136,124 +132,4 @@ func (c *Cache) addAgent(ctx context.Context, root string) error {
 		}
 	}
 	return fmt.Errorf("useradd made no %q in /etc/passwd", want)
-}
-
-// installClaude puts Claude Code's binary at /usr/local/bin/claude, where
-// the npm package's postinstall would leave it on PATH: the binary
-// itself, with no wrapper.
-func installClaude(root, claude string) error {
-	dst := filepath.Join(root, "usr/local/bin/claude")
-	if err := linkFile(claude, dst); err != nil {
-		return err
-	}
-	return own(dst, 0, 0o755)
-}
-
-// installCodex puts Codex's vendor directory at /opt/codex, the wrapper
-// at /usr/local/bin/codex and ripgrep at /usr/local/bin/rg. The files are
-// the cache's, hard-linked: making them root's makes the cache's root's.
-func installCodex(root, vendor string) error {
-	dst := filepath.Join(root, strings.TrimPrefix(codexDir, "/"))
-	if err := linkTree(vendor, dst); err != nil {
-		return err
-	}
-	if err := filepath.WalkDir(dst, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		return os.Lchown(p, 0, 0)
-	}); err != nil {
-		return err
-	}
-	bin := filepath.Join(root, "usr/local/bin")
-	if err := os.WriteFile(filepath.Join(bin, "codex"), []byte(codexWrapper), 0o755); err != nil {
-		return err
-	}
-	return os.Symlink(codexDir+"/codex-path/rg", filepath.Join(bin, "rg"))
-}
-
-// writeConfig writes home's .codex/config.toml (home relative to root),
-// owned by uid.
-func writeConfig(root, home string, uid int) error {
-	dir := filepath.Join(root, home, ".codex")
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		return err
-	}
-	if err := own(dir, uid, 0o700); err != nil {
-		return err
-	}
-	file := filepath.Join(dir, "config.toml")
-	if err := os.WriteFile(file, []byte(codexConfig), 0o644); err != nil {
-		return err
-	}
-	return own(file, uid, 0o644)
-}
-
-// own gives p to uid (and the group of the same number) with mode perm.
-func own(p string, uid int, perm os.FileMode) error {
-	if err := os.Lchown(p, uid, uid); err != nil {
-		return err
-	}
-	return os.Chmod(p, perm)
-}
-
-// linkTree makes dst a copy of the tree src with hard links to its files
-// (a copy where the file systems differ): the image's /opt/codex from the
-// cache, without copying 400 MB. Both trees are this package's own.
-func linkTree(src, dst string) error {
-	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(src, p)
-		if err != nil {
-			return err
-		}
-		target := filepath.Join(dst, rel)
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		switch {
-		case d.IsDir():
-			return os.MkdirAll(target, info.Mode().Perm())
-		case d.Type()&fs.ModeSymlink != 0:
-			link, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			return os.Symlink(link, target)
-		case d.Type().IsRegular():
-			return linkFile(p, target)
-		}
-		return fmt.Errorf("%s: not a file, directory or symlink", rel)
-	})
-}
-
-// linkFile hard-links src at dst, or copies it when that fails.
-func linkFile(src, dst string) error {
-	if err := os.Link(src, dst); err == nil {
-		return nil
-	}
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	info, err := in.Stat()
-	if err != nil {
-		return err
-	}
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, info.Mode().Perm())
-	if err != nil {
-		return err
-	}
-	_, err = io.Copy(out, in)
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return errors.Join(err, os.Remove(dst))
-	}
-	return nil
 }

@@ -26,25 +26,33 @@ var ErrNeedRoot = errors.New("building the template needs root (debootstrap)")
 var ErrNoDebootstrap = errors.New("building the template needs debootstrap (apt-get install debootstrap)")
 
 // Template returns the template image of the cache the environment names
-// (New(os.Getenv)), building it if needed; log gets progress lines.
+// (Open(ctx, os.Getenv): the pinned agents, or with
+// SBX_AGENT_RELEASES=latest the newest), building it if needed; log gets
+// progress lines.
 func Template(ctx context.Context, log io.Writer) (string, error) {
-	return New(os.Getenv).Template(ctx, log)
+	c, err := Open(ctx, os.Getenv)
+	if err != nil {
+		return "", err
+	}
+	return c.Template(ctx, log)
 }
 
 // Image is the template's name and tag: sbx-agent-template:KEY[:12].
-func (c *Cache) Image() string { return imageRepo + ":" + c.Key()[:12] }
+func (c *Cache) Image() string { return image(c.Key()) }
+
+func image(key string) string { return imageRepo + ":" + key[:12] }
 
 // Template returns the template image, built once per key: at once if
-// Docker has it; else imported from the cached rootfs.tar; else built
-// (debootstrap and the agents' download run side by side), imported, and
-// older images and cache entries removed.
+// Docker has it; else imported from the cached rootfs.tar; else that tar
+// made from the base and the agents (the base built first if it is not
+// cached: debootstrap and the agents' download run side by side),
+// imported, and the images and cache entries of other keys removed.
 func (c *Cache) Template(ctx context.Context, log io.Writer) (string, error) {
 	image := c.Image()
 	if ok, err := c.imageExists(ctx, image); err != nil || ok {
 		return done(image, err)
 	}
-	tar := filepath.Join(c.keyDir(), "rootfs.tar")
-	if _, err := os.Stat(tar); err != nil && os.Geteuid() != 0 {
+	if !exists(c.rootfsTar()) && !exists(c.baseTar()) && os.Geteuid() != 0 {
 		return "", ErrNeedRoot
 	}
 	l, err := c.lock(ctx)
@@ -57,15 +65,14 @@ func (c *Cache) Template(ctx context.Context, log io.Writer) (string, error) {
 		return done(image, err)
 	}
 	log = &syncWriter{w: log}
-	if _, err := os.Stat(tar); err != nil {
-		if err := c.buildRootfs(ctx, tar, log); err != nil {
-			return "", err
-		}
+	tar, err := c.rootfs(ctx, log)
+	if err != nil {
+		return "", err
 	}
 	if err := c.importImage(ctx, tar, image, log); err != nil {
 		return "", err
 	}
-	for _, err := range []error{c.pruneImages(ctx, image, log), c.pruneKeys()} {
+	for _, err := range []error{c.pruneImages(ctx, log), c.pruneKeys()} {
 		if err != nil {
 			fmt.Fprintf(log, "agenttest: pruning: %v\n", err)
 		}
@@ -79,6 +86,12 @@ func done(image string, err error) (string, error) {
 		return "", err
 	}
 	return image, nil
+}
+
+// exists reports whether the file p is there.
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
 
 // syncWriter lets the download and debootstrap, which run side by side,
@@ -101,8 +114,72 @@ func (c *Cache) imageExists(ctx context.Context, image string) (bool, error) {
 	return len(bytes.TrimSpace(out)) > 0, err
 }
 
-// buildRootfs writes the template's filesystem to the tar file dst.
-func (c *Cache) buildRootfs(ctx context.Context, dst string, log io.Writer) error {
+// rootfsTar is the image's whole filesystem, for docker import.
+func (c *Cache) rootfsTar() string { return filepath.Join(c.keyDir(), "rootfs.tar") }
+
+// rootfs returns rootfsTar, made first if it is not there: the base's
+// tar and the agents (compose). Only the base needs debootstrap and root;
+// a new release costs its download and the tar. For the lock's holder.
+func (c *Cache) rootfs(ctx context.Context, log io.Writer) (string, error) {
+	dst := c.rootfsTar()
+	if exists(dst) {
+		return dst, nil
+	}
+	t, err := c.fetchWithBase(ctx, log)
+	if err != nil {
+		return "", err
+	}
+	if err := c.compose(ctx, c.baseTar(), t, dst, log); err != nil {
+		return "", fmt.Errorf("making the template's filesystem: %w", err)
+	}
+	return dst, nil
+}
+
+// fetchWithBase fetches the agents and, when the base is not cached,
+// builds it meanwhile. The first failure stops the other work and is the
+// one returned (the other's is only its cancellation).
+func (c *Cache) fetchWithBase(ctx context.Context, log io.Writer) (Tools, error) {
+	if exists(c.baseTar()) {
+		return c.fetchLocked(ctx, log)
+	}
+	if err := os.MkdirAll(c.baseDir(), 0o755); err != nil {
+		return Tools{}, err
+	}
+	build := c.buildBase
+	if build == nil {
+		build = c.debootstrapBase
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		once  sync.Once
+		first error
+	)
+	fail := func(err error) {
+		if err != nil {
+			once.Do(func() { first = err; cancel() })
+		}
+	}
+	var wg sync.WaitGroup
+	var t Tools
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		var err error
+		t, err = c.fetchLocked(ctx, log)
+		fail(err)
+	}()
+	fail(build(ctx, c.baseTar(), log))
+	wg.Wait()
+	if first != nil {
+		return Tools{}, first
+	}
+	return t, nil
+}
+
+// debootstrapBase writes the base's filesystem to the tar file dst:
+// Debian (debootstrap), trimmed, and the agent user.
+func (c *Cache) debootstrapBase(ctx context.Context, dst string, log io.Writer) error {
 	if os.Geteuid() != 0 {
 		return ErrNeedRoot
 	}
@@ -110,7 +187,7 @@ func (c *Cache) buildRootfs(ctx context.Context, dst string, log io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrNoDebootstrap, err)
 	}
-	root, err := os.MkdirTemp(c.keyDir(), tmpPrefix+"rootfs-")
+	root, err := os.MkdirTemp(filepath.Dir(dst), tmpPrefix+"rootfs-")
 	if err != nil {
 		return err
 	}
@@ -119,34 +196,11 @@ func (c *Cache) buildRootfs(ctx context.Context, dst string, log io.Writer) erro
 	if err := os.Chmod(root, 0o755); err != nil {
 		return err
 	}
-
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	type fetched struct {
-		t   Tools
-		err error
+	if err := c.debootstrap(ctx, debootstrap, root, log); err != nil {
+		return err
 	}
-	tools := make(chan fetched, 1)
-	go func() {
-		t, err := c.fetchLocked(ctx, log)
-		if err != nil {
-			cancel()
-		}
-		tools <- fetched{t, err}
-	}()
-	derr := c.debootstrap(ctx, debootstrap, root, log)
-	if derr != nil {
-		cancel()
-	}
-	f := <-tools
-	if f.err != nil {
-		return f.err
-	}
-	if derr != nil {
-		return derr
-	}
-	if err := c.customize(ctx, root, f.t); err != nil {
-		return fmt.Errorf("making the template's filesystem: %w", err)
+	if err := c.customizeBase(ctx, root); err != nil {
+		return fmt.Errorf("making the base's filesystem: %w", err)
 	}
 	return c.writeTar(ctx, root, dst, log)
 }
@@ -157,7 +211,7 @@ func (c *Cache) buildRootfs(ctx context.Context, dst string, log io.Writer) erro
 // parent-death signal on unshare) or gives up, --kill-child ends every
 // process of the install with it.
 func (c *Cache) debootstrap(ctx context.Context, debootstrap, root string, log io.Writer) error {
-	logPath := filepath.Join(c.keyDir(), "debootstrap.log")
+	logPath := filepath.Join(c.baseDir(), "debootstrap.log")
 	out, err := os.Create(logPath)
 	if err != nil {
 		return err
@@ -240,17 +294,22 @@ func (c *Cache) importImage(ctx context.Context, tar, image string, log io.Write
 	return nil
 }
 
-// pruneImages removes the other sbx-agent-template images that no
-// container uses. A container made between the check and the removal
-// keeps its image: docker image rm without --force refuses.
-func (c *Cache) pruneImages(ctx context.Context, keep string, log io.Writer) error {
+// pruneImages removes the sbx-agent-template images of keys not kept
+// (see kept) that no container uses. A container made between the check
+// and the removal keeps its image: docker image rm without --force
+// refuses.
+func (c *Cache) pruneImages(ctx context.Context, log io.Writer) error {
+	keep := map[string]bool{}
+	for k := range c.kept() {
+		keep[image(k)] = true
+	}
 	out, err := c.Runner.Output(ctx, "docker", "image", "ls", "--format", "{{.Repository}}:{{.Tag}}", imageRepo)
 	if err != nil {
 		return err
 	}
 	var errs []error
 	for _, image := range strings.Fields(string(out)) {
-		if image == keep || strings.HasSuffix(image, ":<none>") {
+		if keep[image] || strings.HasSuffix(image, ":<none>") {
 			continue
 		}
 		users, err := c.Runner.Output(ctx, "docker", "ps", "--all", "--quiet", "--filter", "ancestor="+image)

@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -79,19 +78,25 @@ echo "owners: $(stat -c '%n %U:%G %a' ~/.codex ~/.codex/config.toml | tr '\n' ' 
 func TestTemplate(t *testing.T) {
 	requireDocker(t)
 	start := time.Now()
-	image, err := Template(t.Context(), testLog{t})
+	// With SBX_AGENT_RELEASES=latest the cache holds the newest releases,
+	// and --version must print those.
+	c, err := Open(t.Context(), os.Getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	image, err := c.Template(t.Context(), testLog{t})
 	if errors.Is(err, ErrNeedRoot) || errors.Is(err, ErrNoDebootstrap) {
 		requireE2E(t, err.Error())
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("template %s in %s", image, time.Since(start).Round(time.Millisecond))
+	t.Logf("template %s (%s) in %s", image, c.Pins, time.Since(start).Round(time.Millisecond))
 	clearLeftovers(t)
 	run := newRunID(t)
 
 	const path = "path: /usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\nmodes: / 755 /tmp 1777 /root 700 "
-	versions := "claude: " + ClaudeVersion + " (Claude Code)\ncodex: codex-cli " + CodexVersion + "\nrg: /usr/local/bin/rg 1\ngit: hello\n" +
+	versions := "claude: " + c.Pins.Claude.Release + " (Claude Code)\ncodex: codex-cli " + c.Pins.Codex.Release + "\nrg: /usr/local/bin/rg 1\ngit: hello\n" +
 		`config: openai_base_url = "http://model-api:8080/v1"` + "\n"
 	tests := []struct {
 		name string
@@ -106,7 +111,7 @@ func TestTemplate(t *testing.T) {
 	t.Run("rootfs.tar", func(t *testing.T) {
 		// Docker makes / 0755 whatever the tar says; other importers
 		// may not.
-		f, err := os.Open(filepath.Join(New(os.Getenv).keyDir(), "rootfs.tar"))
+		f, err := os.Open(c.rootfsTar())
 		if errors.Is(err, fs.ErrNotExist) {
 			t.Skip("the image was there but its cache entry is gone: nothing to check")
 		}

@@ -24,7 +24,10 @@ import (
 // The real agent CLIs against the mock on loopback, two loop iterations
 // each, run as sbx's loop runs them: a fresh process per iteration, the
 // prompt (loop.Prompt) on stdin, the promise looked for on stdout
-// (loop.PromiseSeen).
+// (loop.PromiseSeen). The agents are the pinned releases, or with
+// SBX_AGENT_RELEASES=latest the newest (internal/agenttest). Every test
+// here that runs a real agent is named TestReal…: .ci/run selects them by
+// that name to run them against the newest releases too.
 
 const (
 	agentPrompt  = "Do the sbx mock task."
@@ -33,9 +36,9 @@ const (
 	agentTimeout = 3 * time.Minute
 )
 
-// agentTools are the pinned agent CLIs (internal/agenttest, downloaded
-// once per machine), skipping the test when they cannot be had and
-// failing instead when SBX_E2E=1.
+// agentTools are the agent CLIs SBX_AGENT_RELEASES chooses
+// (internal/agenttest, downloaded once per release), skipping the test
+// when they cannot be had and failing instead when SBX_E2E=1.
 func agentTools(t *testing.T) agenttest.Tools {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -43,9 +46,9 @@ func agentTools(t *testing.T) agenttest.Tools {
 	tools, err := agenttest.Fetch(ctx)
 	if err != nil {
 		if os.Getenv("SBX_E2E") == "1" {
-			t.Fatalf("SBX_E2E=1 but the pinned agents could not be had: %v", err)
+			t.Fatalf("SBX_E2E=1 but the agents could not be had: %v", err)
 		}
-		t.Skipf("the pinned agents could not be had (%v); set SBX_E2E=1 to make this a failure", err)
+		t.Skipf("the agents could not be had (%v); set SBX_E2E=1 to make this a failure", err)
 	}
 	return tools
 }

@@ -2,7 +2,8 @@
 // end to end, as a user runs them: the static sbx binary, the docker
 // driver on a real daemon, a Debian template with a non-root agent user
 // and `USER agent` (internal/agenttest: the pinned npm releases' native
-// binaries), each agent's default loop command, deny-by-default egress
+// binaries, or with SBX_AGENT_RELEASES=latest the newest releases'), each
+// agent's default loop command, deny-by-default egress
 // with only the project's mock model server allowed (internal/mockmodel,
 // in a FROM scratch container on a Docker network of the test's own,
 // reached by name through docker.networks), and the model's key as a
@@ -10,7 +11,8 @@
 // iteration and prints the promise from iteration 2 on: the loop must
 // complete on iteration 2, with the agents' files on the host, the key at
 // the mock and nowhere else. A new agent release that breaks the default
-// path turns these tests red.
+// path turns these tests red: .ci/run runs every test here against the
+// newest releases too when they are not the pins.
 package agents
 
 import (
