@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sbxhq/sbx/internal/proc"
 	"github.com/sbxhq/sbx/reconcile"
 )
 
@@ -110,7 +111,7 @@ func Begin(stateDir string, o BeginOptions) (*Run, error) {
 	r.status = Status{
 		Orphans:       orphans,
 		FormatVersion: StatusFormat, RunID: r.ID, Sandbox: lead.Sandbox, Sandboxes: o.Sandboxes,
-		PID: os.Getpid(), PIDStart: procStart(os.Getpid()), Detached: o.Detached,
+		PID: os.Getpid(), PIDStart: proc.Start(os.Getpid()), Detached: o.Detached,
 		State: StateRunning, Phase: PhaseConverging, Started: time.Now(), MaxIterations: o.MaxIterations,
 		Denials: []int{}, UpstreamErrors: []int{}, RunDir: r.Dir, Log: r.log.Name(),
 	}
@@ -232,7 +233,7 @@ func Resume(stateDir, id string, sandboxes []string, lockFiles []*os.File) (*Run
 	}
 	r.status = *s
 	r.status.State, r.status.Detail = StateRunning, ""
-	r.status.PID, r.status.PIDStart, r.status.Detached = os.Getpid(), procStart(os.Getpid()), true
+	r.status.PID, r.status.PIDStart, r.status.Detached = os.Getpid(), proc.Start(os.Getpid()), true
 	if err := r.update(func(*Status) {}); err != nil {
 		r.release()
 		return nil, err

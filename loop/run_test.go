@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sbxhq/sbx/driver"
+	"github.com/sbxhq/sbx/internal/proc"
 	"github.com/sbxhq/sbx/spec"
 )
 
@@ -187,7 +188,7 @@ func TestStaleRun(t *testing.T) {
 	path := filepath.Join(r.Dir, "status.json")
 	st := r.Status()
 	st.PID, st.PIDStart = os.Getpid(), "1"
-	if procStart(os.Getpid()) == "" {
+	if proc.Start(os.Getpid()) == "" {
 		t.Fatalf("this system reports no start time for pid %d", os.Getpid())
 	}
 	if err := writeAtomic(path, &st); err != nil {

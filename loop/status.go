@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/sbxhq/sbx/internal/proc"
 )
 
 // StatusFormat is the version of a run's status.json and of `sbx loop
@@ -123,7 +125,7 @@ type CompletionState struct {
 // Live reports whether the run is still going: it says it is running and
 // the process that said so is still there.
 func (s *Status) Live() bool {
-	return s.State == StateRunning && running(s.PID, s.PIDStart)
+	return s.State == StateRunning && proc.Running(s.PID, s.PIDStart)
 }
 
 // ReadRun reads the status.json of the run in runDir. A run that says it
@@ -143,7 +145,7 @@ func ReadRun(runDir string) (*Status, error) {
 	}
 	switch {
 	case s.State != StateRunning:
-	case !running(s.PID, s.PIDStart):
+	case !proc.Running(s.PID, s.PIDStart):
 		s.State, s.ExitCode = StateVanished, ExitError
 		s.Detail = fmt.Sprintf("the run's process (pid %d) is gone without recording how the run ended", s.PID)
 	default:

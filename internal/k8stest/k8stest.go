@@ -230,9 +230,12 @@ func run(cmd *exec.Cmd, input string) (string, error) {
 // Namespace creates a namespace unique to this test run, waits until pods
 // can be created in it (its default ServiceAccount exists) and deletes it
 // when the test ends, waiting until it is gone. When the test failed, what
-// was in the namespace is logged first.
+// was in the namespace is logged first. The first call of a process
+// removes what killed runs left (sweep); the namespace records its owner
+// for the runs after.
 func (e *Env) Namespace(t testing.TB) string {
 	t.Helper()
+	e.sweep(t)
 	name := namespaceName(t.Name())
 	e.KubectlInput(t, fmt.Sprintf(`apiVersion: v1
 kind: Namespace
@@ -240,7 +243,9 @@ metadata:
   name: %s
   labels:
     dev.sbx.test: k8stest
-`, name), "create", "-f", "-")
+  annotations:
+    %s: %q
+`, name, ownerAnnotation, owner()), "create", "-f", "-")
 	t.Cleanup(func() {
 		ctx := context.WithoutCancel(t.Context())
 		if t.Failed() {

@@ -1,6 +1,6 @@
 //go:build windows
 
-package loop
+package proc
 
 import (
 	"strconv"
@@ -23,9 +23,9 @@ func alive(pid int) bool {
 	return windows.GetExitCodeProcess(h, &code) == nil && code == stillActive
 }
 
-// procStart is when process pid was created (GetProcessTimes), "" when
+// Start is when process pid was created (GetProcessTimes), "" when
 // it cannot be read.
-func procStart(pid int) string {
+func Start(pid int) string {
 	h, err := windows.OpenProcess(windows.PROCESS_QUERY_LIMITED_INFORMATION, false, uint32(pid))
 	if err != nil {
 		return ""

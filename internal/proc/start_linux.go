@@ -1,4 +1,4 @@
-package loop
+package proc
 
 import (
 	"os"
@@ -6,9 +6,9 @@ import (
 	"strings"
 )
 
-// procStart is when process pid started, in clock ticks since boot: the
+// Start is when process pid started, in clock ticks since boot: the
 // 22nd field of /proc/PID/stat (proc(5)); "" when it cannot be read.
-func procStart(pid int) string {
+func Start(pid int) string {
 	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return ""

@@ -1,4 +1,4 @@
-package loop
+package proc
 
 import (
 	"fmt"
@@ -6,9 +6,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// procStart is when process pid started (sysctl kern.proc.pid's
+// Start is when process pid started (sysctl kern.proc.pid's
 // p_starttime); "" when it cannot be read.
-func procStart(pid int) string {
+func Start(pid int) string {
 	kp, err := unix.SysctlKinfoProc("kern.proc.pid", pid)
 	if err != nil || int(kp.Proc.P_pid) != pid {
 		return ""

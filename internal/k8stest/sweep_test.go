@@ -1,0 +1,61 @@
+package k8stest
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestOwnerGone: a namespace's owner is gone when it is a process of this
+// machine that no longer runs; a live process, or another machine's, is
+// not.
+func TestOwnerGone(t *testing.T) {
+	host, _ := os.Hostname()
+	if ownerGone(owner()) {
+		t.Error("this process's own namespaces taken for leftovers")
+	}
+	if !ownerGone(fmt.Sprintf("%s/%d/x", host, deadPID(t))) {
+		t.Error("a dead process's namespace not taken for a leftover")
+	}
+	for _, o := range []string{"other-host/1/1", "garbage", host + "/notapid/1", ""} {
+		if ownerGone(o) {
+			t.Errorf("owner %q taken for gone", o)
+		}
+	}
+}
+
+// TestSweep: a run removes the namespace a killed run left (its owner is
+// gone), and keeps one a live run owns.
+func TestSweep(t *testing.T) {
+	e := Cluster(t)
+	host, _ := os.Hostname()
+	mk := func(owner string) string {
+		name := "sbxtest-sweep-" + randomHex(4)
+		e.KubectlInput(t, fmt.Sprintf("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: %s\n  labels: {dev.sbx.test: k8stest}\n  annotations: {%q: %q}\n", name, ownerAnnotation, owner), "create", "-f", "-")
+		t.Cleanup(func() { e.kubectl(t.Context(), "", "delete", "namespace", name, "--ignore-not-found", "--wait=false") })
+		return name
+	}
+	left := mk(fmt.Sprintf("%s/%d/x", host, deadPID(t)))
+	live := mk(owner())
+	e.sweepNow(t)
+	phase := func(name string) string {
+		out, _ := e.kubectl(t.Context(), "", "get", "namespace", name, "--ignore-not-found", "-o", "jsonpath={.status.phase}")
+		return strings.TrimSpace(out)
+	}
+	if p := phase(left); p != "" && p != "Terminating" {
+		t.Errorf("the leftover namespace is %q, want it removed", p)
+	}
+	if p := phase(live); p != "Active" {
+		t.Errorf("the live run's namespace is %q, want it kept", p)
+	}
+}
+
+func deadPID(t *testing.T) int {
+	c := exec.Command("true")
+	if err := c.Run(); err != nil {
+		t.Fatal(err)
+	}
+	return c.Process.Pid
+}
