@@ -22,6 +22,7 @@ import (
 // was written, no protected file changed, no link points out, no FIFO or
 // setuid bit landed, and the agent's plain work came back.
 func TestCLI(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 1)
 	c.enforce()
 	dir := t.TempDir()

@@ -16,6 +16,7 @@ import (
 // create call summarises several commands, so the suite does not compare
 // the plan's calls with what ran.
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 1)
 	c.enforce()
 	d := c.driver(0)

@@ -57,6 +57,7 @@ func (b *box) sh(script string, env map[string]string) (int, string) {
 // but keeps its workspace, stop and start keeping it too, pull, destroy
 // leaving nothing labelled.
 func TestSandbox(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 1)
 	c.enforce()
 	allowed, other := c.web("web-allowed"), c.web("web-other")
@@ -199,6 +200,7 @@ func TestSandbox(t *testing.T) {
 // plugin ignores NetworkPolicy, a sandbox whose egress must be enforced
 // is not created: apply fails saying why, and removes what it made.
 func TestProbeRefusesWithoutEnforcement(t *testing.T) {
+	t.Parallel()
 	// Two volumes: the refused create's claim releases the first, which
 	// (Retain, no provisioner) is not bound again.
 	c := newCluster(t, 2)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -24,11 +23,14 @@ import (
 
 // The e2e tests run against the repository's test cluster
 // (test/kubernetes/cluster): they skip without one and fail instead under
-// SBX_E2E=1. Each test works in a namespace of its own, with its own
-// PersistentVolumes (the cluster has no provisioner) and the helper image
-// built from this sbx under a tag unique to the run; everything is
-// removed when the test ends. The only servers the sandboxes reach are
-// the test's own pods.
+// SBX_E2E=1. They run in parallel (the package stays well within go
+// test's per-package limit on a loaded machine: most of a test is waiting
+// for the cluster), each in a namespace of its own, with its own
+// PersistentVolumes (the cluster has no provisioner); the helper image is
+// built from this sbx once, under a tag unique to the run, and loaded into
+// the cluster once for all of them. Everything is removed when the test,
+// or for the image the run, ends. The only servers the sandboxes reach
+// are the test's own pods.
 
 var env struct {
 	once   sync.Once
@@ -36,6 +38,10 @@ var env struct {
 	dir    string
 	binary string // static sbx
 	helper string // its helper image, tagged for this run
+
+	load       sync.Once
+	loadErr    error
+	loadedInto *k8stest.Env // the cluster the helper image was loaded into
 }
 
 var runID = func() string {
@@ -46,6 +52,14 @@ var runID = func() string {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	if env.loadedInto != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		if err := env.loadedInto.UnloadImage(ctx, env.helper); err != nil {
+			fmt.Fprintf(os.Stderr, "removing the helper image from the cluster: %v\n", err)
+			code = 1
+		}
+		cancel()
+	}
 	if env.helper != "" {
 		exec.Command("docker", "rmi", "-f", env.helper).Run()
 	}
@@ -78,6 +92,21 @@ func setup(t testing.TB) {
 	}
 }
 
+// loadHelper loads the run's helper image into the cluster, once for all
+// the package's tests; TestMain removes it.
+func loadHelper(t testing.TB, e *k8stest.Env) {
+	t.Helper()
+	env.load.Do(func() {
+		// Set before the load: one that fails half way may still have
+		// left the image in the cluster.
+		env.loadedInto = e
+		env.loadErr = e.LoadImageCtx(context.Background(), env.helper)
+	})
+	if env.loadErr != nil {
+		t.Fatal(env.loadErr)
+	}
+}
+
 // cluster is one test's part of the cluster: a namespace, the helper
 // image loaded, volumes for its workspaces.
 type cluster struct {
@@ -93,7 +122,7 @@ func newCluster(t testing.TB, volumes int) *cluster {
 	t.Helper()
 	e := k8stest.Cluster(t)
 	setup(t)
-	e.LoadImage(t, env.helper)
+	loadHelper(t, e)
 	b := make([]byte, 4)
 	rand.Read(b)
 	c := &cluster{Env: e, t: t, class: "sbx-test-" + hex.EncodeToString(b)}
@@ -145,11 +174,17 @@ func (c *cluster) driver(probeFor time.Duration) *Driver {
 }
 
 // head is the part of a test's sandbox.yaml that places it on the
-// cluster: the busybox template and a workspace volume of the test's
-// class.
+// cluster: the busybox template, the memory a test sandbox uses (not the
+// 8 GiB default, which the node has for three: the tests run in
+// parallel) and a workspace volume of the test's class. It ends inside
+// the kubernetes mapping, which tests extend.
 func (c *cluster) head() string {
-	return fmt.Sprintf("template: %s\nkubernetes:\n  storageClass: %s\n  workspaceSize: 64Mi\n", k8stest.BusyboxImage, c.class)
+	return fmt.Sprintf("template: %s\nresources:\n  memory: %s\nkubernetes:\n  storageClass: %s\n  workspaceSize: 64Mi\n", k8stest.BusyboxImage, testMemory, c.class)
 }
+
+// testMemory is a test sandbox's memory limit (and request): a shell,
+// sbx's init and a loop's agent script fit in it many times over.
+const testMemory = "256m"
 
 // box is one sandbox of a test, applied through reconcile as sbx apply
 // does.
@@ -299,45 +334,6 @@ func (c *cluster) labelled(name string) []string {
 		"sandboxes.agents.x-k8s.io,sandboxclaims.extensions.agents.x-k8s.io,sandboxwarmpools.extensions.agents.x-k8s.io,sandboxtemplates.extensions.agents.x-k8s.io,pods,networkpolicies.networking.k8s.io,persistentvolumeclaims",
 		"-l", LabelSandbox+"="+name, "-o", "name")
 	return strings.Fields(out)
-}
-
-// podsOf returns the test namespace's pods by name, with their labels
-// and address.
-func (c *cluster) pods() map[string]struct {
-	labels map[string]string
-	ip     string
-	uid    string
-} {
-	out, err := c.kubectlErr("-n", c.ns, "get", "pods", "-o", "json")
-	res := map[string]struct {
-		labels map[string]string
-		ip     string
-		uid    string
-	}{}
-	if err != nil {
-		return res
-	}
-	var l struct {
-		Items []struct {
-			Metadata struct {
-				Name   string            `json:"name"`
-				UID    string            `json:"uid"`
-				Labels map[string]string `json:"labels"`
-			} `json:"metadata"`
-			Status struct {
-				PodIP string `json:"podIP"`
-			} `json:"status"`
-		} `json:"items"`
-	}
-	json.Unmarshal([]byte(out), &l)
-	for _, it := range l.Items {
-		res[it.Metadata.Name] = struct {
-			labels map[string]string
-			ip     string
-			uid    string
-		}{it.Metadata.Labels, it.Status.PodIP, it.Metadata.UID}
-	}
-	return res
 }
 
 func (c *cluster) kubectlErr(args ...string) (string, error) {

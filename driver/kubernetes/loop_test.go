@@ -26,6 +26,7 @@ import (
 // an agent that changes nothing trips the breaker, and the run still
 // brings the workspace home.
 func TestLoop(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 1)
 	c.enforce()
 	ws := filepath.Join(t.TempDir(), "ws")

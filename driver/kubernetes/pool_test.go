@@ -20,6 +20,7 @@ import (
 // the run's work back and gives the claim up; destroy leaves nothing
 // labelled.
 func TestWarmPool(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 1)
 	c.enforce()
 	d := c.driver(0)
@@ -63,6 +64,7 @@ func TestWarmPool(t *testing.T) {
 // sbx pull does (a link the agent points at a host file does not come
 // back) and gives the claim up; the applied sandbox stays.
 func TestLoopPooled(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 1)
 	c.enforce()
 	dir := t.TempDir()

@@ -38,6 +38,7 @@ import (
 // (pkg/cri/server/image_pull.go, defaultScheme). Its port is new to the
 // run, so nothing in docker or in the cluster had these images before.
 func TestRegistry(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 1)
 	c.enforce()
 	busybox, err := exec.LookPath("busybox")

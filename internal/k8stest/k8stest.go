@@ -312,7 +312,7 @@ func (e *Env) LoadImage(t testing.TB, image string) {
 	// the image in the cluster.
 	loaded := false
 	t.Cleanup(func() {
-		_, err := e.script(context.WithoutCancel(t.Context()), "remove-image", image)
+		err := e.UnloadImage(context.WithoutCancel(t.Context()), image)
 		switch {
 		case err != nil && loaded:
 			t.Errorf("removing the test image from the cluster: %v", err)
@@ -320,10 +320,24 @@ func (e *Env) LoadImage(t testing.TB, image string) {
 			t.Logf("removing the test image after its failed load: %v", err)
 		}
 	})
-	if _, err := e.script(t.Context(), "load-image", image); err != nil {
+	if err := e.LoadImageCtx(t.Context(), image); err != nil {
 		t.Fatal(err)
 	}
 	loaded = true
+}
+
+// LoadImageCtx is LoadImage for an image that outlives one test (a
+// package's, loaded once and shared by its parallel tests): the caller
+// removes it with UnloadImage.
+func (e *Env) LoadImageCtx(ctx context.Context, image string) error {
+	_, err := e.script(ctx, "load-image", image)
+	return err
+}
+
+// UnloadImage removes an image LoadImageCtx loaded from the cluster.
+func (e *Env) UnloadImage(ctx context.Context, image string) error {
+	_, err := e.script(ctx, "remove-image", image)
+	return err
 }
 
 // Images lists the names of the images in the cluster's containerd: what
