@@ -53,6 +53,9 @@ type Options struct {
 	Env driver.Env
 	// StateDir is sbx's state directory (reconcile.DefaultStateDir).
 	StateDir string
+	// HostValue hears every value the files read from the host
+	// environment (spec.Options.HostValue).
+	HostValue func(spec.HostValue)
 }
 
 // Session is the declared sandboxes, observed on their backend.
@@ -121,7 +124,7 @@ func Load(opts Options, lookupEnv func(string) (string, bool)) (*spec.Result, er
 	if err != nil {
 		return &spec.Result{}, err
 	}
-	return spec.Load(files, spec.Options{Schema: sch, LookupEnv: lookupEnv, NoLocal: opts.NoLocal, Offline: opts.Offline})
+	return spec.Load(files, spec.Options{Schema: sch, LookupEnv: lookupEnv, NoLocal: opts.NoLocal, Offline: opts.Offline, HostValue: opts.HostValue})
 }
 
 // CheckError is what the chosen backend cannot do for the sandboxes

@@ -25,6 +25,9 @@ type expansion struct {
 type interpolator struct {
 	lookup  func(string) (string, bool)
 	offline bool
+	// seen is told every value the string takes from the host, so that
+	// no message quotes it.
+	seen func(HostValue)
 }
 
 func (ip *interpolator) expand(s string) (expansion, error) {
@@ -138,6 +141,9 @@ func (ip *interpolator) lookupVariable(name, op, word string) (expansion, error)
 	val, set := ip.lookup(name)
 	nonEmpty := set && val != ""
 	fromEnv := expansion{value: val, sensitive: true}
+	if nonEmpty && ip.seen != nil && ip.uses(op, set, nonEmpty) {
+		ip.seen(HostValue{Var: name, Value: val})
+	}
 	switch op {
 	case "":
 		if set {
@@ -173,6 +179,18 @@ func (ip *interpolator) lookupVariable(name, op, word string) (expansion, error)
 		}
 		return expansion{}, nil
 	}
+}
+
+// uses reports whether a reference with operator op takes the variable's
+// value (and not a default, a message or an alternative).
+func (ip *interpolator) uses(op string, set, nonEmpty bool) bool {
+	switch op {
+	case "", "-", "?":
+		return set
+	case ":-", ":?":
+		return nonEmpty
+	}
+	return false
 }
 
 func isNameStart(c byte) bool {

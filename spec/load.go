@@ -33,6 +33,11 @@ type Options struct {
 	// HostUser is the uid:gid of the user running sbx, for user: host
 	// (default: this process's; an error where the OS has none).
 	HostUser func() (string, error)
+	// HostValue, when set, hears every value interpolation read from the
+	// host, so that a caller can keep it out of everything it prints
+	// (Redact), also when loading fails. Files load in parallel: it must
+	// be safe to call concurrently.
+	HostValue func(HostValue)
 }
 
 // Result is what Load found.
@@ -234,6 +239,9 @@ type state struct {
 	unresolved map[*yaml.Node]bool
 	diags      Diagnostics
 	needed     Diagnostics
+	// hostValues are the values read from the host environment, which
+	// no diagnostic may quote.
+	hostValues []HostValue
 }
 
 func (st *state) fileOf(n *yaml.Node) *document {
@@ -280,7 +288,7 @@ func resolve(layers []*document, opts Options) (*Spec, Diagnostics, Diagnostics)
 	v, err := newConverter(root).value(root)
 	if err != nil {
 		st.errorf(root, "", "%v", err)
-		return nil, st.needed, st.diags
+		return nil, st.redact(st.needed), st.redact(st.diags)
 	}
 	var schemaDiags Diagnostics
 	if opts.Schema != nil {
@@ -311,7 +319,26 @@ func resolve(layers []*document, opts Options) (*Spec, Diagnostics, Diagnostics)
 	}
 	s.Origins = make(map[string]Origin, countNodes(root))
 	st.provenance(root, "", s)
-	return s, st.needed, st.diags
+	s.HostValues = st.hostValues
+	return s, st.redact(st.needed), st.redact(st.diags)
+}
+
+// seeHostValue notes a value read from the host.
+func (st *state) seeHostValue(h HostValue) {
+	st.hostValues = addHostValue(st.hostValues, h)
+	if st.opts.HostValue != nil {
+		st.opts.HostValue(h)
+	}
+}
+
+// redact replaces in each message every value read from the host by
+// "(from $VAR)": the schema's and the semantic checks' messages quote the
+// value they reject, and validate prints them where CI logs them.
+func (st *state) redact(ds Diagnostics) Diagnostics {
+	for i := range ds {
+		ds[i].Message = Redact(ds[i].Message, st.hostValues)
+	}
+	return ds
 }
 
 // provenance records, for every field path of the merged tree, the file
@@ -382,7 +409,8 @@ func (st *state) interpolate(n *yaml.Node, path *fieldPath) {
 		if !strings.Contains(n.Value, "$") || (n.ShortTag() != "!!str" && n.Style == 0) {
 			return
 		}
-		ip := &interpolator{lookup: st.opts.LookupEnv, offline: st.opts.Offline}
+		ip := &interpolator{lookup: st.opts.LookupEnv, offline: st.opts.Offline,
+			seen: st.seeHostValue}
 		e, err := ip.expand(n.Value)
 		if err != nil {
 			st.errorf(n, path.String(), "%v", err)

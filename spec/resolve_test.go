@@ -150,7 +150,8 @@ loop:
 			"env.TOKENISH":     {"SECRET_THING"},
 			"template.image":   {"TAG"},
 		},
-		Sensitive: map[string]bool{"env.TOKENISH": true},
+		Sensitive:  map[string]bool{"env.TOKENISH": true},
+		HostValues: []spec.HostValue{{Var: "SECRET_THING", Value: "s3cret"}, {Var: "CPUS", Value: "3"}},
 	}
 	if diff := cmp.Diff(want, s, specOpts); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)

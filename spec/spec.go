@@ -63,6 +63,10 @@ type Spec struct {
 	// value came from the host environment. Output shows them as
 	// "(sensitive)".
 	Sensitive map[string]bool `json:"-"`
+	// HostValues are the values the files took from the host environment
+	// (see Redact): output that may quote a field shows "(from $VAR)"
+	// instead. Never recorded.
+	HostValues []HostValue `json:"-"`
 	// Origins says, for every field path of the merged files, which file
 	// and position wrote it (see OriginOf).
 	Origins map[string]Origin `json:"-"`

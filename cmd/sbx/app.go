@@ -35,6 +35,10 @@ type app struct {
 
 	run     *runner.Runner // lazily made by runner()
 	closers []io.Closer    // closed when Main returns
+	// hostValues are what the declarations read from the host
+	// environment, kept out of what the verbs that describe declarations
+	// print (redacting).
+	hostValues hostValues
 }
 
 // verb is one sbx command.
@@ -63,7 +67,22 @@ func (v *verb) run(ctx context.Context, a *app, args []string) int {
 	if code, ok := a.parse(v, fs, args); !ok {
 		return code
 	}
+	if redacts(v.name) {
+		a.stdout = &redactor{w: a.stdout, vals: &a.hostValues}
+		a.stderr = &redactor{w: a.stderr, vals: &a.hostValues}
+	}
 	return run(ctx, a, fs.Args())
+}
+
+// redacts reports whether a verb's output describes declarations, which
+// show a host value as "(from $VAR)". The others hand their streams to
+// the sandbox (shell, loop) or print no declaration.
+func redacts(verb string) bool {
+	switch verb {
+	case "validate", "plan", "apply", "destroy", "status":
+		return true
+	}
+	return false
 }
 
 func verbs() []*verb {

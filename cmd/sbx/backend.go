@@ -66,7 +66,7 @@ func (a *app) open(ctx context.Context, t *target, lock string) (*session.Sessio
 		OnLockWait: func(e *reconcile.LockedError) {
 			fmt.Fprintf(a.stderr, "sbx: sandbox %q is locked by %s; waiting up to %s\n", e.Sandbox, e.Holder, t.lockTimeout)
 		},
-		Env: a.driverEnv(), StateDir: dir,
+		Env: a.driverEnv(), StateDir: dir, HostValue: a.hostValues.add,
 	})
 }
 

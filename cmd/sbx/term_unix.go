@@ -11,8 +11,8 @@ import (
 // isTerminal reports whether a stream is a terminal: a file whose
 // terminal attributes can be read. /dev/null is a character device too,
 // but not a terminal.
-func isTerminal(stream any) bool {
-	f, ok := stream.(*os.File)
+func isTerminal(w any) bool {
+	f, ok := stream(w).(*os.File)
 	if !ok {
 		return false
 	}

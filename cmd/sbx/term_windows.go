@@ -9,8 +9,8 @@ import (
 )
 
 // isTerminal reports whether a stream is a console.
-func isTerminal(stream any) bool {
-	f, ok := stream.(*os.File)
+func isTerminal(w any) bool {
+	f, ok := stream(w).(*os.File)
 	if !ok {
 		return false
 	}

@@ -111,5 +111,5 @@ func (a *app) validate(files []string, asJSON bool, opts spec.Options) int {
 // load reads sandbox files for any verb; with no files it reads
 // ./sandbox.yaml. A failure to read a file is reported as a diagnostic.
 func (a *app) load(files []string, opts spec.Options) (*spec.Result, error) {
-	return session.Load(session.Options{Files: files, NoLocal: opts.NoLocal, Offline: opts.Offline}, a.lookupEnv)
+	return session.Load(session.Options{Files: files, NoLocal: opts.NoLocal, Offline: opts.Offline, HostValue: a.hostValues.add}, a.lookupEnv)
 }
