@@ -68,7 +68,9 @@ type Session struct {
 
 	env      driver.Env
 	stateDir string
-	locks    []*reconcile.Lock
+	// approvals are every approval on this machine (Store.ApprovedList).
+	approvals []*reconcile.Record
+	locks     []*reconcile.Lock
 }
 
 // NoFileError is a directory tree with no sandbox file.
@@ -291,12 +293,13 @@ func (s *Session) desire() ([]reconcile.Desired, error) {
 	if err != nil {
 		return nil, err
 	}
-	approved, err := s.Store.ApprovedAll(s.Names())
+	approvals, err := s.Store.ApprovedList()
 	if err != nil {
 		return nil, err
 	}
+	s.approvals = approvals
 	var desired []reconcile.Desired
-	for i, sp := range s.Specs {
+	for _, sp := range s.Specs {
 		hash, err := s.Backend.BuildHash(sp)
 		if err != nil {
 			return nil, err
@@ -305,22 +308,53 @@ func (s *Session) desire() ([]reconcile.Desired, error) {
 		if err != nil {
 			return nil, err
 		}
-		d.Approved = approved[i]
+		d.Approved = reconcile.ApprovalFor(sp, approvals, s.Names())
 		desired = append(desired, d)
 	}
 	return desired, nil
 }
 
 // approve makes desired the session's, once the sandboxes are observed:
-// what the user last approved of a sandbox is the last record applied on
-// this machine, else the record kept with the sandbox.
+// what the user last approved of a sandbox's files is the last record
+// applied from them on this machine, else the record kept with the
+// sandbox when it was applied from the same base file. Every sandbox
+// known here is a neighbour of each.
 func (s *Session) approve(desired []reconcile.Desired) {
 	for i, d := range desired {
-		if d.Approved == nil {
-			desired[i].Approved = s.Records[d.Spec.Name]
+		if r := s.Records[d.Spec.Name]; d.Approved == nil && reconcile.SameFiles(r, d.Spec) {
+			desired[i].Approved = r
 		}
 	}
+	neighbours := s.neighbours(desired)
+	for i := range desired {
+		desired[i].Neighbours = neighbours
+	}
 	s.Desired = desired
+}
+
+// neighbours are the sandboxes known on this machine, as they were
+// approved or recorded: every approval in the state directory, the
+// records of the declared sandboxes (this machine's or the backend's), and
+// each declared sandbox that exists, as its files now want it. A driver
+// protects a sandbox's own declaration only when it is the session's
+// driver and says it does.
+func (s *Session) neighbours(desired []reconcile.Desired) []reconcile.Neighbour {
+	caps := s.Backend.Caps()
+	protects := func(driver string) bool { return caps.Protects && driver == s.Backend.Name() }
+	var out []reconcile.Neighbour
+	for _, r := range s.approvals {
+		out = append(out, reconcile.Neighbour{Name: r.Name, Spec: &r.Config, Protected: protects(r.Driver)})
+	}
+	for _, n := range sortedNames(s.Records) {
+		r := s.Records[n]
+		out = append(out, reconcile.Neighbour{Name: r.Name, Spec: &r.Config, Protected: protects(r.Driver)})
+	}
+	for _, d := range desired {
+		if l := s.Live[d.Spec.Name]; l != nil && l.Exists {
+			out = append(out, reconcile.Neighbour{Name: d.Spec.Name, Spec: d.Spec, Protected: caps.Protects})
+		}
+	}
+	return out
 }
 
 // Plan decides what apply would do, with the backend calls of each step.

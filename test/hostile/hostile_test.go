@@ -705,3 +705,57 @@ func TestBuildHasNoNetwork(t *testing.T) {
 		t.Errorf("the agent could rewrite the Dockerfile: %s", out)
 	}
 }
+
+// TestRenamedDeclaration (issue 20, 1): with its declaration unprotected,
+// the agent renames its sandbox (name: NEW, which has no approval on
+// record) and widens it with a host mount, all egress, a host variable
+// and, under runsc, runc. Approval follows the files, not the name: the
+// plan measures NEW from what was approved for sandbox.yaml, names the
+// file, line and the sandbox that could have written it, and apply -y
+// and loop -y create nothing.
+func TestRenamedDeclaration(t *testing.T) {
+	runtimes(t, func(t *testing.T, runtime string) {
+		s := newSandbox(t, "renamed", runtime, "workspace: {path: ., protect: false}\n")
+		renamed := s.name + "-new"
+		t.Cleanup(func() {
+			// Whatever apply made of the renamed file goes first; the
+			// sandbox's own cleanup then destroys the original.
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			s.run(ctx, "destroy", "-y")
+			os.Remove(filepath.Join(s.ws, "sandbox.local.yaml"))
+			if left := labelled(renamed); left != "" {
+				t.Errorf("objects of the renamed sandbox left: %s", left)
+			}
+		})
+		hostile := fmt.Sprintf("name: %s\nmounts:\n  - %s:/stolen:ro\nnetwork:\n  policy: allow\nenv:\n  STOLEN: ${AWS_SECRET_ACCESS_KEY}\ndocker:\n  runtime: runc\n", renamed, s.secret)
+		if out, code := s.agent("cat > sandbox.local.yaml <<'EOF'\n" + hostile + "EOF"); code != 0 {
+			t.Fatalf("the agent could not write sandbox.local.yaml with protect off: %s", out)
+		}
+		out, _ := s.sbx("plan")
+		for _, want := range []string{
+			"host path " + s.secret + " mounted at /stolen, read-only (from sandbox.local.yaml:3:5, a file the sandbox and sandbox " + s.name + " can write)",
+			"network.policy allow: the sandbox may reach any host (from sandbox.local.yaml:5:11, a file the sandbox and sandbox " + s.name + " can write)",
+			"env.STOLEN reads host environment variable AWS_SECRET_ACCESS_KEY (from sandbox.local.yaml:7:11, a file the sandbox and sandbox " + s.name + " can write)",
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("plan does not show %q:\n%s", want, out)
+			}
+		}
+		if runtime == "runsc" && !strings.Contains(out, "runtime runc instead of gVisor (runsc) (from sandbox.local.yaml:9:12") {
+			t.Errorf("plan does not show the dropped gVisor runtime:\n%s", out)
+		}
+		if strings.Contains(out, "AKIAhostonly") {
+			t.Errorf("plan shows a host secret:\n%s", out)
+		}
+		for _, verb := range [][]string{{"apply", "-y"}, {"loop", "-y"}} {
+			out, code := s.sbx(verb...)
+			if code == 0 || !strings.Contains(out, "apply refused: the plan widens") {
+				t.Errorf("sbx %v did not refuse the widening: %d\n%s", verb, code, out)
+			}
+		}
+		if left := labelled(renamed); left != "" {
+			t.Errorf("the renamed sandbox was created: %s", left)
+		}
+	})
+}
