@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -100,4 +101,37 @@ func (v *VisibleWriter) Flush() error {
 	v.pending = nil
 	_, err := io.WriteString(v.W, s)
 	return err
+}
+
+// JSONWriter writes JSON to W with every character a terminal could act
+// on that encoding/json leaves as it is (DEL, C1 controls such as U+009B,
+// bidirectional overrides and other format characters, invalid UTF-8
+// already being U+FFFD) written as a \u escape: the same JSON to any
+// decoder, nothing for a terminal it is printed on to act on. JSON's own
+// syntax is ASCII, so such a character can only be inside a string,
+// where the escape means it. Each Write must be whole JSON values, as
+// json.Encoder writes them.
+type JSONWriter struct{ W io.Writer }
+
+func (j JSONWriter) Write(p []byte) (int, error) {
+	s := string(p)
+	if strings.IndexFunc(s, hidden) < 0 {
+		return j.W.Write(p)
+	}
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case !hidden(r):
+			b.WriteRune(r)
+		case r > 0xffff:
+			r1, r2 := utf16.EncodeRune(r)
+			fmt.Fprintf(&b, `\u%04x\u%04x`, r1, r2)
+		default:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		}
+	}
+	if _, err := io.WriteString(j.W, b.String()); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }

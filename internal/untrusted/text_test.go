@@ -1,8 +1,11 @@
 package untrusted
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func TestText(t *testing.T) {
@@ -71,5 +74,27 @@ func TestVisibleWriter(t *testing.T) {
 	w.Flush()
 	if got, want := out.String(), `✓\x1b[2J\u202eok\xe2\x80`; got != want {
 		t.Errorf("written %q, want %q", got, want)
+	}
+}
+
+// TestJSONWriter: what encoding/json leaves raw that a terminal could act
+// on (a C1 CSI, DEL, bidirectional overrides, a tag character) is
+// escaped, and the JSON decodes to the same value.
+func TestJSONWriter(t *testing.T) {
+	in := map[string]string{"host": "a\u009b31m\x7f\u202eb\U000e0041 ✓\n\x1b"}
+	var out strings.Builder
+	if err := json.NewEncoder(JSONWriter{W: &out}).Encode(in); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"host":"a\u009b31m\u007f\u202eb\udb40\udc41 ✓\n\u001b"}` + "\n"
+	if diff := cmp.Diff(want, out.String()); diff != "" {
+		t.Errorf("written (-want +got):\n%s", diff)
+	}
+	var back map[string]string
+	if err := json.Unmarshal([]byte(out.String()), &back); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(in, back); diff != "" {
+		t.Errorf("decoded (-want +got):\n%s", diff)
 	}
 }
