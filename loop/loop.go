@@ -28,6 +28,7 @@ import (
 	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/driver/cliutil"
 	"github.com/sbxhq/sbx/internal/redact"
+	"github.com/sbxhq/sbx/internal/untrusted"
 	"github.com/sbxhq/sbx/spec"
 )
 
@@ -255,9 +256,12 @@ type iterator struct {
 	failures int
 }
 
-// say prints one line of the loop's own on the terminal and in the log.
+// say prints one line of the loop's own on the terminal and in the log:
+// one line, whatever its arguments hold (an error may quote what the
+// agent wrote), with nothing a terminal could act on.
 func (it *iterator) say(format string, args ...any) {
-	line := "sbx loop: " + fmt.Sprintf(format, args...) + "\n"
+	msg := strings.ReplaceAll(untrusted.Visible(fmt.Sprintf(format, args...)), "\n", `\n`)
+	line := "sbx loop: " + msg + "\n"
 	io.WriteString(it.cfg.Stderr, line)
 	io.WriteString(it.log, line)
 }
@@ -518,8 +522,8 @@ func (it *iterator) iteration(ctx, runCtx context.Context, i, turn int) (*Record
 	iterLog := &capped{w: logFile, max: maxLog}
 	runLog := &capped{w: it.log, max: maxRunLogIteration,
 		note: fmt.Sprintf("the run's log stops here for iteration %d, which printed more than %d MiB; its own log has more: %s", i, maxRunLogIteration>>20, logPath)}
-	out := newRedactor(io.MultiWriter(Quiet{cfg.Stdout}, runLog, iterLog, captured, answer), cfg.Redact)
-	errOut := newRedactor(io.MultiWriter(Quiet{cfg.Stderr}, runLog, iterLog, captured), cfg.Redact)
+	out := newAgentOutput(io.MultiWriter(Quiet{cfg.Stdout}, runLog, iterLog), io.MultiWriter(captured, answer), cfg.Redact)
+	errOut := newAgentOutput(io.MultiWriter(Quiet{cfg.Stderr}, runLog, iterLog), captured, cfg.Redact)
 	if len(cfg.Agents) > 1 {
 		it.say("iteration %d of %d (sandbox %q)", i, l.MaxIterations, ag.Sandbox)
 	} else {

@@ -19,6 +19,7 @@ import (
 	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/driver/cliutil"
 	"github.com/sbxhq/sbx/egress"
+	"github.com/sbxhq/sbx/internal/untrusted"
 	"github.com/sbxhq/sbx/loop"
 	"github.com/sbxhq/sbx/reconcile"
 	"github.com/sbxhq/sbx/session"
@@ -304,7 +305,12 @@ func (a *app) loopLogs(ctx context.Context, t *target, follow bool, args []strin
 		return a.errorf("%v", err)
 	}
 	defer f.Close()
-	if _, err := io.Copy(a.stdout, f); err != nil {
+	// The log holds what the agent printed, marked and made visible as
+	// the run wrote it; made visible again (which changes nothing there)
+	// for a log that something else wrote to, or an older sbx.
+	out := &untrusted.VisibleWriter{W: a.stdout}
+	defer out.Flush()
+	if _, err := io.Copy(out, f); err != nil {
 		return a.errorf("%v", err)
 	}
 	if !follow {
@@ -313,7 +319,7 @@ func (a *app) loopLogs(ctx context.Context, t *target, follow bool, args []strin
 	// Until the run ends: what it writes, every 100 ms. Ctrl-C ends the
 	// following, not the run (another process).
 	now, err := a.runEnd(ctx, s, func() error {
-		_, err := io.Copy(a.stdout, f)
+		_, err := io.Copy(out, f)
 		return err
 	})
 	switch {
@@ -323,7 +329,7 @@ func (a *app) loopLogs(ctx context.Context, t *target, follow bool, args []strin
 		return a.errorf("%v", err)
 	}
 	// Ended: what it wrote before recording that is in the file.
-	io.Copy(a.stdout, f)
+	io.Copy(out, f)
 	if now.State == loop.StateVanished {
 		return a.errorf("run %s: %s", now.RunID, now.Detail)
 	}

@@ -19,9 +19,11 @@ func copyVerb(name string, pull bool) *verb {
 	summary, help := "copy the sandbox's workspace back over the host's (kubernetes driver)",
 		`Copies the sandbox's copy of the workspace over the host workspace. What
 comes back was written by the agent: nothing lands outside the workspace,
-nothing is written through a symlink, devices and FIFOs are skipped, and
-while workspace.protect is on the sandbox's own declaration, its prompt,
-.git/config and .git/hooks are never written. Nothing is deleted.`
+nothing is written through a symlink, a symlink comes back only if it
+leads inside the workspace through every other link (as the kernel
+resolves it: with s -> ., t -> s/.. leads out), devices and FIFOs are
+skipped, and while workspace.protect is on the sandbox's own declaration,
+its prompt, .git/config and .git/hooks are never written. Nothing is deleted.`
 	if !pull {
 		summary, help = "copy the host workspace over the sandbox's (kubernetes driver)",
 			`Copies the host workspace over the sandbox's copy of it. Nothing in the

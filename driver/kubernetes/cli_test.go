@@ -15,11 +15,13 @@ import (
 // keep the host safe, then sbx destroy leaves nothing labelled.
 //
 // The hostile agent (THREATS.md) writes, inside its copy: a symlink to an
-// absolute host path and one climbing out of the workspace, a file under
-// a directory it turns into a symlink to a host directory, .git/hooks and
-// .git/config entries and a changed sandbox.yaml (protected paths), a
-// FIFO, a setuid file. After the pull no host file outside the workspace
-// was written, no protected file changed, no link points out, no FIFO or
+// absolute host path and one climbing out of the workspace, a chain of
+// links that each look local but lead out (s -> ., t -> s/.., leak ->
+// t/outside/victim), a file under a directory it turns into a symlink to
+// a host directory, .git/hooks and .git/config entries and a changed
+// sandbox.yaml (protected paths), a FIFO, a setuid file. After the pull
+// no host file outside the workspace was written or can be read through
+// a link, no protected file changed, no link points out, no FIFO or
 // setuid bit landed, and the agent's plain work came back.
 func TestCLI(t *testing.T) {
 	t.Parallel()
@@ -61,6 +63,9 @@ func TestCLI(t *testing.T) {
 		"echo agent work > work.txt",
 		"ln -s " + outside + "/victim abs-link",
 		"ln -s ../../outside/victim up-link",
+		// Three links that each look local; the kernel resolves t
+		// through s (the workspace itself) to its parent.
+		"ln -s . s && ln -s s/.. t && ln -s t/outside/victim leak",
 		"rm -rf sub && ln -s " + outside + " sub",
 		"echo 'echo pwned' > .git/hooks/post-checkout && chmod +x .git/hooks/post-checkout",
 		"echo '[core] fsmonitor = evil' > .git/config",
@@ -86,6 +91,12 @@ func TestCLI(t *testing.T) {
 			t.Errorf("%s came back pointing at %q", l, target)
 		}
 	}
+	if got, err := os.ReadFile(filepath.Join(ws, "leak")); err == nil {
+		t.Errorf("a chain of links reads a host file outside the workspace: %q", got)
+	}
+	if real, err := filepath.EvalSymlinks(filepath.Join(ws, "t")); err == nil && !strings.HasPrefix(real, ws+string(filepath.Separator)) && real != ws {
+		t.Errorf("t came back leading to %s", real)
+	}
 	if fi, err := os.Lstat(filepath.Join(ws, "sub")); err != nil || !fi.IsDir() {
 		t.Errorf("the workspace's directory sub was replaced: %v %v", fi, err)
 	}
@@ -106,7 +117,7 @@ func TestCLI(t *testing.T) {
 	}
 	// (The FIFO is not in the stream at all: sbx in the pod archives no
 	// special files, so the host side has nothing to report about it.)
-	for _, why := range []string{"abs-link", "up-link", ".git/config", "post-checkout", "sandbox.yaml"} {
+	for _, why := range []string{"abs-link", "up-link", `t: a symbolic link to \"s/..\"`, ".git/config", "post-checkout", "sandbox.yaml"} {
 		if !strings.Contains(out, why) {
 			t.Errorf("the pull's report does not say it skipped %s:\n%s", why, out)
 		}

@@ -125,6 +125,39 @@ func TestExtractHostile(t *testing.T) {
 			skipped: []string{`out: a symbolic link to "../outside", outside the workspace or absolute`, `abs: a symbolic link to "/etc", outside the workspace or absolute`},
 		},
 		{
+			// Each link looks local on its own; the kernel resolves t
+			// through s (the root itself), so t's ".." and leak climb out.
+			name:    "a chain of links that only the kernel's resolution takes out",
+			entries: []entry{{name: "s", typ: tar.TypeSymlink, link: "."}, {name: "t", typ: tar.TypeSymlink, link: "s/.."}, {name: "leak", typ: tar.TypeSymlink, link: "t/outside/victim"}},
+			want:    []string{"leak -> t/outside/victim", "s -> ."},
+			skipped: []string{`t: a symbolic link to "s/..", outside the workspace or absolute`},
+		},
+		{
+			// The same chain in another order: t and leak are made while
+			// s does not exist yet, and lead out once it does.
+			name:    "the chain made before the link it goes through",
+			entries: []entry{{name: "t", typ: tar.TypeSymlink, link: "s/.."}, {name: "d/leak", typ: tar.TypeSymlink, link: "../t/outside/victim"}, {name: "s", typ: tar.TypeSymlink, link: "."}, {name: "ok", typ: tar.TypeSymlink, link: "s/d"}},
+			want:    []string{"d/", "ok -> s/d", "s -> ."},
+			skipped: []string{
+				`t: a symbolic link to "s/.." that leads outside the workspace (or round a loop) once the other links are made: removed`,
+				`d/leak: a symbolic link to "../t/outside/victim" that leads outside the workspace (or round a loop) once the other links are made: removed`,
+			},
+		},
+		{
+			name: "a link through a host link that leads out",
+			before: func(ws, outside string) {
+				os.Symlink(outside, filepath.Join(ws, "cache"))
+				os.Symlink("..", filepath.Join(ws, "up"))
+			},
+			entries: []entry{{name: "c", typ: tar.TypeSymlink, link: "cache/victim"}, {name: "sub/u", typ: tar.TypeSymlink, link: "../up/outside/victim"}, {name: "loop", typ: tar.TypeSymlink, link: "loop"}},
+			want:    []string{"cache -> OUTSIDE", "sub/", "up -> .."},
+			skipped: []string{
+				`c: a symbolic link to "cache/victim", outside the workspace or absolute`,
+				`sub/u: a symbolic link to "../up/outside/victim", outside the workspace or absolute`,
+				`loop: a symbolic link to "loop" that leads outside the workspace (or round a loop) once the other links are made: removed`,
+			},
+		},
+		{
 			name:    "a link inside to a protected path, then a file through it",
 			entries: []entry{{name: "g", typ: tar.TypeSymlink, link: ".git/hooks"}, {name: "g/pre-commit", body: "evil"}, {name: ".git/hooks/post-checkout", body: "evil"}, {name: "sandbox.yaml", body: "evil"}},
 			before: func(ws, _ string) {
