@@ -80,7 +80,21 @@ func (e *NoFileError) Error() string {
 	return fmt.Sprintf("no %s in %s or any directory above it; run 'sbx init' to create one, or name a file with -f", DefaultFile, e.Dir)
 }
 
+// NestedFileError is a sandbox.yaml found below another one: it lies in
+// the workspace the outer file's sandbox shares with its agent (by
+// default the outer file's directory), so the agent could have planted
+// it, and sbx does not pick it up unless the user names it.
+type NestedFileError struct{ Found, Outer string }
+
+func (e *NestedFileError) Error() string {
+	return fmt.Sprintf("%s lies below %s, where that file's sandbox could have written it; sbx does not pick it up: name it with -f to use it, or run sbx in %s",
+		e.Found, e.Outer, filepath.Dir(e.Outer))
+}
+
 // Find returns the nearest sandbox.yaml in dir or a directory above it.
+// One that has another sandbox.yaml in a directory above it is refused
+// (NestedFileError): a sandbox whose workspace holds it could have
+// written it.
 func Find(dir string) (string, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -88,7 +102,10 @@ func Find(dir string) (string, error) {
 	}
 	for d := abs; ; {
 		p := filepath.Join(d, DefaultFile)
-		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+		if isFile(p) {
+			if outer := above(filepath.Dir(d)); outer != "" && filepath.Dir(d) != d {
+				return "", &NestedFileError{Found: p, Outer: outer}
+			}
 			return p, nil
 		}
 		parent := filepath.Dir(d)
@@ -97,6 +114,38 @@ func Find(dir string) (string, error) {
 		}
 		d = parent
 	}
+}
+
+// above returns the nearest sandbox.yaml in dir or a directory above it,
+// "" when there is none.
+func above(dir string) string {
+	for d := dir; ; {
+		if p := filepath.Join(d, DefaultFile); isFile(p) {
+			return p
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			return ""
+		}
+		d = parent
+	}
+}
+
+// relative is p as the user would name it from the working directory:
+// sandbox.yaml, ../sandbox.yaml.
+func relative(p string) string {
+	if wd, err := os.Getwd(); err == nil {
+		if rel, err := filepath.Rel(wd, p); err == nil {
+			return rel
+		}
+	}
+	return p
+}
+
+// isFile reports whether p names something other than a directory.
+func isFile(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && !fi.IsDir()
 }
 
 // Load reads the sandbox files (the nearest sandbox.yaml when none is
@@ -109,13 +158,15 @@ func Load(opts Options, lookupEnv func(string) (string, bool)) (*spec.Result, er
 			dir = "."
 		}
 		f, err := Find(dir)
+		var nested *NestedFileError
+		if errors.As(err, &nested) && opts.Dir == "" {
+			nested.Found, nested.Outer = relative(nested.Found), relative(nested.Outer)
+		}
 		if err != nil {
 			return &spec.Result{}, err
 		}
-		if wd, err := os.Getwd(); err == nil && opts.Dir == "" {
-			if rel, err := filepath.Rel(wd, f); err == nil {
-				f = rel // as the user would name it: sandbox.yaml, ../sandbox.yaml
-			}
+		if opts.Dir == "" {
+			f = relative(f)
 		}
 		files = []string{f}
 	}
