@@ -19,9 +19,12 @@ func copyVerb(name string, pull bool) *verb {
 	summary, help := "copy the sandbox's workspace back over the host's (kubernetes driver)",
 		`Copies the sandbox's copy of the workspace over the host workspace. What
 comes back was written by the agent: nothing lands outside the workspace,
-nothing is written through a symlink, devices and FIFOs are skipped, and
-while workspace.protect is on the sandbox's own declaration, its prompt,
-.git/config and .git/hooks are never written. Nothing is deleted.`
+nothing is written through a symlink, devices and FIFOs are skipped, of
+any .git only objects, refs, logs, HEAD, index and packed-refs come back
+(never its config, config.worktree, commondir, hooks, info, worktrees or
+modules, nor a .git file), and while workspace.protect is on the
+sandbox's own declaration and its prompt are never written. Nothing is
+deleted.`
 	if !pull {
 		summary, help = "copy the host workspace over the sandbox's (kubernetes driver)",
 			`Copies the host workspace over the sandbox's copy of it. Nothing in the
