@@ -22,8 +22,11 @@ comes back was written by the agent: nothing lands outside the workspace,
 nothing is written through a symlink, a symlink comes back only if it
 leads inside the workspace through every other link (as the kernel
 resolves it: with s -> ., t -> s/.. leads out), devices and FIFOs are
-skipped, and while workspace.protect is on the sandbox's own declaration,
-its prompt, .git/config and .git/hooks are never written. Nothing is deleted.`
+skipped, of any .git only objects, refs, logs, HEAD, index and
+packed-refs come back (never its config, config.worktree, commondir,
+hooks, info, worktrees or modules, nor a .git file), and while
+workspace.protect is on the sandbox's own declaration and its prompt are
+never written. Nothing is deleted.`
 	if !pull {
 		summary, help = "copy the host workspace over the sandbox's (kubernetes driver)",
 			`Copies the host workspace over the sandbox's copy of it. Nothing in the

@@ -23,8 +23,10 @@ import (
 // Pull copies the sandbox's workspace back over the host workspace. The
 // stream comes from the agent's side (sbx __k8s-tar in the pod, which the
 // agent could have replaced or fed): tarball.Extract keeps it inside the
-// workspace, off symlinks, within bounds, and, while workspace.protect is
-// on, away from the sandbox's own declaration and .git's config and hooks.
+// workspace, off symlinks, within bounds, out of git's configuration
+// surface (of any .git only objects, refs, logs, HEAD, index and
+// packed-refs come back: gitdir.Copyable), and, while workspace.protect
+// is on, away from the sandbox's own declaration.
 // It returns what it copied and skipped, as far as it got.
 func (d *Driver) Pull(ctx context.Context, sp *spec.Spec, w io.Writer) (*tarball.Stats, error) {
 	p, pod := d.target(sp.Name)
@@ -102,12 +104,13 @@ func report(w io.Writer, verb, dir string, st *tarball.Stats) {
 // read-only (driver/docker/protect.go): every layer of the declaration,
 // sandbox.local.yaml, the loop's prompt, the template's build context
 // (its Dockerfile and .dockerignore when the context holds the
-// workspace), .git/config and .git/hooks.
+// workspace). Git's configuration surface never comes back, protect or
+// not (tarball.Extract).
 func protectedIn(sp *spec.Spec) func(string) bool {
 	if !sp.Protect {
 		return nil
 	}
-	set := map[string]bool{".git/config": true, ".git/hooks": true}
+	set := map[string]bool{}
 	add := func(path string) {
 		if rel, err := filepath.Rel(sp.Workspace.Path, path); err == nil && filepath.IsLocal(rel) {
 			set[foldName(filepath.ToSlash(rel))] = true

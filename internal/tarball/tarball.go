@@ -23,9 +23,14 @@
 //   - Nothing but directories, regular files and such links is made:
 //     hard links, devices, FIFOs and sockets are skipped and reported, and
 //     modes lose setuid, setgid, sticky and group/other write bits.
-//   - Protected paths (the sandbox's own declaration, .git/config,
-//     .git/hooks) are never written; entries at or under them are skipped
-//     and reported.
+//   - Protected paths (the sandbox's own declaration, its prompt) are
+//     never written; entries at or under them are skipped and reported.
+//   - Nothing of git's configuration surface is written unless the
+//     stream is the host's own (HostGit): of a .git directory at any depth only objects, refs, logs,
+//     HEAD, ORIG_HEAD, index and packed-refs (gitdir.Copyable); config,
+//     config.worktree, commondir, hooks, info, worktrees, modules and a
+//     .git file or link are skipped and reported, so git on the host
+//     never takes configuration from the stream.
 //   - The work is bounded: total bytes, one file's bytes and the number of
 //     entries; past a bound the extraction stops with an error (what was
 //     written stays; nothing is written past it).
@@ -45,6 +50,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/sbxhq/sbx/internal/gitdir"
 	"github.com/sbxhq/sbx/internal/untrusted"
 )
 
@@ -153,6 +159,10 @@ type ExtractOptions struct {
 	// Protected reports whether a slash-separated path relative to the
 	// root must not be written (nor anything under it).
 	Protected func(name string) bool
+	// HostGit says the stream comes from the host (a copy into the
+	// sandbox), so .git's configuration is copied like any file; without
+	// it only git's data is (gitdir.Copyable).
+	HostGit bool
 }
 
 // Extract reads the tar stream r into root (see the package comment for
@@ -192,8 +202,12 @@ func Extract(ctx context.Context, r io.Reader, root *os.Root, o ExtractOptions) 
 		if name == "." {
 			continue
 		}
+		if !o.HostGit && !gitdir.Copyable(name, h.Typeflag == tar.TypeDir) {
+			st.skip(name, "git's configuration (of a .git only objects, refs, logs, HEAD, index and packed-refs are copied)")
+			continue
+		}
 		if o.Protected != nil && protected(name, o.Protected) {
-			st.skip(name, "protected (the sandbox's declaration, .git/config or .git/hooks)")
+			st.skip(name, "protected (the sandbox's declaration)")
 			continue
 		}
 		if why := parentsOK(root, name, dirs); why != "" {

@@ -96,7 +96,8 @@ func TestExtractHostile(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Skip("symlinks need privileges on Windows")
 	}
-	prot := func(n string) bool { return n == "sandbox.yaml" || n == ".git/hooks" || n == ".git/config" }
+	prot := func(n string) bool { return n == "sandbox.yaml" }
+	const gitConf = ": " + `git's configuration (of a .git only objects, refs, logs, HEAD, index and packed-refs are copied)`
 	tests := []struct {
 		name    string
 		before  func(ws, outside string)
@@ -165,7 +166,7 @@ func TestExtractHostile(t *testing.T) {
 				os.WriteFile(filepath.Join(ws, "sandbox.yaml"), []byte("mine"), 0o644)
 			},
 			want:    []string{".git/", ".git/hooks/", "g -> .git/hooks", "sandbox.yaml=mine"},
-			skipped: []string{"g/pre-commit: g is a symbolic link, not a directory", ".git/hooks/post-checkout: protected (the sandbox's declaration, .git/config or .git/hooks)", "sandbox.yaml: protected (the sandbox's declaration, .git/config or .git/hooks)"},
+			skipped: []string{"g/pre-commit: g is a symbolic link, not a directory", ".git/hooks/post-checkout: git's configuration (of a .git only objects, refs, logs, HEAD, index and packed-refs are copied)", "sandbox.yaml: protected (the sandbox's declaration)"},
 		},
 		{
 			name: "a link already on the host is replaced, not written through",
@@ -210,6 +211,39 @@ func TestExtractHostile(t *testing.T) {
 				return es
 			}(),
 			err: ErrLimit,
+		},
+		{
+			// THREATS.md #3a: nothing the host's git takes configuration
+			// from, in the workspace's .git or any other, comes back; the
+			// repository's data does.
+			name: "git's configuration surface",
+			before: func(ws, _ string) {
+				os.MkdirAll(filepath.Join(ws, ".git/refs/heads"), 0o755)
+				os.WriteFile(filepath.Join(ws, ".git/config"), []byte("[core]\n"), 0o644)
+			},
+			entries: []entry{
+				{name: ".git/config", body: "[core]\n\tfsmonitor = touch pwned"},
+				{name: ".git/config.worktree", body: "[core]\n\tfsmonitor = touch pwned"},
+				{name: ".git/commondir", body: "../evil"},
+				{name: ".git/hooks/", typ: tar.TypeDir, mode: 0o755},
+				{name: ".git/info/attributes", body: "* filter=evil"},
+				{name: ".git/worktrees/w/config.worktree", body: "evil"},
+				{name: ".git/modules/m/config", body: "evil"},
+				{name: ".git/objects/info/alternates", body: "/etc"},
+				{name: ".GIT/Config", body: "evil"},
+				{name: "sub/.git", body: "gitdir: ../evil"},
+				{name: "nested/.git/config", body: "evil"},
+				{name: "evil/config", body: "[core]\n\tfsmonitor = touch pwned"},
+				{name: ".git/HEAD", body: "ref: refs/heads/main\n"},
+				{name: ".git/refs/heads/main", body: "0123\n"},
+				{name: ".git/objects/01/23", body: "obj"},
+			},
+			want: []string{".git/", ".git/HEAD=ref: refs/heads/main\n", ".git/config=[core]\n", ".git/objects/", ".git/objects/01/", ".git/objects/01/23=obj", ".git/refs/", ".git/refs/heads/", ".git/refs/heads/main=0123\n", "evil/", "evil/config=[core]\n\tfsmonitor = touch pwned"},
+			skipped: []string{
+				".git/config" + gitConf, ".git/config.worktree" + gitConf, ".git/commondir" + gitConf, ".git/hooks" + gitConf,
+				".git/info/attributes" + gitConf, ".git/worktrees/w/config.worktree" + gitConf, ".git/modules/m/config" + gitConf,
+				".git/objects/info/alternates" + gitConf, ".GIT/Config" + gitConf, "sub/.git" + gitConf, "nested/.git/config" + gitConf,
+			},
 		},
 		{
 			name:    "a directory is not replaced by a file",
@@ -298,5 +332,20 @@ func TestWriteBounded(t *testing.T) {
 	os.WriteFile(filepath.Join(src, "big"), bytes.Repeat([]byte("x"), 1<<16+1), 0o644)
 	if _, err := Write(context.Background(), open(t, src), &bytes.Buffer{}, small); !errors.Is(err, ErrLimit) {
 		t.Errorf("Write: %v, want ErrLimit", err)
+	}
+}
+
+// TestExtractHostGit copies the host's own .git whole into a sandbox's
+// copy (push), so that git there works as on the host; only a stream from
+// the host says HostGit.
+func TestExtractHostGit(t *testing.T) {
+	dst := t.TempDir()
+	s := stream(t, entry{name: ".git/config", body: "[core]\n"}, entry{name: ".git/hooks/pre-commit", body: "mine"})
+	if _, err := Extract(context.Background(), s, open(t, dst), ExtractOptions{Limits: small, HostGit: true}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{".git/", ".git/config=[core]\n", ".git/hooks/", ".git/hooks/pre-commit=mine"}
+	if diff := cmp.Diff(want, tree(t, dst)); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
 	}
 }
