@@ -39,6 +39,17 @@ func Copyable(name string, dir bool) bool {
 	return true
 }
 
+// Fold is a path as a case-insensitive file system (macOS, Windows) sees
+// it: each element lower-cased, trailing dots and spaces dropped as
+// Windows drops them.
+func Fold(name string) string {
+	parts := strings.Split(name, "/")
+	for i, p := range parts {
+		parts[i] = fold(p)
+	}
+	return strings.Join(parts, "/")
+}
+
 // fold is a path element as a case-insensitive file system (macOS,
 // Windows) sees it; Windows also drops trailing dots and spaces.
 func fold(s string) string {
