@@ -223,6 +223,14 @@ type Puller interface {
 	Push(ctx context.Context, sp *spec.Spec, w io.Writer) error
 }
 
+// GitFetcher is a backend whose sandboxes commit to a git directory of
+// their own (the docker driver's, driver/docker/git.go) rather than the
+// host's .git: FetchGit brings those commits into the host's repository
+// as refs/sbx/NAME/* with git's fetch, and says so on w.
+type GitFetcher interface {
+	FetchGit(ctx context.Context, sp *spec.Spec, w io.Writer) error
+}
+
 // Claimer keeps started sandboxes in a warm pool (kubernetes.warmPool):
 // an ephemeral run claims one instead of creating a sandbox. Pooled says
 // whether sp has a pool; Claim takes a sandbox from it, ready for Exec

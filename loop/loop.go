@@ -130,6 +130,10 @@ type Agent struct {
 	// workspace, brings that copy home when the run ends, whatever its
 	// state (nil: the agent works on the host's workspace).
 	Pull Puller
+	// Fetch, on backends whose sandbox commits to a git directory of its
+	// own, brings its commits into the host's repository when the run
+	// ends (refs/sbx/NAME/*), and says what it did in a line.
+	Fetch func(ctx context.Context) (string, error)
 }
 
 // Config is what a run does.

@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"bytes"
+	"encoding/base64"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -85,9 +86,28 @@ func TestCLI(t *testing.T) {
 	if out, err := sbx("shell", "--", "sh", "-c", "echo hello from $(pwd)"); err != nil || out != "hello from "+ws+"\n" {
 		t.Fatalf("sbx shell: %v %q", err, out)
 	}
+	// The agent's commit, made with the host's git in a scratch clone
+	// (the pod's image has no git), written into the pod's .git as git
+	// would write it, on a branch its HEAD now names.
+	scratch := filepath.Join(dir, "scratch")
+	if out, err := exec.Command("git", "clone", "-q", "--no-local", ws, scratch).CombinedOutput(); err != nil {
+		t.Fatalf("clone: %v\n%s", err, out)
+	}
+	if out, err := exec.Command("git", "-C", scratch, "-c", "user.name=agent", "-c", "user.email=a@b", "commit", "-q", "--allow-empty", "-m", "the agent's").CombinedOutput(); err != nil {
+		t.Fatalf("commit: %v\n%s", err, out)
+	}
+	headOut, _ := exec.Command("git", "-C", scratch, "rev-parse", "HEAD").Output()
+	commit := strings.TrimSpace(string(headOut))
+	object, err := os.ReadFile(filepath.Join(scratch, ".git", "objects", commit[:2], commit[2:]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostHead, _ := os.ReadFile(filepath.Join(ws, ".git", "HEAD"))
 	hostile := strings.Join([]string{
 		"set -e",
 		"echo agent work > work.txt",
+		"mkdir -p .git/objects/" + commit[:2] + " && echo " + base64.StdEncoding.EncodeToString(object) + " | base64 -d > .git/objects/" + commit[:2] + "/" + commit[2:],
+		"echo " + commit + " > .git/refs/heads/agent && echo 'ref: refs/heads/agent' > .git/HEAD",
 		"ln -s " + outside + "/victim abs-link",
 		"ln -s ../../outside/victim up-link",
 		// Three links that each look local; the kernel resolves t
@@ -131,6 +151,14 @@ func TestCLI(t *testing.T) {
 	}
 	if fi, err := os.Lstat(filepath.Join(ws, "sub")); err != nil || !fi.IsDir() {
 		t.Errorf("the workspace's directory sub was replaced: %v %v", fi, err)
+	}
+	// The commit came home by git's fetch, into refs/sbx/NAME/*; the
+	// host's HEAD is its own.
+	if got, _ := os.ReadFile(filepath.Join(ws, ".git", "HEAD")); string(got) != string(hostHead) {
+		t.Errorf("the pull wrote the host's HEAD: %q", got)
+	}
+	if got, err := git("rev-parse", "refs/sbx/cli/HEAD", "refs/sbx/cli/heads/agent"); err != nil || got != commit+"\n"+commit+"\n" {
+		t.Errorf("refs/sbx/cli/* = %q, %v; want the agent's commit %s twice\n%s", got, err, commit, out)
 	}
 	if got, _ := os.ReadFile(filepath.Join(ws, ".git", "config")); string(got) != string(gitConfig) {
 		t.Errorf(".git/config changed: %q", got)

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/sbxhq/sbx/driver/runner"
+	"github.com/sbxhq/sbx/internal/gitsync"
 	"github.com/sbxhq/sbx/internal/tarball"
 	"github.com/sbxhq/sbx/internal/untrusted"
 	"github.com/sbxhq/sbx/spec"
@@ -24,9 +25,11 @@ import (
 // stream comes from the agent's side (sbx __k8s-tar in the pod, which the
 // agent could have replaced or fed): tarball.Extract keeps it inside the
 // workspace, off symlinks, within bounds, out of git's configuration
-// surface (of any .git only objects, refs, logs, HEAD, index and
+// surface (of a nested .git only objects, refs, logs, HEAD, index and
 // packed-refs come back: gitdir.Copyable), and, while workspace.protect
-// is on, away from the sandbox's own declaration.
+// is on, away from the sandbox's own declaration. The workspace's own
+// .git is never written: the sandbox's commits come home by git's fetch
+// into refs/sbx/NAME/* (fetchGit, package gitsync).
 // It returns what it copied and skipped, as far as it got.
 func (d *Driver) Pull(ctx context.Context, sp *spec.Spec, w io.Writer) (*tarball.Stats, error) {
 	p, pod := d.target(sp.Name)
@@ -42,7 +45,7 @@ func (d *Driver) Pull(ctx context.Context, sp *spec.Spec, w io.Writer) (*tarball
 	}
 	done := make(chan result, 1)
 	go func() {
-		st, err := tarball.Extract(ctx, pr, root, tarball.ExtractOptions{Limits: tarball.DefaultLimits, Protected: protectedIn(sp)})
+		st, err := tarball.Extract(ctx, pr, root, tarball.ExtractOptions{Limits: tarball.DefaultLimits, Protected: protectedIn(sp), NoGit: true})
 		// Whatever is left of the stream is not read: the pod's side
 		// sees a closed pipe.
 		pr.CloseWithError(errors.New("extraction ended"))
@@ -59,7 +62,39 @@ func (d *Driver) Pull(ctx context.Context, sp *spec.Spec, w io.Writer) (*tarball
 		return res.st, fmt.Errorf("pulling the workspace of %q: %w", sp.Name, runErr)
 	}
 	report(w, "pulled", sp.Workspace.Path, res.st)
+	if err := d.fetchGit(ctx, sp, w); err != nil {
+		return res.st, fmt.Errorf("pulling the workspace of %q: %w", sp.Name, err)
+	}
 	return res.st, nil
+}
+
+// fetchGit brings the commits of the pod's .git into the host's
+// repository as refs/sbx/NAME/*: its data only (gitsync.Data) is copied
+// out, within bounds, into a scratch directory of sbx's, from which git
+// fetches. A pod without a .git, or a host workspace that is no
+// repository, brings nothing, and says so.
+func (d *Driver) fetchGit(ctx context.Context, sp *spec.Spec, w io.Writer) error {
+	p, pod := d.target(sp.Name)
+	return gitsync.Home(ctx, sp.Workspace.Path, sp.Name, w, func(root *os.Root) error {
+		pr, pw := io.Pipe()
+		done := make(chan error, 1)
+		go func() {
+			err := gitsync.Extract(ctx, pr, root)
+			pr.CloseWithError(errors.New("extraction ended"))
+			done <- err
+		}()
+		args := d.kubectl(p, "exec", pod, "-c", agentName, "--", helperPath, "__k8s-tar", filepath.Join(sp.Workspace.Path, ".git"))
+		var stderr strings.Builder
+		runErr := d.opts.Runner.Run(ctx, runner.Cmd{Args: args, Stdout: pw, StreamStdout: true, Stderr: &stderr})
+		pw.Close()
+		if err := <-done; err != nil {
+			return err
+		}
+		if runErr != nil && !strings.Contains(stderr.String(), "no such file or directory") {
+			return runErr
+		}
+		return nil // no .git in the pod: nothing to fetch
+	})
 }
 
 // Push copies the host workspace over the sandbox's.

@@ -163,6 +163,11 @@ type ExtractOptions struct {
 	// sandbox), so .git's configuration is copied like any file; without
 	// it only git's data is (gitdir.Copyable).
 	HostGit bool
+	// NoGit says the root's own .git is not written at all: a sandbox's
+	// commits come home by git's fetch (package gitsync). Its data is
+	// skipped without a word; its configuration is still named among the
+	// skipped entries.
+	NoGit bool
 }
 
 // Extract reads the tar stream r into root (see the package comment for
@@ -204,6 +209,9 @@ func Extract(ctx context.Context, r io.Reader, root *os.Root, o ExtractOptions) 
 		}
 		if !o.HostGit && !gitdir.Copyable(name, h.Typeflag == tar.TypeDir) {
 			st.skip(name, "git's configuration (of a .git only objects, refs, logs, HEAD, index and packed-refs are copied)")
+			continue
+		}
+		if o.NoGit && (gitdir.Fold(name) == ".git" || strings.HasPrefix(gitdir.Fold(name), ".git/")) {
 			continue
 		}
 		if o.Protected != nil && protected(name, o.Protected) {

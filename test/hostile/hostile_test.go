@@ -307,14 +307,15 @@ func labelled(name string) string {
 }
 
 // TestDeclarationIsReadOnly: the agent cannot rewrite what bounds it. Its
-// sandbox.yaml, the sandbox.local.yaml it might create, the prompt and
-// .git/config and .git/hooks are read-only inside, cannot be removed,
-// renamed over or replaced by links; the rest of the workspace is its own.
+// sandbox.yaml, the sandbox.local.yaml it might create and the prompt are
+// read-only inside, cannot be removed, renamed over or replaced by links;
+// the rest of the workspace is its own (its .git too, which is not the
+// host's: TestGitIsTheSandboxsOwn).
 func TestDeclarationIsReadOnly(t *testing.T) {
 	runtimes(t, func(t *testing.T, runtime string) {
 		s := newSandbox(t, "ro", runtime, "")
 		before := map[string]string{}
-		for _, f := range []string{"sandbox.yaml", "sandbox.local.yaml", "PROMPT.md", ".git/config"} {
+		for _, f := range []string{"sandbox.yaml", "sandbox.local.yaml", "PROMPT.md"} {
 			before[f] = s.read(f)
 		}
 		if !strings.HasPrefix(before["sandbox.local.yaml"], "#") {
@@ -327,9 +328,6 @@ func TestDeclarationIsReadOnly(t *testing.T) {
 			`rm -f sandbox.yaml`,
 			`echo x > new.yaml && mv -f new.yaml sandbox.local.yaml`,
 			`ln -sf ` + s.secret + ` PROMPT.md`,
-			`printf '[core]\n\tfsmonitor = "touch ` + s.marker + `"\n' >> .git/config`,
-			`printf '#!/bin/sh\ntouch ` + s.marker + `\n' > .git/hooks/post-checkout`,
-			`rm -rf .git/hooks`,
 		}
 		for _, a := range attacks {
 			if out, code := s.agent(a); code == 0 {
@@ -340,9 +338,6 @@ func TestDeclarationIsReadOnly(t *testing.T) {
 			if got := s.read(f); got != want {
 				t.Errorf("%s changed on the host:\n%s", f, got)
 			}
-		}
-		if _, err := os.Lstat(filepath.Join(s.ws, ".git", "hooks", "post-checkout")); err == nil {
-			t.Error("the agent planted a hook")
 		}
 		if out, code := s.agent(`echo mine > work.txt && cat work.txt`); code != 0 || strings.TrimSpace(out) != "mine" {
 			t.Errorf("the agent cannot write its own workspace: %d %q", code, out)
