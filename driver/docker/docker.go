@@ -609,7 +609,7 @@ func (d *Driver) createObjects(ctx context.Context, sp *spec.Spec, sandbox *cont
 				return err
 			}
 			if gitSeed != nil {
-				if err := d.api.seedGit(ctx, id, filepath.Join(sp.Workspace.Path, ".git"), gitSeed); err != nil {
+				if err := d.api.seedGit(ctx, id, sp.Workspace.Path, gitSeed); err != nil {
 					return err
 				}
 			}

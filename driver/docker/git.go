@@ -110,11 +110,14 @@ func gitSeed(sp *spec.Spec, hostObjects bool) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	now := time.Now()
+	// The stream is unpacked in the workspace, so that its first entry,
+	// .git itself, sets the mode of the volume's root (a "." entry does
+	// not: the daemon skips it).
 	dir := func(name string) error {
-		return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: name + "/", Mode: 0o777, ModTime: now})
+		return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: path.Join(".git", name) + "/", Mode: 0o777, ModTime: now})
 	}
 	file := func(name string, data []byte) error {
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o666, Size: int64(len(data)), ModTime: now}); err != nil {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: path.Join(".git", name), Mode: 0o666, Size: int64(len(data)), ModTime: now}); err != nil {
 			return err
 		}
 		_, err := tw.Write(data)
@@ -203,9 +206,9 @@ func readRegular(p string) ([]byte, error) {
 }
 
 // seedGit puts the seed into a created (not yet started) sandbox
-// container's own git directory.
-func (e *engine) seedGit(ctx context.Context, id, dotgit string, seed []byte) error {
-	_, err := e.do(ctx, http.MethodPut, "/containers/"+url.PathEscape(id)+"/archive", url.Values{"path": {dotgit}}, bytes.NewReader(seed), "application/x-tar")
+// container's own git directory, unpacking it in its workspace ws.
+func (e *engine) seedGit(ctx context.Context, id, ws string, seed []byte) error {
+	_, err := e.do(ctx, http.MethodPut, "/containers/"+url.PathEscape(id)+"/archive", url.Values{"path": {ws}}, bytes.NewReader(seed), "application/x-tar")
 	if err != nil {
 		return fmt.Errorf("starting the sandbox's own git directory: %v", err)
 	}

@@ -29,6 +29,10 @@ func TestGitIsTheSandboxsOwn(t *testing.T) {
 			}
 			return strings.TrimSpace(string(out))
 		}
+		// Seeding the sandbox's .git changed nothing of the host's.
+		if fi, err := os.Stat(filepath.Join(s.ws, ".git")); err != nil || fi.Mode().Perm() != 0o755 {
+			t.Errorf("the host's .git: %v, %v; want it as git init made it (0755)", fi.Mode(), err)
+		}
 		head := hostGit("rev-parse", "HEAD")
 		branch := hostGit("symbolic-ref", "HEAD")
 		config := s.read(".git/config")
