@@ -325,7 +325,7 @@ func (w *widener) workspace() {
 		w.at("workspace.readOnly", fmt.Sprintf("workspace %s becomes writable", d.Path))
 	}
 	if w.applies(FieldProtect) && w.base.Protect && !w.d.Protect {
-		w.at("workspace.protect", "the sandbox may rewrite its own declaration, .git/config and .git/hooks (workspace.protect false)")
+		w.at("workspace.protect", "the sandbox may rewrite its own declaration and write the host's .git, whose config and hooks git runs on your side (workspace.protect false)")
 	}
 }
 
