@@ -66,7 +66,7 @@ func TestGitIsTheSandboxsOwn(t *testing.T) {
 		}
 		for _, a := range attacks {
 			if out, code := s.agent(a); code != 0 {
-				t.Fatalf("the agent cannot write its own .git (%q): %d\n%s", a, code, out)
+				t.Errorf("the agent cannot write its own .git (%q): %d\n%s", a, code, out)
 			}
 		}
 		if out, code := s.agent(`mv .git .git-old`); code == 0 {
@@ -114,6 +114,37 @@ func TestGitIsTheSandboxsOwn(t *testing.T) {
 			t.Errorf("the fetch moved the host's HEAD to %s", got)
 		}
 		hostGit("status", "--short")
+		s.noMarker()
+	})
+}
+
+// TestGitMadeLater: in a workspace without a .git of its own (sub, inside
+// the user's repository), the agent makes a repository whose config names
+// an fsmonitor. It is made in the sandbox's own .git, never in the host's
+// directory: git on the host, run there, still finds the user's
+// repository above it and runs nothing of the agent's.
+func TestGitMadeLater(t *testing.T) {
+	runtimes(t, func(t *testing.T, runtime string) {
+		s := newSandbox(t, "gitlater", runtime, "workspace: sub\n")
+		m := s.marker
+		sub := filepath.Join(s.ws, "sub")
+		script := `mkdir -p .git/objects .git/refs/heads && echo 'ref: refs/heads/main' > .git/HEAD && printf '[core]\n\trepositoryformatversion = 0\n\tfsmonitor = "touch ` + m + `"\n' > .git/config`
+		cmd := exec.Command("docker", "exec", "-w", sub, "sbx-"+s.name, "sh", "-c", script)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("the agent cannot make its repository: %v\n%s", err, out)
+		}
+		if _, err := os.Lstat(filepath.Join(sub, ".git", "config")); err == nil {
+			t.Error("the agent's repository is in the host's directory")
+		}
+		cmd = exec.Command("git", "-C", sub, "status", "--short")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Errorf("git status on the host in sub: %v\n%s", err, out)
+		}
+		top, _ := exec.Command("git", "-C", sub, "rev-parse", "--show-toplevel").Output()
+		if got := strings.TrimSpace(string(top)); got != s.ws {
+			t.Errorf("git on the host in sub finds the repository %q, want the user's %q", got, s.ws)
+		}
 		s.noMarker()
 	})
 }

@@ -169,6 +169,10 @@ func newSandbox(t *testing.T, label, runtime, extra string) *sandbox {
 		}
 	}
 	git("init", "-q", ".")
+	// sub: an empty directory, a workspace without a .git of its own.
+	if err := os.Mkdir(filepath.Join(s.ws, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	s.write("PROMPT.md", "Do the task.\n")
 	rt := ""
 	if runtime == "runsc" {
