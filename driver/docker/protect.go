@@ -27,6 +27,8 @@ const localPlaceholder = `# Personal overrides, merged over the sandbox file nex
 type protection struct {
 	binds []string // -v arguments
 	paths []string // the paths inside the sandbox, for labelProtected
+	// sources are the host paths bound, for labelIdentity.
+	sources []string
 }
 
 // protect lists the read-only binds that protect sp's declaration: every
@@ -60,6 +62,7 @@ func protect(sp *spec.Spec, create bool) (*protection, error) {
 		seen[target] = true
 		p.binds = append(p.binds, path+":"+target+":ro")
 		p.paths = append(p.paths, target)
+		p.sources = append(p.sources, path)
 		return nil
 	}
 	for _, d := range sp.Declarations {
