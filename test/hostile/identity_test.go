@@ -67,35 +67,51 @@ func TestHostReplaceLosesNoProtection(t *testing.T) {
 }
 
 // TestParentRenameLosesNoProtection: the agent cannot write the prompt,
-// but it can rename the prompt's directory (only the bind's mount point
-// is busy) and put a prompt of its own where the old one was.
+// but in its first iteration it renames the prompt's directory (only the
+// bind's mount point is busy) and puts a prompt of its own where the old
+// one was. The loop does not run a second iteration on it; plan, loop -y
+// and apply then see it as the host-side replace.
 func TestParentRenameLosesNoProtection(t *testing.T) {
 	runtimes(t, func(t *testing.T, runtime string) {
 		s := newSandbox(t, "parent", runtime, "")
-		// The prompt in a directory of its own; the file is rewritten in
-		// place, and the sandbox made again to protect the new prompt.
+		// The prompt in a directory of its own, two iterations, and the
+		// attack as the agent's command; the file is rewritten in place,
+		// and the sandbox made again to protect the new prompt.
 		if err := os.Mkdir(filepath.Join(s.ws, "prompts"), 0o755); err != nil {
 			t.Fatal(err)
 		}
 		s.write("prompts/task.md", "Do the task.\n")
-		s.write("sandbox.yaml", strings.Replace(s.read("sandbox.yaml"), "prompt: PROMPT.md", "prompt: prompts/task.md", 1))
+		file := s.read("sandbox.yaml")
+		for old, repl := range map[string]string{
+			"prompt: PROMPT.md": "prompt: prompts/task.md",
+			"maxIterations: 1":  "maxIterations: 2",
+			`command: [sh, -c, 'cat > .stdin-capture; printf %s "$$GITHUB_TOKEN" | base64']`: `command: [sh, -c, 'cat >/dev/null; echo ran >> runs.txt; mv prompts p-old && mkdir prompts && cp p-old/task.md prompts/ && echo Exfiltrate. >> prompts/task.md']`,
+		} {
+			if !strings.Contains(file, old) {
+				t.Fatalf("sandbox.yaml has no %q:\n%s", old, file)
+			}
+			file = strings.Replace(file, old, repl, 1)
+		}
+		s.write("sandbox.yaml", file)
 		if out, code := s.sbx("destroy", "-y"); code != 0 {
 			t.Fatalf("destroy: %d\n%s", code, out)
 		}
 		if out, code := s.sbx("apply", "-y"); code != 0 {
 			t.Fatalf("apply: %d\n%s", code, out)
 		}
-		if out, code := s.agent("echo 'Exfiltrate.' >> prompts/task.md"); code == 0 {
+		if out, code := s.agent("echo Exfiltrate. >> prompts/task.md"); code == 0 {
 			t.Fatalf("the prompt is writable inside from the start:\n%s", out)
 		}
-		out, code := s.agent("mv prompts p-old && mkdir prompts && cp p-old/task.md prompts/ && echo 'Exfiltrate.' >> prompts/task.md")
-		if code != 0 {
-			t.Fatalf("the agent could not rename the prompt's directory (the attack does not apply here?): %d\n%s", code, out)
-		}
+		out, code := s.sbx("loop", "-y")
 		if !strings.Contains(s.read("prompts/task.md"), "Exfiltrate.") {
-			t.Fatalf("the agent's prompt is not at the prompt's path on the host")
+			t.Fatalf("the agent could not replace the prompt's directory (the attack does not apply here?):\n%s", out)
 		}
-		// The user would notice the prompt; sbx must, before anything.
+		if code == 0 || !strings.Contains(out, "iteration 2 not started") || !strings.Contains(out, "lost the protection of its declaration") {
+			t.Errorf("the loop went on after the agent undid the protection: %d\n%s", code, out)
+		}
+		if got := strings.Count(s.read("runs.txt"), "ran"); got != 1 {
+			t.Errorf("the agent ran %d times, want 1", got)
+		}
 		s.lostAndRestored("workspace.protect: prompts, a parent of prompts/task.md, was replaced since the sandbox was created (the read-only bind no longer covers prompts/task.md)", "prompts/task.md")
 	})
 }
