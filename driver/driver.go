@@ -154,6 +154,15 @@ type Denial struct {
 // process group it kills whole.
 type Helper interface{ SandboxHelper() string }
 
+// Unprotecter is a backend whose protection of a sandbox's declaration
+// (workspace.protect) can be lost without the backend noticing, as the
+// docker driver's read-only binds are by a rename: Unprotected says how it
+// was lost, one line per cause, nothing while it holds. The loop asks it
+// before every iteration.
+type Unprotecter interface {
+	Unprotected(ctx context.Context, name string) ([]string, error)
+}
+
 // RuntimeChecker says whether gVisor is available (sbx doctor).
 type RuntimeChecker interface {
 	RuntimeCheck(ctx context.Context) (ok bool, detail string)

@@ -150,6 +150,11 @@ type Config struct {
 	// agent's secrets).
 	Redact     []string
 	Checkpoint Checkpointer
+	// Unprotected, when set, says how the protection of a sandbox's
+	// declaration was lost since it was made (driver.Unprotecter). The
+	// loop starts no iteration in a sandbox that lost it: unattended,
+	// nobody would see the agent rewrite what bounds it.
+	Unprotected func(ctx context.Context, sandbox string) ([]string, error)
 	// Stdout and Stderr are the terminal (io.Discard for a detached run,
 	// whose log is the run's). The run's log gets what they get, with
 	// each iteration's output bounded.
@@ -354,6 +359,12 @@ func (it *iterator) loop(ctx context.Context) *Result {
 		}
 		turn := (i - 1) % len(cfg.Agents)
 		ag := &it.cfg.Agents[turn]
+		if err := it.protected(runCtx, ag.Sandbox); err != nil {
+			if ctx.Err() != nil {
+				return ended(StateInterrupted, "stopped before iteration "+fmt.Sprint(i), i-1)
+			}
+			return ended(StateError, fmt.Sprintf("iteration %d not started: %v", i, err), i-1)
+		}
 		if cfg.Checkpoint != nil {
 			it.run.update(func(s *Status) { s.Phase, s.Iteration, s.IterationSandbox = PhaseCheckpointing, i, ag.Sandbox })
 			if err := cfg.Checkpoint.BeforeIteration(runCtx, ag.Sandbox, i); err != nil {
@@ -460,6 +471,22 @@ func (it *iterator) completed(rec *Record) bool {
 	promiseOK := c.Promise == "" || rec.PromiseSeen
 	verifyOK := len(c.Verify) == 0 || verified(rec, it.cfg.Loop)
 	return (c.Promise != "" || len(c.Verify) > 0) && promiseOK && verifyOK && rec.ExitStatus == 0
+}
+
+// protected fails when sandbox lost the protection of its declaration
+// (Config.Unprotected), saying how and what restores it.
+func (it *iterator) protected(ctx context.Context, sandbox string) error {
+	if it.cfg.Unprotected == nil {
+		return nil
+	}
+	lost, err := it.cfg.Unprotected(ctx, sandbox)
+	if err != nil {
+		return fmt.Errorf("checking the protection of sandbox %q: %v", sandbox, err)
+	}
+	if len(lost) > 0 {
+		return fmt.Errorf("sandbox %q lost the protection of its declaration (%s); 'sbx plan' shows it and 'sbx apply' restores it", sandbox, strings.Join(lost, "; "))
+	}
+	return nil
 }
 
 // verified reports whether every completion.verify command ran and passed.

@@ -674,6 +674,9 @@ func (a *app) loopDrive(ctx context.Context, run *loop.Run, specs []*spec.Spec, 
 		if err := reconcile.Render(a.stdout, p, false); err != nil {
 			return a.errorf("%v", err)
 		}
+		if lost := lostProtection(p); lost != "" && (resumed || o.ap.Yes) {
+			return a.errorf("sandbox %s lost the protection of its declaration since it was made (the plan above says how); a run does not restore it unattended: run 'sbx apply' to restore it, then the loop", lost)
+		}
 		if resumed {
 			// Nobody to ask: only what the flags approve applies.
 			if err := session.Approve(p, o.ap.Approval); err != nil {
@@ -718,6 +721,22 @@ func (a *app) loopDrive(ctx context.Context, run *loop.Run, specs []*spec.Spec, 
 		cfg.Checkpoint = &loopCheckpointer{s: s, runID: run.ID, l: lead.Loop.Checkpoint, w: term.err}
 	}
 	return run.Loop(ctx, cfg).ExitCode
+}
+
+// lostProtection names (quoted, comma-separated) the sandboxes whose plan
+// finds their declaration's protection lost since they were made
+// (workspace.protect changed outside sbx).
+func lostProtection(p *reconcile.Changes) string {
+	var names []string
+	for _, c := range p.Sandboxes {
+		for _, d := range c.Drift {
+			if d.Field == reconcile.FieldProtect {
+				names = append(names, fmt.Sprintf("%q", c.Sandbox))
+				break
+			}
+		}
+	}
+	return strings.Join(names, ", ")
 }
 
 // loopCheckpointer saves the run's sandboxes as loop.checkpoint says:
@@ -776,6 +795,9 @@ func (a *app) loopConfig(ctx context.Context, s *session.Session, o *loopFlags, 
 	}
 	lead := s.Specs[0]
 	cfg := loop.Config{Workspace: lead.Workspace.Path, Loop: *lead.Loop, Stdout: term.out, Stderr: term.err}
+	if u, ok := s.Backend.(driver.Unprotecter); ok {
+		cfg.Unprotected = u.Unprotected
+	}
 	if o.maxIter > 0 {
 		cfg.Loop.MaxIterations = o.maxIter
 	}

@@ -105,6 +105,7 @@ var (
 	_ driver.Helper         = (*Driver)(nil)
 	_ driver.RuntimeChecker = (*Driver)(nil)
 	_ driver.Configurer     = (*Driver)(nil)
+	_ driver.Unprotecter    = (*Driver)(nil)
 )
 
 // New returns a docker driver.
@@ -307,6 +308,11 @@ func (d *Driver) Observe(ctx context.Context, names []string) (map[string]*recon
 			}
 		}
 		l.Protect = in.Config.Labels[labelProtect] == "true"
+		if lost := lostProtection(in.Config.Labels); len(lost) > 0 {
+			// Bound no more: as good as unprotected, and said why.
+			l.Protect = false
+			l.Notes = append(l.Notes, lost...)
+		}
 		l.Hardening = in.Config.Labels[labelHardening]
 		pol, eg, err := d.readPolicy(ctx, name)
 		if err != nil {
@@ -656,6 +662,10 @@ func (d *Driver) sandboxContainer(sp *spec.Spec, rec *reconcile.Record, prot *pr
 	if err != nil {
 		return nil, err
 	}
+	identity, err := recordIdentities(sp, prot)
+	if err != nil {
+		return nil, err
+	}
 	c := &containerSpec{
 		Hostname:   sp.Name,
 		Entrypoint: []string{helperPath},
@@ -670,6 +680,7 @@ func (d *Driver) sandboxContainer(sp *spec.Spec, rec *reconcile.Record, prot *pr
 	c.Labels[labelHardening] = Hardening
 	c.Labels[labelProtect] = strconv.FormatBool(sp.Protect)
 	c.Labels[labelProtected] = string(protected)
+	c.Labels[labelIdentity] = identity
 	// Always set, so that a checkpoint image's own label never shows
 	// through; the record label likewise (checkpoint images have it
 	// emptied, imported ones removed).

@@ -73,6 +73,7 @@ func (p *protection) protectGit(sp *spec.Spec, create bool) error {
 		// names is not in the sandbox, and the file stays as it is.
 		p.binds = append(p.binds, dotgit+":"+dotgit+":ro")
 		p.paths = append(p.paths, dotgit)
+		p.sources = append(p.sources, dotgit)
 		return nil
 	case !fi.IsDir():
 		return fmt.Errorf("workspace.protect: %s is a %s, not git's directory or file (remove it, or set workspace.protect: false)", dotgit, kindOf(fi.Mode()))
@@ -80,11 +81,15 @@ func (p *protection) protectGit(sp *spec.Spec, create bool) error {
 	p.git = true
 	p.binds = append(p.binds, volumeName(sp.Name, gitRole)+":"+dotgit)
 	p.paths = append(p.paths, dotgit)
+	// The host's .git (or the empty one sbx made) is the mount point: a
+	// .git swapped in for it on the host would be what the sandbox sees.
+	p.sources = append(p.sources, dotgit)
 	objects := filepath.Join(dotgit, "objects")
 	if fi, err := os.Lstat(objects); err == nil && fi.IsDir() {
 		target := filepath.Join(dotgit, hostObjectsDir)
 		p.binds = append(p.binds, objects+":"+target+":ro")
 		p.paths = append(p.paths, target)
+		p.sources = append(p.sources, objects)
 		p.hostObjects = true
 	}
 	return nil

@@ -30,6 +30,8 @@ type protection struct {
 	// git is set when the workspace's .git is the sandbox's own volume,
 	// hostObjects when the host's objects are bound into it (git.go).
 	git, hostObjects bool
+	// sources are the host paths bound, for labelIdentity.
+	sources []string
 }
 
 // protect lists the read-only binds that protect sp's declaration: every
@@ -66,6 +68,7 @@ func protect(sp *spec.Spec, neighbours []*spec.Spec, create bool) (*protection, 
 		seen[target] = true
 		p.binds = append(p.binds, path+":"+target+":ro")
 		p.paths = append(p.paths, target)
+		p.sources = append(p.sources, path)
 		return nil
 	}
 	for _, n := range append([]*spec.Spec{sp}, neighbours...) {
