@@ -154,6 +154,15 @@ type Denial struct {
 // process group it kills whole.
 type Helper interface{ SandboxHelper() string }
 
+// Unprotecter is a backend whose protection of a sandbox's declaration
+// (workspace.protect) can be lost without the backend noticing, as the
+// docker driver's read-only binds are by a rename: Unprotected says how it
+// was lost, one line per cause, nothing while it holds. The loop asks it
+// before every iteration.
+type Unprotecter interface {
+	Unprotected(ctx context.Context, name string) ([]string, error)
+}
+
 // RuntimeChecker says whether gVisor is available (sbx doctor).
 type RuntimeChecker interface {
 	RuntimeCheck(ctx context.Context) (ok bool, detail string)
@@ -221,6 +230,14 @@ type Configurer interface {
 type Puller interface {
 	Pull(ctx context.Context, sp *spec.Spec, w io.Writer) (*tarball.Stats, error)
 	Push(ctx context.Context, sp *spec.Spec, w io.Writer) error
+}
+
+// GitFetcher is a backend whose sandboxes commit to a git directory of
+// their own (the docker driver's, driver/docker/git.go) rather than the
+// host's .git: FetchGit brings those commits into the host's repository
+// as refs/sbx/NAME/* with git's fetch, and says so on w.
+type GitFetcher interface {
+	FetchGit(ctx context.Context, sp *spec.Spec, w io.Writer) error
 }
 
 // Claimer keeps started sandboxes in a warm pool (kubernetes.warmPool):

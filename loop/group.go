@@ -8,8 +8,10 @@ const MissingCommand = "sbx-loop: command not found: "
 // ShellGrouper starts the agent in its own session with setsid -w when the
 // image has it (util-linux), recording the leader's pid, and kills the whole group with
 // the shell's kill builtin. It needs only sh in the image; without setsid
-// the agent and its direct process are still killed. The pid file is
-// removed when the agent ends, so hours of iterations leave none behind.
+// the agent and its direct process are still killed. A process the agent
+// moves to a session of its own (setsid) is out of its reach: the shell
+// cannot be a subreaper. The pid file is removed when the agent ends, so
+// hours of iterations leave none behind.
 type ShellGrouper struct{}
 
 // Group wraps argv.
@@ -36,7 +38,8 @@ kill -KILL -"$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null; rm -f "$1"; exit 0`
 
 // HelperGrouper uses sbx's own static binary inside the sandbox (the docker
 // driver mounts it): `__run-group` runs the agent as a process group leader
-// and `__kill-group` ends the group, with no dependency on the image.
+// under a subreaper and `__kill-group` ends every process the agent
+// started, detached ones included, with no dependency on the image.
 type HelperGrouper struct {
 	Binary string // path inside the sandbox
 }

@@ -32,6 +32,9 @@ const interruptedPull = 15 * time.Second
 func (it *iterator) pullHome(ctx context.Context, res *Result) {
 	for i := range it.cfg.Agents {
 		ag := &it.cfg.Agents[i]
+		if ag.Fetch != nil {
+			it.fetchHome(ctx, ag, res)
+		}
 		if ag.Pull == nil {
 			continue
 		}
@@ -77,4 +80,23 @@ func pulled(st *tarball.Stats) string {
 	default:
 		return fmt.Sprintf("%s; %d entries skipped (sbx pull says which)", s, n)
 	}
+}
+
+// fetchHome brings the commits of a sandbox with a git directory of its
+// own into the host's repository, as sbx pull does; a failure is added to
+// the run's detail.
+func (it *iterator) fetchHome(ctx context.Context, ag *Agent, res *Result) {
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), interruptedPull)
+		defer cancel()
+	}
+	said, err := ag.Fetch(ctx)
+	if err != nil {
+		why := untrusted.Text(err.Error())
+		it.say("bringing sandbox %q's commits home failed: %s; sbx pull fetches them", ag.Sandbox, why)
+		res.Detail += fmt.Sprintf("; sandbox %q's commits were not fetched (%s): run sbx pull", ag.Sandbox, why)
+		return
+	}
+	it.say("%s", untrusted.Text(said))
 }

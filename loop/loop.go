@@ -28,6 +28,7 @@ import (
 	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/driver/cliutil"
 	"github.com/sbxhq/sbx/internal/redact"
+	"github.com/sbxhq/sbx/internal/untrusted"
 	"github.com/sbxhq/sbx/spec"
 )
 
@@ -129,6 +130,10 @@ type Agent struct {
 	// workspace, brings that copy home when the run ends, whatever its
 	// state (nil: the agent works on the host's workspace).
 	Pull Puller
+	// Fetch, on backends whose sandbox commits to a git directory of its
+	// own, brings its commits into the host's repository when the run
+	// ends (refs/sbx/NAME/*), and says what it did in a line.
+	Fetch func(ctx context.Context) (string, error)
 }
 
 // Config is what a run does.
@@ -145,6 +150,11 @@ type Config struct {
 	// agent's secrets).
 	Redact     []string
 	Checkpoint Checkpointer
+	// Unprotected, when set, says how the protection of a sandbox's
+	// declaration was lost since it was made (driver.Unprotecter). The
+	// loop starts no iteration in a sandbox that lost it: unattended,
+	// nobody would see the agent rewrite what bounds it.
+	Unprotected func(ctx context.Context, sandbox string) ([]string, error)
 	// Stdout and Stderr are the terminal (io.Discard for a detached run,
 	// whose log is the run's). The run's log gets what they get, with
 	// each iteration's output bounded.
@@ -255,9 +265,12 @@ type iterator struct {
 	failures int
 }
 
-// say prints one line of the loop's own on the terminal and in the log.
+// say prints one line of the loop's own on the terminal and in the log:
+// one line, whatever its arguments hold (an error may quote what the
+// agent wrote), with nothing a terminal could act on.
 func (it *iterator) say(format string, args ...any) {
-	line := "sbx loop: " + fmt.Sprintf(format, args...) + "\n"
+	msg := strings.ReplaceAll(untrusted.Visible(fmt.Sprintf(format, args...)), "\n", `\n`)
+	line := "sbx loop: " + msg + "\n"
 	io.WriteString(it.cfg.Stderr, line)
 	io.WriteString(it.log, line)
 }
@@ -346,6 +359,12 @@ func (it *iterator) loop(ctx context.Context) *Result {
 		}
 		turn := (i - 1) % len(cfg.Agents)
 		ag := &it.cfg.Agents[turn]
+		if err := it.protected(runCtx, ag.Sandbox); err != nil {
+			if ctx.Err() != nil {
+				return ended(StateInterrupted, "stopped before iteration "+fmt.Sprint(i), i-1)
+			}
+			return ended(StateError, fmt.Sprintf("iteration %d not started: %v", i, err), i-1)
+		}
 		if cfg.Checkpoint != nil {
 			it.run.update(func(s *Status) { s.Phase, s.Iteration, s.IterationSandbox = PhaseCheckpointing, i, ag.Sandbox })
 			if err := cfg.Checkpoint.BeforeIteration(runCtx, ag.Sandbox, i); err != nil {
@@ -454,6 +473,22 @@ func (it *iterator) completed(rec *Record) bool {
 	return (c.Promise != "" || len(c.Verify) > 0) && promiseOK && verifyOK && rec.ExitStatus == 0
 }
 
+// protected fails when sandbox lost the protection of its declaration
+// (Config.Unprotected), saying how and what restores it.
+func (it *iterator) protected(ctx context.Context, sandbox string) error {
+	if it.cfg.Unprotected == nil {
+		return nil
+	}
+	lost, err := it.cfg.Unprotected(ctx, sandbox)
+	if err != nil {
+		return fmt.Errorf("checking the protection of sandbox %q: %v", sandbox, err)
+	}
+	if len(lost) > 0 {
+		return fmt.Errorf("sandbox %q lost the protection of its declaration (%s); 'sbx plan' shows it and 'sbx apply' restores it", sandbox, strings.Join(lost, "; "))
+	}
+	return nil
+}
+
 // verified reports whether every completion.verify command ran and passed.
 func verified(rec *Record, l spec.Loop) bool {
 	if len(rec.Verify) != len(l.Completion.Verify) {
@@ -518,8 +553,8 @@ func (it *iterator) iteration(ctx, runCtx context.Context, i, turn int) (*Record
 	iterLog := &capped{w: logFile, max: maxLog}
 	runLog := &capped{w: it.log, max: maxRunLogIteration,
 		note: fmt.Sprintf("the run's log stops here for iteration %d, which printed more than %d MiB; its own log has more: %s", i, maxRunLogIteration>>20, logPath)}
-	out := newRedactor(io.MultiWriter(Quiet{cfg.Stdout}, runLog, iterLog, captured, answer), cfg.Redact)
-	errOut := newRedactor(io.MultiWriter(Quiet{cfg.Stderr}, runLog, iterLog, captured), cfg.Redact)
+	out := newAgentOutput(io.MultiWriter(Quiet{cfg.Stdout}, runLog, iterLog), io.MultiWriter(captured, answer), cfg.Redact)
+	errOut := newAgentOutput(io.MultiWriter(Quiet{cfg.Stderr}, runLog, iterLog), captured, cfg.Redact)
 	if len(cfg.Agents) > 1 {
 		it.say("iteration %d of %d (sandbox %q)", i, l.MaxIterations, ag.Sandbox)
 	} else {

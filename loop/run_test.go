@@ -127,10 +127,15 @@ func TestSecondRunRefused(t *testing.T) {
 	}
 }
 
-// TestMain doubles as TestStaleRun's helper: with SBX_LOOP_TEST_HOLD set,
+// TestMain doubles as the `sbx __run-group` of helper_unix_test.go (with
+// SBX_LOOP_TEST_RUN_GROUP=1) and as TestStaleRun's helper: with SBX_LOOP_TEST_HOLD set,
 // the test binary begins a run in that state directory and blocks until
 // killed (a process that dies without recording anything).
 func TestMain(m *testing.M) {
+	if os.Getenv("SBX_LOOP_TEST_RUN_GROUP") == "1" && len(os.Args) > 1 && os.Args[1] == "__run-group" {
+		// The helper as the sandbox runs it, command line and all.
+		os.Exit(RunGroupMain(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
+	}
 	if state := os.Getenv("SBX_LOOP_TEST_HOLD"); state != "" {
 		if _, err := Begin(state, BeginOptions{Sandboxes: []RunSandbox{{Name: "box"}}, MaxIterations: 3}); err != nil {
 			fmt.Println("begin:", err)

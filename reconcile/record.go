@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -78,10 +79,15 @@ type Desired struct {
 	// BuildHash is the content hash of the template's build context, ""
 	// without a build.
 	BuildHash string
-	// Approved is what the user last approved for this sandbox (the last
-	// record applied on this machine, kept when the sandbox is destroyed);
-	// nil when nothing was. Widenings are measured from it.
+	// Approved is what the user last approved for this sandbox's files (the
+	// last record applied on this machine from the same base file, kept
+	// when the sandbox is destroyed; see Store.ApprovedFor); nil when
+	// nothing was. Widenings are measured from it.
 	Approved *Record
+	// Neighbours are the sandboxes known on this machine: who could have
+	// written a declaration file. With no approval, a declaration one of
+	// them could have written is measured from the defaults.
+	Neighbours []Neighbour
 
 	// config is Spec as its record keeps it (sensitive values redacted),
 	// made by NewDesired: a plan over hundreds of sandboxes then does not
@@ -499,9 +505,59 @@ func (s *Store) Records(driver string, names []string) (map[string]*Record, erro
 	return out, nil
 }
 
-// ApprovedAll is Approved of each of names, in their order.
-func (s *Store) ApprovedAll(names []string) ([]*Record, error) {
+// ApprovedList returns every approval on this machine, sorted by name:
+// what ApprovalFor picks from and who Neighbours are.
+func (s *Store) ApprovedList() ([]*Record, error) {
+	entries, err := os.ReadDir(filepath.Join(s.Dir, "approved"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, e := range entries {
+		if n, ok := strings.CutSuffix(e.Name(), ".json"); ok && e.Type().IsRegular() && !strings.HasPrefix(n, ".") {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
 	return readAll(names, s.Approved)
+}
+
+// SameFiles reports whether r was applied from the base file sp is read
+// from (its resolved path, as sbx was invoked): the identity the user
+// chose, where a sandbox's name is whatever its file says.
+func SameFiles(r *Record, sp *spec.Spec) bool {
+	return r != nil && len(r.Config.Declarations) > 0 && len(sp.Declarations) > 0 &&
+		r.Config.Declarations[0].Path == sp.Declarations[0].Path
+}
+
+// ApprovalFor picks what the user approved for sp's files from
+// approvals: the approval of sp's name when it was applied from the same
+// base file; else the only approval of that base file for a sandbox the
+// files no longer declare (declared: the names they do), so a renamed
+// sandbox is measured from what was approved for its file; else nil (more
+// than one such approval: which one the file meant is its own choice).
+// An approval of the same name from another file is not sp's: a name is
+// whatever a file that a sandbox may have written says.
+func ApprovalFor(sp *spec.Spec, approvals []*Record, declared []string) *Record {
+	var renamed []*Record
+	for _, r := range approvals {
+		if !SameFiles(r, sp) {
+			continue
+		}
+		if r.Name == sp.Name {
+			return r
+		}
+		if !slices.Contains(declared, r.Name) {
+			renamed = append(renamed, r)
+		}
+	}
+	if len(renamed) == 1 {
+		return renamed[0]
+	}
+	return nil
 }
 
 // readAll reads each name's record on every CPU; the error is the first

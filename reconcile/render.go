@@ -116,7 +116,7 @@ func (r *renderer) widenings(p *Changes) {
 		r.printf("  # sandbox %q\n", c.Sandbox)
 		for _, w := range c.Widenings {
 			line := "    " + r.paint(ansiYellow, "!") + " " + w.String()
-			if w.FromSandbox {
+			if w.FromSandbox || len(w.Writers) > 0 {
 				line = "    " + r.paint(ansiRed, "!") + " " + w.String()
 			}
 			r.printf("%s\n", line)

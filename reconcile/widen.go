@@ -28,6 +28,10 @@ type Widening struct {
 	// written (in its workspace or a read-write mount, and not kept
 	// read-only inside it).
 	FromSandbox bool `json:"from_sandbox,omitempty"`
+	// Writers names, sorted, every other sandbox known on this machine
+	// that could have written that file (Desired.Neighbours): a neighbour
+	// sharing the workspace, or the sandbox a renamed file was approved as.
+	Writers []string `json:"writers,omitempty"`
 }
 
 // String is the line the plan shows.
@@ -35,25 +39,54 @@ func (w Widening) String() string {
 	s := w.What
 	if w.Origin != "" {
 		s += " (from " + w.Origin
-		if w.FromSandbox {
-			s += ", a file the sandbox can write"
-		}
+		s += writersPhrase(w.FromSandbox, w.Writers)
 		s += ")"
 	}
 	return s
 }
 
-// widenings compares the desired sandbox with the last approved one. With
-// no approval on record (a sandbox never applied on this machine) only host
-// commands count: everything else came from files no sandbox could have
-// written yet, while a command runs on the host and is always approved
-// explicitly, as Docker's sbx env asks consent for host commands.
+// writersPhrase says who could have written a widening's file:
+// ", a file the sandbox and sandbox a can write".
+func writersPhrase(self bool, others []string) string {
+	who := ""
+	switch len(others) {
+	case 0:
+	case 1:
+		who = "sandbox " + others[0]
+	default:
+		who = "sandboxes " + strings.Join(others, ", ")
+	}
+	switch {
+	case self && who != "":
+		return ", a file the sandbox and " + who + " can write"
+	case self:
+		return ", a file the sandbox can write"
+	case who != "":
+		return ", a file " + who + " can write"
+	}
+	return ""
+}
+
+// widenings compares the desired sandbox with what the user approved for
+// its files (Desired.Approved: found by the declaration files' paths, never
+// by the name a file gives). With no approval on record, what a declaration
+// file asks for counts as widening beyond the defaults (DefaultSpec) as soon
+// as any sandbox known on this machine could have written one of the
+// sandbox's declaration files: a renamed or planted declaration gets
+// nothing the user did not approve. Only when no sandbox could have
+// written any of them (first use: no sandbox mounts that directory yet)
+// are the files the user's own, and only host commands count: a command
+// runs on the host and is always approved explicitly, as Docker's sbx env
+// asks consent for host commands.
 func widenings(d Desired, caps Caps) []Widening {
-	w := &widener{d: d.Spec, caps: caps, buildHash: d.BuildHash, fps: d.Fingerprints}
+	w := &widener{d: d.Spec, caps: caps, buildHash: d.BuildHash, fps: d.Fingerprints, neighbours: d.Neighbours}
 	if d.Approved != nil {
 		w.base = &d.Approved.Config
+		w.approved = w.base
 		w.baseBuild = d.Approved.BuildHash
 		w.baseFPs = d.Approved.Fingerprints
+	} else if w.declarationWritable() {
+		w.base = DefaultSpec(d.Spec, caps)
 	}
 	w.secrets()
 	if w.base == nil {
@@ -73,7 +106,12 @@ func widenings(d Desired, caps Caps) []Widening {
 }
 
 type widener struct {
-	d, base    *spec.Spec
+	// base is what d is measured from: the approved spec, the defaults,
+	// or nil (only host commands count).
+	d, base *spec.Spec
+	// approved is the approved spec (nil when there is none).
+	approved   *spec.Spec
+	neighbours []Neighbour
 	caps       Caps
 	buildHash  string
 	baseBuild  string
@@ -94,8 +132,48 @@ func (w *widener) add(path, what string, o spec.Origin, ok bool) {
 	if ok {
 		wd.Origin = o.String()
 		wd.FromSandbox = w.writable(o.Path)
+		wd.Writers = w.neighbourWriters(o.Path)
 	}
 	w.out = append(w.out, wd)
+}
+
+// neighbourWriters names, sorted, the neighbours that could write the
+// file at path (the planned sandbox itself aside: writable judges it).
+func (w *widener) neighbourWriters(path string) []string {
+	var names []string
+	for _, n := range w.neighbours {
+		if n.Name != w.d.Name && n.CanWrite(path) {
+			names = append(names, n.Name)
+		}
+	}
+	sort.Strings(names)
+	return slices.Compact(names)
+}
+
+// declarationWritable reports whether a neighbour could have written
+// one of the sandbox's declaration files (its layers and the
+// sandbox.local.yaml next to its base file, present or not).
+func (w *widener) declarationWritable() bool {
+	paths := declarationPaths(w.d)
+	for _, p := range paths {
+		if len(w.neighbourWriters(p)) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// declarationPaths are a spec's declaration files and the overlay next
+// to its base file.
+func declarationPaths(s *spec.Spec) []string {
+	var paths []string
+	for _, f := range s.Declarations {
+		paths = append(paths, f.Path)
+	}
+	if len(s.Declarations) > 0 {
+		paths = append(paths, spec.LocalPath(s.Declarations[0].Path))
+	}
+	return paths
 }
 
 // at records a widening at a field path, from the value's origin.
@@ -109,17 +187,14 @@ func (w *widener) at(path, what string) {
 // did not keep it read-only (it protects the approved sandbox's
 // declaration files, and a sandbox.local.yaml next to its base file).
 func (w *widener) writable(path string) bool {
-	if path == "" || !(w.d.Writable(path) || (w.base != nil && w.base.Writable(path))) {
+	if path == "" || !(w.d.Writable(path) || (w.approved != nil && w.approved.Writable(path))) {
 		return false
 	}
-	if w.caps.Protects && w.base != nil && w.base.Protect {
+	if w.caps.Protects && w.approved != nil && w.approved.Protect {
 		if w.protectSet == nil {
 			w.protectSet = map[string]bool{}
-			for _, f := range w.base.Declarations {
-				w.protectSet[f.Path] = true
-			}
-			if len(w.base.Declarations) > 0 {
-				w.protectSet[spec.LocalPath(w.base.Declarations[0].Path)] = true
+			for _, p := range declarationPaths(w.approved) {
+				w.protectSet[p] = true
 			}
 		}
 		return !w.protectSet[path]
@@ -250,7 +325,7 @@ func (w *widener) workspace() {
 		w.at("workspace.readOnly", fmt.Sprintf("workspace %s becomes writable", d.Path))
 	}
 	if w.applies(FieldProtect) && w.base.Protect && !w.d.Protect {
-		w.at("workspace.protect", "the sandbox may rewrite its own declaration, .git/config and .git/hooks (workspace.protect false)")
+		w.at("workspace.protect", "the sandbox may rewrite its own declaration and write the host's .git, whose config and hooks git runs on your side (workspace.protect false)")
 	}
 }
 

@@ -222,7 +222,7 @@ func TestWidenings(t *testing.T) {
 			widens: []Widening{
 				{Path: "docker.noNewPrivileges", What: "setuid programs may raise privileges inside the sandbox (docker.noNewPrivileges false)"},
 				{Path: "docker.runtime", What: "runtime runc instead of gVisor (runsc)"},
-				{Path: "workspace.protect", What: "the sandbox may rewrite its own declaration, .git/config and .git/hooks (workspace.protect false)"},
+				{Path: "workspace.protect", What: "the sandbox may rewrite its own declaration and write the host's .git, whose config and hooks git runs on your side (workspace.protect false)"},
 			},
 		},
 		{

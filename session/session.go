@@ -71,7 +71,9 @@ type Session struct {
 
 	env      driver.Env
 	stateDir string
-	locks    []*reconcile.Lock
+	// approvals are every approval on this machine (Store.ApprovedList).
+	approvals []*reconcile.Record
+	locks     []*reconcile.Lock
 }
 
 // NoFileError is a directory tree with no sandbox file.
@@ -81,7 +83,21 @@ func (e *NoFileError) Error() string {
 	return fmt.Sprintf("no %s in %s or any directory above it; run 'sbx init' to create one, or name a file with -f", DefaultFile, e.Dir)
 }
 
+// NestedFileError is a sandbox.yaml found below another one: it lies in
+// the workspace the outer file's sandbox shares with its agent (by
+// default the outer file's directory), so the agent could have planted
+// it, and sbx does not pick it up unless the user names it.
+type NestedFileError struct{ Found, Outer string }
+
+func (e *NestedFileError) Error() string {
+	return fmt.Sprintf("%s lies below %s, where that file's sandbox could have written it; sbx does not pick it up: name it with -f to use it, or run sbx in %s",
+		e.Found, e.Outer, filepath.Dir(e.Outer))
+}
+
 // Find returns the nearest sandbox.yaml in dir or a directory above it.
+// One that has another sandbox.yaml in a directory above it is refused
+// (NestedFileError): a sandbox whose workspace holds it could have
+// written it.
 func Find(dir string) (string, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -89,7 +105,10 @@ func Find(dir string) (string, error) {
 	}
 	for d := abs; ; {
 		p := filepath.Join(d, DefaultFile)
-		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+		if isFile(p) {
+			if outer := above(filepath.Dir(d)); outer != "" && filepath.Dir(d) != d {
+				return "", &NestedFileError{Found: p, Outer: outer}
+			}
 			return p, nil
 		}
 		parent := filepath.Dir(d)
@@ -98,6 +117,38 @@ func Find(dir string) (string, error) {
 		}
 		d = parent
 	}
+}
+
+// above returns the nearest sandbox.yaml in dir or a directory above it,
+// "" when there is none.
+func above(dir string) string {
+	for d := dir; ; {
+		if p := filepath.Join(d, DefaultFile); isFile(p) {
+			return p
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			return ""
+		}
+		d = parent
+	}
+}
+
+// relative is p as the user would name it from the working directory:
+// sandbox.yaml, ../sandbox.yaml.
+func relative(p string) string {
+	if wd, err := os.Getwd(); err == nil {
+		if rel, err := filepath.Rel(wd, p); err == nil {
+			return rel
+		}
+	}
+	return p
+}
+
+// isFile reports whether p names something other than a directory.
+func isFile(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && !fi.IsDir()
 }
 
 // Load reads the sandbox files (the nearest sandbox.yaml when none is
@@ -110,13 +161,15 @@ func Load(opts Options, lookupEnv func(string) (string, bool)) (*spec.Result, er
 			dir = "."
 		}
 		f, err := Find(dir)
+		var nested *NestedFileError
+		if errors.As(err, &nested) && opts.Dir == "" {
+			nested.Found, nested.Outer = relative(nested.Found), relative(nested.Outer)
+		}
 		if err != nil {
 			return &spec.Result{}, err
 		}
-		if wd, err := os.Getwd(); err == nil && opts.Dir == "" {
-			if rel, err := filepath.Rel(wd, f); err == nil {
-				f = rel // as the user would name it: sandbox.yaml, ../sandbox.yaml
-			}
+		if opts.Dir == "" {
+			f = relative(f)
 		}
 		files = []string{f}
 	}
@@ -294,12 +347,13 @@ func (s *Session) desire() ([]reconcile.Desired, error) {
 	if err != nil {
 		return nil, err
 	}
-	approved, err := s.Store.ApprovedAll(s.Names())
+	approvals, err := s.Store.ApprovedList()
 	if err != nil {
 		return nil, err
 	}
+	s.approvals = approvals
 	var desired []reconcile.Desired
-	for i, sp := range s.Specs {
+	for _, sp := range s.Specs {
 		hash, err := s.Backend.BuildHash(sp)
 		if err != nil {
 			return nil, err
@@ -308,22 +362,53 @@ func (s *Session) desire() ([]reconcile.Desired, error) {
 		if err != nil {
 			return nil, err
 		}
-		d.Approved = approved[i]
+		d.Approved = reconcile.ApprovalFor(sp, approvals, s.Names())
 		desired = append(desired, d)
 	}
 	return desired, nil
 }
 
 // approve makes desired the session's, once the sandboxes are observed:
-// what the user last approved of a sandbox is the last record applied on
-// this machine, else the record kept with the sandbox.
+// what the user last approved of a sandbox's files is the last record
+// applied from them on this machine, else the record kept with the
+// sandbox when it was applied from the same base file. Every sandbox
+// known here is a neighbour of each.
 func (s *Session) approve(desired []reconcile.Desired) {
 	for i, d := range desired {
-		if d.Approved == nil {
-			desired[i].Approved = s.Records[d.Spec.Name]
+		if r := s.Records[d.Spec.Name]; d.Approved == nil && reconcile.SameFiles(r, d.Spec) {
+			desired[i].Approved = r
 		}
 	}
+	neighbours := s.neighbours(desired)
+	for i := range desired {
+		desired[i].Neighbours = neighbours
+	}
 	s.Desired = desired
+}
+
+// neighbours are the sandboxes known on this machine, as they were
+// approved or recorded: every approval in the state directory, the
+// records of the declared sandboxes (this machine's or the backend's), and
+// each declared sandbox that exists, as its files now want it. A driver
+// protects a sandbox's own declaration only when it is the session's
+// driver and says it does.
+func (s *Session) neighbours(desired []reconcile.Desired) []reconcile.Neighbour {
+	caps := s.Backend.Caps()
+	protects := func(driver string) bool { return caps.Protects && driver == s.Backend.Name() }
+	var out []reconcile.Neighbour
+	for _, r := range s.approvals {
+		out = append(out, reconcile.Neighbour{Name: r.Name, Spec: &r.Config, Protected: protects(r.Driver)})
+	}
+	for _, n := range sortedNames(s.Records) {
+		r := s.Records[n]
+		out = append(out, reconcile.Neighbour{Name: r.Name, Spec: &r.Config, Protected: protects(r.Driver)})
+	}
+	for _, d := range desired {
+		if l := s.Live[d.Spec.Name]; l != nil && l.Exists {
+			out = append(out, reconcile.Neighbour{Name: d.Spec.Name, Spec: d.Spec, Protected: caps.Protects})
+		}
+	}
+	return out
 }
 
 // Plan decides what apply would do, with the backend calls of each step.

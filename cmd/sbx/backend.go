@@ -8,6 +8,7 @@ import (
 
 	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/driver/runner"
+	"github.com/sbxhq/sbx/internal/untrusted"
 	"github.com/sbxhq/sbx/reconcile"
 	"github.com/sbxhq/sbx/session"
 )
@@ -70,8 +71,11 @@ func (a *app) open(ctx context.Context, t *target, lock string) (*session.Sessio
 	})
 }
 
+// writeJSON prints v as indented JSON, with what encoding/json leaves
+// raw that a terminal could act on escaped (records quote the agent's
+// output and the hosts it asked for).
 func (a *app) writeJSON(v any) int {
-	enc := json.NewEncoder(a.stdout)
+	enc := json.NewEncoder(untrusted.JSONWriter{W: a.stdout})
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(v); err != nil {
 		return a.errorf("%v", err)

@@ -19,6 +19,7 @@ import (
 	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/driver/cliutil"
 	"github.com/sbxhq/sbx/egress"
+	"github.com/sbxhq/sbx/internal/untrusted"
 	"github.com/sbxhq/sbx/loop"
 	"github.com/sbxhq/sbx/reconcile"
 	"github.com/sbxhq/sbx/session"
@@ -304,7 +305,12 @@ func (a *app) loopLogs(ctx context.Context, t *target, follow bool, args []strin
 		return a.errorf("%v", err)
 	}
 	defer f.Close()
-	if _, err := io.Copy(a.stdout, f); err != nil {
+	// The log holds what the agent printed, marked and made visible as
+	// the run wrote it; made visible again (which changes nothing there)
+	// for a log that something else wrote to, or an older sbx.
+	out := &untrusted.VisibleWriter{W: a.stdout}
+	defer out.Flush()
+	if _, err := io.Copy(out, f); err != nil {
 		return a.errorf("%v", err)
 	}
 	if !follow {
@@ -313,7 +319,7 @@ func (a *app) loopLogs(ctx context.Context, t *target, follow bool, args []strin
 	// Until the run ends: what it writes, every 100 ms. Ctrl-C ends the
 	// following, not the run (another process).
 	now, err := a.runEnd(ctx, s, func() error {
-		_, err := io.Copy(a.stdout, f)
+		_, err := io.Copy(out, f)
 		return err
 	})
 	switch {
@@ -323,7 +329,7 @@ func (a *app) loopLogs(ctx context.Context, t *target, follow bool, args []strin
 		return a.errorf("%v", err)
 	}
 	// Ended: what it wrote before recording that is in the file.
-	io.Copy(a.stdout, f)
+	io.Copy(out, f)
 	if now.State == loop.StateVanished {
 		return a.errorf("run %s: %s", now.RunID, now.Detail)
 	}
@@ -668,6 +674,9 @@ func (a *app) loopDrive(ctx context.Context, run *loop.Run, specs []*spec.Spec, 
 		if err := reconcile.Render(a.stdout, p, false); err != nil {
 			return a.errorf("%v", err)
 		}
+		if lost := lostProtection(p); lost != "" && (resumed || o.ap.Yes) {
+			return a.errorf("sandbox %s lost the protection of its declaration since it was made (the plan above says how); a run does not restore it unattended: run 'sbx apply' to restore it, then the loop", lost)
+		}
 		if resumed {
 			// Nobody to ask: only what the flags approve applies.
 			if err := session.Approve(p, o.ap.Approval); err != nil {
@@ -712,6 +721,22 @@ func (a *app) loopDrive(ctx context.Context, run *loop.Run, specs []*spec.Spec, 
 		cfg.Checkpoint = &loopCheckpointer{s: s, runID: run.ID, l: lead.Loop.Checkpoint, w: term.err}
 	}
 	return run.Loop(ctx, cfg).ExitCode
+}
+
+// lostProtection names (quoted, comma-separated) the sandboxes whose plan
+// finds their declaration's protection lost since they were made
+// (workspace.protect changed outside sbx).
+func lostProtection(p *reconcile.Changes) string {
+	var names []string
+	for _, c := range p.Sandboxes {
+		for _, d := range c.Drift {
+			if d.Field == reconcile.FieldProtect {
+				names = append(names, fmt.Sprintf("%q", c.Sandbox))
+				break
+			}
+		}
+	}
+	return strings.Join(names, ", ")
 }
 
 // loopCheckpointer saves the run's sandboxes as loop.checkpoint says:
@@ -770,6 +795,9 @@ func (a *app) loopConfig(ctx context.Context, s *session.Session, o *loopFlags, 
 	}
 	lead := s.Specs[0]
 	cfg := loop.Config{Workspace: lead.Workspace.Path, Loop: *lead.Loop, Stdout: term.out, Stderr: term.err}
+	if u, ok := s.Backend.(driver.Unprotecter); ok {
+		cfg.Unprotected = u.Unprotected
+	}
 	if o.maxIter > 0 {
 		cfg.Loop.MaxIterations = o.maxIter
 	}

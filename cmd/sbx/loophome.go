@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/internal/tarball"
@@ -21,7 +22,7 @@ import (
 func workOnCopy(s *session.Session, sp *spec.Spec, ag *loop.Agent) error {
 	p, ok := s.Backend.(driver.Puller)
 	if !ok {
-		return nil
+		return ownGit(s, sp, ag)
 	}
 	h, ok := s.Backend.(driver.Helper)
 	if !ok {
@@ -35,3 +36,23 @@ func workOnCopy(s *session.Session, sp *spec.Spec, ag *loop.Agent) error {
 type pullFunc func(ctx context.Context) (*tarball.Stats, error)
 
 func (f pullFunc) Pull(ctx context.Context) (*tarball.Stats, error) { return f(ctx) }
+
+// ownGit wires an agent whose sandbox commits to a git directory of its
+// own (driver.GitFetcher: docker, while workspace.protect is on): the
+// loop measures progress inside the sandbox, where that directory is
+// (HEAD, index), and brings the commits home (refs/sbx/NAME/*) when the
+// run ends. The working tree is the host's either way.
+func ownGit(s *session.Session, sp *spec.Spec, ag *loop.Agent) error {
+	f, ok := s.Backend.(driver.GitFetcher)
+	h, helper := s.Backend.(driver.Helper)
+	if !ok || !helper || !sp.Protect || sp.Workspace.ReadOnly {
+		return nil
+	}
+	ag.Progress = &loop.SandboxProgress{Exec: ag.Exec, Binary: h.SandboxHelper(), Dir: sp.Workspace.Path}
+	ag.Fetch = func(ctx context.Context) (string, error) {
+		var b strings.Builder
+		err := f.FetchGit(ctx, sp, &b)
+		return strings.TrimSpace(b.String()), err
+	}
+	return nil
+}

@@ -16,12 +16,22 @@ func pullVerb() *verb { return copyVerb("pull", true) }
 func pushVerb() *verb { return copyVerb("push", false) }
 
 func copyVerb(name string, pull bool) *verb {
-	summary, help := "copy the sandbox's workspace back over the host's (kubernetes driver)",
+	summary, help := "copy the sandbox's workspace back over the host's (kubernetes), fetch its commits (docker, kubernetes)",
 		`Copies the sandbox's copy of the workspace over the host workspace. What
 comes back was written by the agent: nothing lands outside the workspace,
-nothing is written through a symlink, devices and FIFOs are skipped, and
-while workspace.protect is on the sandbox's own declaration, its prompt,
-.git/config and .git/hooks are never written. Nothing is deleted.`
+nothing is written through a symlink, a symlink comes back only if it
+leads inside the workspace through every other link (as the kernel
+resolves it: with s -> ., t -> s/.. leads out), devices and FIFOs are
+skipped, of a nested .git only objects, refs, logs, HEAD, index and
+packed-refs come back (never its config, config.worktree, commondir,
+hooks, info, worktrees or modules, nor a .git file), and while
+workspace.protect is on the sandbox's own declaration and its prompt are
+never written. Nothing is deleted. The workspace's own .git is never
+written: the sandbox's commits come home by git's fetch, into
+refs/sbx/NAME/HEAD and refs/sbx/NAME/heads/*.
+
+On the docker driver, where the workspace is shared, sbx pull only
+fetches the commits of the sandbox's own .git the same way.`
 	if !pull {
 		summary, help = "copy the host workspace over the sandbox's (kubernetes driver)",
 			`Copies the host workspace over the sandbox's copy of it. Nothing in the
@@ -44,6 +54,14 @@ sandbox is deleted.`
 					return a.fail(err)
 				}
 				p, ok := s.Backend.(driver.Puller)
+				if f, own := s.Backend.(driver.GitFetcher); !ok && own && pull {
+					// The workspace is shared; only the sandbox's own
+					// git directory has something to bring home.
+					if err := f.FetchGit(ctx, sp, a.stdout); err != nil {
+						return a.errorf("%v", err)
+					}
+					return exitOK
+				}
 				if !ok {
 					return a.errorf("the %s driver shares the workspace with the sandbox: there is nothing to %s", s.Backend.Name(), name)
 				}

@@ -141,10 +141,13 @@ type netlogLine struct {
 
 // netlogPrinter writes entries as JSON lines or as one readable line each,
 // what the agent chose (host, method, reason, rule) escaped so that no
-// control sequence of its making reaches the terminal.
+// control sequence or bidirectional override of its making reaches the
+// terminal.
 func netlogPrinter(w io.Writer, asJSON bool) func(driver.NetEntry) error {
 	if asJSON {
-		enc := json.NewEncoder(w)
+		// encoding/json leaves bidirectional overrides and C1 controls
+		// as they are: escaped, they reach no terminal.
+		enc := json.NewEncoder(untrusted.JSONWriter{W: w})
 		return func(e driver.NetEntry) error { return enc.Encode(netlogLine{FormatVersion: NetlogFormat, NetEntry: e}) }
 	}
 	return func(e driver.NetEntry) error {

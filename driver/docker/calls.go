@@ -61,10 +61,18 @@ func (d *Driver) Calls(s reconcile.Step, sp *spec.Spec, live *reconcile.Live) ([
 			Run:  func(ctx context.Context) error { return d.containers(ctx, "start", nil, eg, sb) },
 		}}, nil
 	case reconcile.StepRemove:
-		return []reconcile.Call{{Desc: "remove the containers, then the volumes, labelled " + LabelSandbox + "=" + name + ", and unused proxy images of earlier sbx builds (Engine API)",
+		return []reconcile.Call{{Desc: "fetch the sandbox's commits into refs/sbx/" + name + "/* (git fetch), remove the containers, then the volumes, labelled " + LabelSandbox + "=" + name + ", and unused proxy images of earlier sbx builds (Engine API)",
 			Run: func(ctx context.Context) error {
+				// The sandbox's own git directory goes with it: its
+				// commits come home first. A fetch that fails (no git on
+				// the host, objects git refuses) does not keep the agent's
+				// sandbox alive; it is said once the removal is done.
+				fetchErr := d.fetchBeforeRemove(ctx, name)
 				if err := d.remove(ctx, name); err != nil {
 					return err
+				}
+				if fetchErr != nil {
+					return fmt.Errorf("sandbox %q was removed, but its commits could not be brought home: %w", name, fetchErr)
 				}
 				// Stale proxy images go (this binary's stays, for the
 				// next create); failing to remove them fails nothing.
@@ -132,7 +140,7 @@ func (d *Driver) containers(ctx context.Context, action string, q url.Values, na
 // request) and the sandbox created and started together. It is one call,
 // which removes what it made when it fails, so nothing half-made stays.
 func (d *Driver) createCalls(sp *spec.Spec, rec *reconcile.Record) ([]reconcile.Call, error) {
-	if _, err := protect(sp, false); err != nil {
+	if _, err := protect(sp, d.neighbours(sp.Name), false); err != nil {
 		return nil, err
 	}
 	tmpl := templateImage(sp, buildHash(sp, rec))
@@ -148,11 +156,14 @@ func (d *Driver) createCalls(sp *spec.Spec, rec *reconcile.Record) ([]reconcile.
 	lines = append(lines,
 		"remove anything labelled "+LabelSandbox+"="+n+" (what a create cut short left)",
 		"docker build sbx-egress:<hash of this sbx>, FROM scratch, unless present",
-		"create the volumes "+volumeName(n, "sock")+" (tmpfs, 1 MiB) and "+volumeName(n, "policy")+" (Engine API)",
+		"create the volumes "+volumeName(n, "sock")+" (tmpfs, 1 MiB), "+volumeName(n, "policy")+" and "+volumeName(n, gitRole)+" (Engine API)",
 		"create and start, together (Engine API):",
 		"  "+egressName(n)+": sbx-egress:<hash> __egress-proxy --control (the policy of sandbox.yaml), stdin open"+onNetworks(sp),
 		"  "+containerName(n)+": --network none … "+image+" __sandbox-init",
 	)
+	if sp.Protect && !sp.Workspace.ReadOnly {
+		lines = append(lines, "    its .git: the volume "+volumeName(n, gitRole)+", started from the host's HEAD, refs and index; the host's .git/objects read-only inside it")
+	}
 	desc := strings.Join(lines, "\n")
 	return []reconcile.Call{{Desc: desc, Run: func(ctx context.Context) error { return d.create(ctx, sp, rec) }}}, nil
 }

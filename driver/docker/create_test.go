@@ -106,7 +106,9 @@ func TestCreatedContainers(t *testing.T) {
 	want.Config.WorkingDir = ws
 	want.Config.Labels = sb.Config.Labels // checked below
 	h := &want.HostConfig
-	h.Binds = []string{env.binary + ":/.sbx/sbx:ro", "sbx-" + b.name + "-sock:/run/sbx-egress:ro", ws + ":" + ws}
+	h.Binds = []string{env.binary + ":/.sbx/sbx:ro", "sbx-" + b.name + "-sock:/run/sbx-egress:ro", ws + ":" + ws,
+		// The workspace has no .git: its .git inside is the sandbox's own volume (git.go).
+		"sbx-" + b.name + "-git:" + ws + "/.git"}
 	h.NetworkMode = "none"
 	h.RestartPolicy.Name = "unless-stopped"
 	h.CapDrop = []string{"CAP_AUDIT_WRITE", "CAP_MKNOD", "CAP_NET_RAW", "CAP_SETFCAP", "CAP_SYS_CHROOT"}

@@ -89,9 +89,12 @@ type Driver struct {
 	pruneAfter time.Duration
 	api        *engine
 
-	mu sync.Mutex // guards networks
+	mu sync.Mutex // guards networks and specs
 	// networks are each sandbox's docker.networks (Configure).
 	networks map[string][]string
+	// specs are the sandboxes sbx was given (Configure), whose
+	// declarations each protects from the others.
+	specs []*spec.Spec
 }
 
 var (
@@ -102,6 +105,7 @@ var (
 	_ driver.Helper         = (*Driver)(nil)
 	_ driver.RuntimeChecker = (*Driver)(nil)
 	_ driver.Configurer     = (*Driver)(nil)
+	_ driver.Unprotecter    = (*Driver)(nil)
 )
 
 // New returns a docker driver.
@@ -220,6 +224,7 @@ type inspect struct {
 	}
 	Mounts []struct {
 		Type        string
+		Name        string // a volume's
 		Source      string
 		Destination string
 		RW          bool
@@ -303,6 +308,11 @@ func (d *Driver) Observe(ctx context.Context, names []string) (map[string]*recon
 			}
 		}
 		l.Protect = in.Config.Labels[labelProtect] == "true"
+		if lost := lostProtection(in.Config.Labels); len(lost) > 0 {
+			// Bound no more: as good as unprotected, and said why.
+			l.Protect = false
+			l.Notes = append(l.Notes, lost...)
+		}
 		l.Hardening = in.Config.Labels[labelHardening]
 		pol, eg, err := d.readPolicy(ctx, name)
 		if err != nil {
@@ -521,7 +531,7 @@ func (d *Driver) create(ctx context.Context, sp *spec.Spec, rec *reconcile.Recor
 			return err
 		}
 	}
-	prot, err := protect(sp, true)
+	prot, err := protect(sp, d.neighbours(sp.Name), true)
 	if err != nil {
 		return err
 	}
@@ -529,6 +539,12 @@ func (d *Driver) create(ctx context.Context, sp *spec.Spec, rec *reconcile.Recor
 	sandbox, err := d.sandboxContainer(sp, rec, prot, tmpl)
 	if err != nil {
 		return err
+	}
+	var seed []byte
+	if prot.git {
+		if seed, err = gitSeed(sp, prot.hostObjects); err != nil {
+			return err
+		}
 	}
 	// A checkpoint is a local image sbx made: never pulled.
 	if sp.Template.Build == nil && sp.Template.Checkpoint == "" {
@@ -542,7 +558,7 @@ func (d *Driver) create(ctx context.Context, sp *spec.Spec, rec *reconcile.Recor
 	if err := d.remove(ctx, sp.Name); err != nil {
 		return err
 	}
-	if err := d.createObjects(ctx, sp, sandbox); err != nil {
+	if err := d.createObjects(ctx, sp, sandbox, seed); err != nil {
 		// Nothing half-made stays: the next apply starts clean (even
 		// after Ctrl-C, within a bound).
 		cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -565,7 +581,7 @@ func (d *Driver) create(ctx context.Context, sp *spec.Spec, rec *reconcile.Recor
 // runs in the sandbox but its init until apply has verified both. Every
 // call has ended when it returns, so a cleanup after a failure finds
 // whatever was made.
-func (d *Driver) createObjects(ctx context.Context, sp *spec.Spec, sandbox *containerSpec) error {
+func (d *Driver) createObjects(ctx context.Context, sp *spec.Spec, sandbox *containerSpec, gitSeed []byte) error {
 	type found struct {
 		image string
 		err   error
@@ -597,6 +613,11 @@ func (d *Driver) createObjects(ctx context.Context, sp *spec.Spec, sandbox *cont
 			}
 			if err != nil {
 				return err
+			}
+			if gitSeed != nil {
+				if err := d.api.seedGit(ctx, id, sp.Workspace.Path, gitSeed); err != nil {
+					return err
+				}
 			}
 			return d.api.startContainer(ctx, id)
 		},
@@ -641,6 +662,10 @@ func (d *Driver) sandboxContainer(sp *spec.Spec, rec *reconcile.Record, prot *pr
 	if err != nil {
 		return nil, err
 	}
+	identity, err := recordIdentities(sp, prot)
+	if err != nil {
+		return nil, err
+	}
 	c := &containerSpec{
 		Hostname:   sp.Name,
 		Entrypoint: []string{helperPath},
@@ -655,6 +680,7 @@ func (d *Driver) sandboxContainer(sp *spec.Spec, rec *reconcile.Record, prot *pr
 	c.Labels[labelHardening] = Hardening
 	c.Labels[labelProtect] = strconv.FormatBool(sp.Protect)
 	c.Labels[labelProtected] = string(protected)
+	c.Labels[labelIdentity] = identity
 	// Always set, so that a checkpoint image's own label never shows
 	// through; the record label likewise (checkpoint images have it
 	// emptied, imported ones removed).
@@ -854,9 +880,13 @@ func (d *Driver) volumes(ctx context.Context, name string) error {
 	sock := &volumeSpec{Name: volumeName(name, "sock"), Driver: "local", Labels: labels(name, "sock-volume"),
 		DriverOpts: map[string]string{"type": "tmpfs", "device": "tmpfs", "o": "size=1m,nr_inodes=64,mode=0755"}}
 	policy := &volumeSpec{Name: volumeName(name, "policy"), Driver: "local", Labels: labels(name, "policy-volume")}
+	// The sandbox's own git directory (git.go), made whether or not it
+	// is mounted: an unused volume costs nothing.
+	git := &volumeSpec{Name: volumeName(name, gitRole), Driver: "local", Labels: labels(name, gitRole+"-volume")}
 	return together(
 		func() error { return d.api.createVolume(ctx, sock) },
 		func() error { return d.api.createVolume(ctx, policy) },
+		func() error { return d.api.createVolume(ctx, git) },
 	)
 }
 

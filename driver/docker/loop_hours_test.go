@@ -217,6 +217,16 @@ loop:
 	if string(turns) != want {
 		t.Errorf("turns:\n%s\nwant:\n%s", turns, want)
 	}
+	// Neither agent can rewrite its neighbour's declaration, overlay or
+	// prompt (issue 20: a neighbour's file is protected too).
+	for _, pair := range [][2]string{{e.name, "review"}, {review, "impl"}} {
+		for _, f := range []string{"sandbox.yaml", "sandbox.local.yaml", "PROMPT.md"} {
+			path := filepath.Join(e.ws, pair[1], f)
+			if out, err := exec.Command("docker", "exec", containerName(pair[0]), "sh", "-c", "echo 'name: x' >> "+path).CombinedOutput(); err == nil {
+				t.Errorf("sandbox %s could write its neighbour's %s/%s: %s", pair[0], pair[1], f, out)
+			}
+		}
+	}
 	var sbs []string
 	for _, r := range e.statusOf("-f", "review/sandbox.yaml")["records"].([]any) {
 		sbs = append(sbs, r.(map[string]any)["sandbox"].(string))

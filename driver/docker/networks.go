@@ -73,7 +73,8 @@ func missingNetwork(name string) string {
 
 // Configure learns each sandbox's docker.networks: Observe gets only
 // names, and checks that the networks exist, so that a plan fails on a
-// missing one before apply does.
+// missing one before apply does. It keeps the specs too, for protect's
+// neighbours.
 func (d *Driver) Configure(specs []*spec.Spec) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -83,7 +84,21 @@ func (d *Driver) Configure(specs []*spec.Spec) error {
 	for _, sp := range specs {
 		d.networks[sp.Name] = sp.Docker.Networks
 	}
+	d.specs = specs
 	return nil
+}
+
+// neighbours are the sandboxes Configure was given other than name.
+func (d *Driver) neighbours(name string) []*spec.Spec {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []*spec.Spec
+	for _, sp := range d.specs {
+		if sp.Name != name {
+			out = append(out, sp)
+		}
+	}
+	return out
 }
 
 // declaredNetworks is what Configure learnt of a sandbox.

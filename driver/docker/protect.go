@@ -27,17 +27,25 @@ const localPlaceholder = `# Personal overrides, merged over the sandbox file nex
 type protection struct {
 	binds []string // -v arguments
 	paths []string // the paths inside the sandbox, for labelProtected
+	// git is set when the workspace's .git is the sandbox's own volume,
+	// hostObjects when the host's objects are bound into it (git.go).
+	git, hostObjects bool
+	// sources are the host paths bound, for labelIdentity.
+	sources []string
 }
 
 // protect lists the read-only binds that protect sp's declaration: every
 // file layer, sandbox.local.yaml (created empty, when create is set and it
 // is missing), the loop's prompt, the template's build context (its
 // Dockerfile and .dockerignore when the context is the whole workspace),
-// and .git/config and .git/hooks. A path that passes through a symbolic
-// link is refused: a bind follows links, and the link may point at a host
-// file. Without create it only checks, as the plan does before anything
-// runs.
-func protect(sp *spec.Spec, create bool) (*protection, error) {
+// and the workspace's .git, which becomes the sandbox's own (git.go). The
+// declarations and prompts of its neighbours (the other sandboxes sbx was
+// given with it, Configure) that it could write get the same binds: in a
+// run of several agents over one workspace none can rewrite another's
+// file. A path that passes through a symbolic link is refused: a bind
+// follows links, and the link may point at a host file. Without create it
+// only checks, as the plan does before anything runs.
+func protect(sp *spec.Spec, neighbours []*spec.Spec, create bool) (*protection, error) {
 	p := &protection{}
 	if !sp.Protect {
 		return p, nil
@@ -60,29 +68,37 @@ func protect(sp *spec.Spec, create bool) (*protection, error) {
 		seen[target] = true
 		p.binds = append(p.binds, path+":"+target+":ro")
 		p.paths = append(p.paths, target)
+		p.sources = append(p.sources, path)
 		return nil
 	}
-	for _, d := range sp.Declarations {
-		if err := add(d.Path, false, false); err != nil {
-			return nil, err
+	for _, n := range append([]*spec.Spec{sp}, neighbours...) {
+		if n != sp && n.Name == sp.Name {
+			continue
 		}
-	}
-	if len(sp.Declarations) > 0 {
-		local := spec.LocalPath(sp.Declarations[0].Path)
-		if _, _, ok := sandboxPath(sp, local); ok {
-			if create {
-				if err := placeholder(local); err != nil {
-					return nil, fmt.Errorf("workspace.protect: %v", err)
-				}
-			}
-			if err := add(local, false, !create); err != nil {
+		// A neighbour's missing file is its own plan's to report.
+		theirs := n != sp
+		for _, d := range n.Declarations {
+			if err := add(d.Path, false, theirs); err != nil {
 				return nil, err
 			}
 		}
-	}
-	if sp.Loop != nil && sp.Loop.Prompt != "" {
-		if err := add(sp.Loop.Prompt, false, false); err != nil {
-			return nil, err
+		if len(n.Declarations) > 0 {
+			local := spec.LocalPath(n.Declarations[0].Path)
+			if _, _, ok := sandboxPath(sp, local); ok {
+				if create {
+					if err := placeholder(local); err != nil {
+						return nil, fmt.Errorf("workspace.protect: %v", err)
+					}
+				}
+				if err := add(local, false, !create); err != nil {
+					return nil, err
+				}
+			}
+		}
+		if n.Loop != nil && n.Loop.Prompt != "" {
+			if err := add(n.Loop.Prompt, false, theirs); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if b := sp.Template.Build; b != nil {
@@ -98,14 +114,8 @@ func protect(sp *spec.Spec, create bool) (*protection, error) {
 			}
 		}
 	}
-	git := filepath.Join(sp.Workspace.Path, ".git")
-	if fi, err := os.Lstat(git); err == nil && fi.IsDir() {
-		if err := add(filepath.Join(git, "config"), false, true); err != nil {
-			return nil, err
-		}
-		if err := add(filepath.Join(git, "hooks"), true, true); err != nil {
-			return nil, err
-		}
+	if err := p.protectGit(sp, create); err != nil {
+		return nil, err
 	}
 	sort.Strings(p.paths)
 	return p, nil

@@ -107,4 +107,8 @@ network: {agentHosts: false}
 	if out, code := e.sbx("shell", "--", "id", "-u"); code != 0 || strings.TrimSpace(out) != "1000" {
 		t.Errorf("the sandbox runs as %q (exit %d), want the template's USER 1000", out, code)
 	}
+	// Its own .git (a volume sbx seeded) is the template user's to write.
+	if out, code := e.sbx("shell", "--", "sh", "-c", "mkdir -p .git/refs/heads && echo probe > .git/probe && cat .git/probe"); code != 0 || strings.TrimSpace(out) != "probe" {
+		t.Errorf("the template's user cannot write the sandbox's .git (exit %d): %s", code, out)
+	}
 }

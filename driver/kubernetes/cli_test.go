@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"bytes"
+	"encoding/base64"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,12 +16,18 @@ import (
 // keep the host safe, then sbx destroy leaves nothing labelled.
 //
 // The hostile agent (THREATS.md) writes, inside its copy: a symlink to an
-// absolute host path and one climbing out of the workspace, a file under
-// a directory it turns into a symlink to a host directory, .git/hooks and
-// .git/config entries and a changed sandbox.yaml (protected paths), a
-// FIFO, a setuid file. After the pull no host file outside the workspace
-// was written, no protected file changed, no link points out, no FIFO or
-// setuid bit landed, and the agent's plain work came back.
+// absolute host path and one climbing out of the workspace, a chain of
+// links that each look local but lead out (s -> ., t -> s/.., leak ->
+// t/outside/victim), a file under a directory it turns into a symlink to
+// a host directory, .git/hooks and .git/config entries and a changed
+// sandbox.yaml (protected paths), the rest of git's configuration surface
+// (.git/commondir naming a directory of its own with a config,
+// config.worktree, info/, worktrees/, modules/*/config, a .git file in a
+// subdirectory), a FIFO, a setuid file. After the pull no host file
+// outside the workspace was written or can be read through a link, no
+// protected file changed, nothing of git's configuration came back (the
+// user's git status runs nothing of the agent's), no link points out, no
+// FIFO or setuid bit landed, and the agent's plain work came back.
 func TestCLI(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t, 1)
@@ -28,7 +35,7 @@ func TestCLI(t *testing.T) {
 	dir := t.TempDir()
 	ws := filepath.Join(dir, "ws")
 	outside := filepath.Join(dir, "outside") // host files the agent must not touch
-	for _, d := range []string{ws, filepath.Join(ws, ".git", "hooks"), filepath.Join(ws, "sub"), outside} {
+	for _, d := range []string{ws, filepath.Join(ws, "sub"), outside} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -39,7 +46,30 @@ func TestCLI(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	write(filepath.Join(ws, ".git", "config"), "[core]\n")
+	git := func(args ...string) (string, error) {
+		cmd := exec.Command("git", append([]string{"-C", ws}, args...)...)
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := git("init", "-q"); err != nil {
+		t.Fatalf("git init: %v\n%s", err, out)
+	}
+	write(filepath.Join(ws, "a"), "a\n")
+	if out, err := git("add", "a"); err != nil {
+		t.Fatalf("git add: %v\n%s", err, out)
+	}
+	if out, err := git("-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "init"); err != nil {
+		t.Fatalf("git commit: %v\n%s", err, out)
+	}
+	gitConfig, err := os.ReadFile(filepath.Join(ws, ".git", "config"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the agent's git configuration would run on the host: it
+	// creates marker, outside the workspace.
+	marker := filepath.Join(outside, "pwned")
+	evil := "[core]\n\tfsmonitor = touch " + marker + "\n"
 	write(filepath.Join(outside, "victim"), "host secret\n")
 	// The declaration lives in the workspace, so it is protected there.
 	decl := "version: 1\nname: cli\nagent: shell\ndriver: kubernetes\nworkspace: .\n" + c.head() + "  namespace: " + c.ns + "\n"
@@ -56,14 +86,41 @@ func TestCLI(t *testing.T) {
 	if out, err := sbx("shell", "--", "sh", "-c", "echo hello from $(pwd)"); err != nil || out != "hello from "+ws+"\n" {
 		t.Fatalf("sbx shell: %v %q", err, out)
 	}
+	// The agent's commit, made with the host's git in a scratch clone
+	// (the pod's image has no git), written into the pod's .git as git
+	// would write it, on a branch its HEAD now names.
+	scratch := filepath.Join(dir, "scratch")
+	if out, err := exec.Command("git", "clone", "-q", "--no-local", ws, scratch).CombinedOutput(); err != nil {
+		t.Fatalf("clone: %v\n%s", err, out)
+	}
+	if out, err := exec.Command("git", "-C", scratch, "-c", "user.name=agent", "-c", "user.email=a@b", "commit", "-q", "--allow-empty", "-m", "the agent's").CombinedOutput(); err != nil {
+		t.Fatalf("commit: %v\n%s", err, out)
+	}
+	headOut, _ := exec.Command("git", "-C", scratch, "rev-parse", "HEAD").Output()
+	commit := strings.TrimSpace(string(headOut))
+	object, err := os.ReadFile(filepath.Join(scratch, ".git", "objects", commit[:2], commit[2:]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostHead, _ := os.ReadFile(filepath.Join(ws, ".git", "HEAD"))
 	hostile := strings.Join([]string{
 		"set -e",
 		"echo agent work > work.txt",
+		"mkdir -p .git/objects/" + commit[:2] + " && echo " + base64.StdEncoding.EncodeToString(object) + " | base64 -d > .git/objects/" + commit[:2] + "/" + commit[2:],
+		"echo " + commit + " > .git/refs/heads/agent && echo 'ref: refs/heads/agent' > .git/HEAD",
 		"ln -s " + outside + "/victim abs-link",
 		"ln -s ../../outside/victim up-link",
+		// Three links that each look local; the kernel resolves t
+		// through s (the workspace itself) to its parent.
+		"ln -s . s && ln -s s/.. t && ln -s t/outside/victim leak",
 		"rm -rf sub && ln -s " + outside + " sub",
 		"echo 'echo pwned' > .git/hooks/post-checkout && chmod +x .git/hooks/post-checkout",
 		"echo '[core] fsmonitor = evil' > .git/config",
+		"mkdir -p evilgit/hooks evilgit/objects evilgit/refs && printf '" + evil + "' > evilgit/config && echo ../evilgit > .git/commondir",
+		"printf '" + evil + "' > .git/config.worktree",
+		"mkdir -p .git/info .git/worktrees/w .git/modules/m && echo '* filter=evil' > .git/info/attributes",
+		"printf '" + evil + "' > .git/worktrees/w/config && printf '" + evil + "' > .git/modules/m/config",
+		"mkdir -p plain && echo 'gitdir: ../evilgit' > plain/.git",
 		"echo 'name: widened' >> sandbox.yaml",
 		"mkfifo fifo",
 		"echo s > setuid && chmod 4755 setuid",
@@ -86,11 +143,41 @@ func TestCLI(t *testing.T) {
 			t.Errorf("%s came back pointing at %q", l, target)
 		}
 	}
+	if got, err := os.ReadFile(filepath.Join(ws, "leak")); err == nil {
+		t.Errorf("a chain of links reads a host file outside the workspace: %q", got)
+	}
+	if real, err := filepath.EvalSymlinks(filepath.Join(ws, "t")); err == nil && !strings.HasPrefix(real, ws+string(filepath.Separator)) && real != ws {
+		t.Errorf("t came back leading to %s", real)
+	}
 	if fi, err := os.Lstat(filepath.Join(ws, "sub")); err != nil || !fi.IsDir() {
 		t.Errorf("the workspace's directory sub was replaced: %v %v", fi, err)
 	}
-	if got, _ := os.ReadFile(filepath.Join(ws, ".git", "config")); string(got) != "[core]\n" {
+	// The commit came home by git's fetch, into refs/sbx/NAME/*; the
+	// host's HEAD is its own.
+	if got, _ := os.ReadFile(filepath.Join(ws, ".git", "HEAD")); string(got) != string(hostHead) {
+		t.Errorf("the pull wrote the host's HEAD: %q", got)
+	}
+	if got, err := git("rev-parse", "refs/sbx/cli/HEAD", "refs/sbx/cli/heads/agent"); err != nil || got != commit+"\n"+commit+"\n" {
+		t.Errorf("refs/sbx/cli/* = %q, %v; want the agent's commit %s twice\n%s", got, err, commit, out)
+	}
+	if got, _ := os.ReadFile(filepath.Join(ws, ".git", "config")); string(got) != string(gitConfig) {
 		t.Errorf(".git/config changed: %q", got)
+	}
+	for _, p := range []string{"commondir", "config.worktree", "info/attributes", "worktrees", "modules"} {
+		if _, err := os.Lstat(filepath.Join(ws, ".git", p)); err == nil {
+			t.Errorf(".git/%s came back", p)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(ws, "plain", ".git")); err == nil {
+		t.Error("a .git file came back")
+	}
+	for _, dir := range []string{".", "plain"} {
+		if out, err := git("-C", dir, "status"); err != nil {
+			t.Errorf("git status in %s after the pull: %v\n%s", dir, err, out)
+		}
+	}
+	if _, err := os.Lstat(marker); err == nil {
+		t.Error("the user's git status ran the agent's command")
 	}
 	if _, err := os.Lstat(filepath.Join(ws, ".git", "hooks", "post-checkout")); err == nil {
 		t.Error("a hook came back")
@@ -106,7 +193,7 @@ func TestCLI(t *testing.T) {
 	}
 	// (The FIFO is not in the stream at all: sbx in the pod archives no
 	// special files, so the host side has nothing to report about it.)
-	for _, why := range []string{"abs-link", "up-link", ".git/config", "post-checkout", "sandbox.yaml"} {
+	for _, why := range []string{"abs-link", "up-link", `t: a symbolic link to \"s/..\"`, ".git/config", "post-checkout", "sandbox.yaml", ".git/commondir", "plain/.git"} {
 		if !strings.Contains(out, why) {
 			t.Errorf("the pull's report does not say it skipped %s:\n%s", why, out)
 		}

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/sbxhq/sbx/driver/runner"
+	"github.com/sbxhq/sbx/internal/gitsync"
 	"github.com/sbxhq/sbx/internal/tarball"
 	"github.com/sbxhq/sbx/internal/untrusted"
 	"github.com/sbxhq/sbx/spec"
@@ -23,8 +24,12 @@ import (
 // Pull copies the sandbox's workspace back over the host workspace. The
 // stream comes from the agent's side (sbx __k8s-tar in the pod, which the
 // agent could have replaced or fed): tarball.Extract keeps it inside the
-// workspace, off symlinks, within bounds, and, while workspace.protect is
-// on, away from the sandbox's own declaration and .git's config and hooks.
+// workspace, off symlinks, within bounds, out of git's configuration
+// surface (of a nested .git only objects, refs, logs, HEAD, index and
+// packed-refs come back: gitdir.Copyable), and, while workspace.protect
+// is on, away from the sandbox's own declaration. The workspace's own
+// .git is never written: the sandbox's commits come home by git's fetch
+// into refs/sbx/NAME/* (fetchGit, package gitsync).
 // It returns what it copied and skipped, as far as it got.
 func (d *Driver) Pull(ctx context.Context, sp *spec.Spec, w io.Writer) (*tarball.Stats, error) {
 	p, pod := d.target(sp.Name)
@@ -40,7 +45,7 @@ func (d *Driver) Pull(ctx context.Context, sp *spec.Spec, w io.Writer) (*tarball
 	}
 	done := make(chan result, 1)
 	go func() {
-		st, err := tarball.Extract(ctx, pr, root, tarball.ExtractOptions{Limits: tarball.DefaultLimits, Protected: protectedIn(sp)})
+		st, err := tarball.Extract(ctx, pr, root, tarball.ExtractOptions{Limits: tarball.DefaultLimits, Protected: protectedIn(sp), NoGit: true})
 		// Whatever is left of the stream is not read: the pod's side
 		// sees a closed pipe.
 		pr.CloseWithError(errors.New("extraction ended"))
@@ -57,7 +62,39 @@ func (d *Driver) Pull(ctx context.Context, sp *spec.Spec, w io.Writer) (*tarball
 		return res.st, fmt.Errorf("pulling the workspace of %q: %w", sp.Name, runErr)
 	}
 	report(w, "pulled", sp.Workspace.Path, res.st)
+	if err := d.fetchGit(ctx, sp, w); err != nil {
+		return res.st, fmt.Errorf("pulling the workspace of %q: %w", sp.Name, err)
+	}
 	return res.st, nil
+}
+
+// fetchGit brings the commits of the pod's .git into the host's
+// repository as refs/sbx/NAME/*: its data only (gitsync.Data) is copied
+// out, within bounds, into a scratch directory of sbx's, from which git
+// fetches. A pod without a .git, or a host workspace that is no
+// repository, brings nothing, and says so.
+func (d *Driver) fetchGit(ctx context.Context, sp *spec.Spec, w io.Writer) error {
+	p, pod := d.target(sp.Name)
+	return gitsync.Home(ctx, sp.Workspace.Path, sp.Name, w, func(root *os.Root) error {
+		pr, pw := io.Pipe()
+		done := make(chan error, 1)
+		go func() {
+			err := gitsync.Extract(ctx, pr, root)
+			pr.CloseWithError(errors.New("extraction ended"))
+			done <- err
+		}()
+		args := d.kubectl(p, "exec", pod, "-c", agentName, "--", helperPath, "__k8s-tar", filepath.Join(sp.Workspace.Path, ".git"))
+		var stderr strings.Builder
+		runErr := d.opts.Runner.Run(ctx, runner.Cmd{Args: args, Stdout: pw, StreamStdout: true, Stderr: &stderr})
+		pw.Close()
+		if err := <-done; err != nil {
+			return err
+		}
+		if runErr != nil && !strings.Contains(stderr.String(), "no such file or directory") {
+			return runErr
+		}
+		return nil // no .git in the pod: nothing to fetch
+	})
 }
 
 // Push copies the host workspace over the sandbox's.
@@ -102,12 +139,13 @@ func report(w io.Writer, verb, dir string, st *tarball.Stats) {
 // read-only (driver/docker/protect.go): every layer of the declaration,
 // sandbox.local.yaml, the loop's prompt, the template's build context
 // (its Dockerfile and .dockerignore when the context holds the
-// workspace), .git/config and .git/hooks.
+// workspace). Git's configuration surface never comes back, protect or
+// not (tarball.Extract).
 func protectedIn(sp *spec.Spec) func(string) bool {
 	if !sp.Protect {
 		return nil
 	}
-	set := map[string]bool{".git/config": true, ".git/hooks": true}
+	set := map[string]bool{}
 	add := func(path string) {
 		if rel, err := filepath.Rel(sp.Workspace.Path, path); err == nil && filepath.IsLocal(rel) {
 			set[foldName(filepath.ToSlash(rel))] = true

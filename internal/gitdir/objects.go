@@ -11,6 +11,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
+	"path/filepath"
 	"strings"
 
 	"github.com/sbxhq/sbx/internal/untrusted"
@@ -44,12 +46,18 @@ var typeNames = map[string]int{"commit": objCommit, "tree": objTree, "blob": obj
 var errMissing = errors.New("object not found")
 
 // store reads objects from .git/objects: loose (zlib, "TYPE SIZE\0DATA")
-// and in packs with a version 2 index. Alternates
-// (objects/info/alternates) are not followed: they name directories
-// outside the workspace.
+// and in packs with a version 2 index. Of the alternates
+// (objects/info/alternates, gitrepository-layout(5)) only a relative one
+// that stays inside the .git directory is followed, one level deep: that
+// is how a docker sandbox's own git directory names the host's objects,
+// bound read-only inside it (driver/docker/git.go). Any other names a
+// directory outside the workspace, and is ignored.
 type store struct {
 	dir     *os.Root
+	objects string // the object directory, relative to dir
 	hashLen int
+	alts    []*store
+	altRead bool
 	packs   []*pack
 	listed  bool
 	budget  int64
@@ -63,13 +71,48 @@ type cacheKey struct {
 }
 
 func newStore(dir *os.Root, hashLen int) *store {
-	return &store{dir: dir, hashLen: hashLen, budget: maxInflated, cache: map[cacheKey][]byte{}}
+	return &store{dir: dir, objects: "objects", hashLen: hashLen, budget: maxInflated, cache: map[cacheKey][]byte{}}
 }
 
 func (s *store) close() {
 	for _, p := range s.packs {
 		p.close()
 	}
+	for _, a := range s.alts {
+		a.close()
+	}
+}
+
+// maxAlternates bounds the alternates file and the stores it adds.
+const (
+	maxAlternatesFile = 4 << 10
+	maxAlternates     = 4
+)
+
+// alternates opens, once, the object directories objects/info/alternates
+// names that lie inside the .git directory (relative lines, resolved from
+// the object directory as git does).
+func (s *store) alternates() []*store {
+	if s.altRead || s.objects != "objects" {
+		return s.alts
+	}
+	s.altRead = true
+	data, err := untrusted.ReadFile(s.dir, "objects/info/alternates", maxAlternatesFile)
+	if err != nil {
+		return nil
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || line[0] == '#' || path.IsAbs(line) || len(s.alts) == maxAlternates {
+			continue
+		}
+		dir := path.Join("objects", line)
+		if !filepath.IsLocal(dir) || dir == "objects" {
+			continue
+		}
+		s.alts = append(s.alts, &store{dir: s.dir, objects: dir, hashLen: s.hashLen, budget: maxInflated, cache: map[cacheKey][]byte{}})
+	}
+	return s.alts
 }
 
 // read returns the type and content of the object named id (raw bytes).
@@ -97,6 +140,12 @@ func (s *store) readDepth(id []byte, depth int) (int, []byte, error) {
 			return s.packed(p, off, depth)
 		}
 	}
+	for _, a := range s.alternates() {
+		typ, data, err := a.readDepth(id, depth)
+		if !errors.Is(err, errMissing) {
+			return typ, data, err
+		}
+	}
 	return 0, nil, fmt.Errorf("%x: %w", id, errMissing)
 }
 
@@ -104,7 +153,7 @@ func (s *store) readDepth(id []byte, depth int) (int, []byte, error) {
 // SIZE bytes (gitformat-loose(5)).
 func (s *store) loose(id []byte) (int, []byte, error) {
 	h := hex.EncodeToString(id)
-	f, _, err := untrusted.Open(s.dir, "objects/"+h[:2]+"/"+h[2:])
+	f, _, err := untrusted.Open(s.dir, s.objects+"/"+h[:2]+"/"+h[2:])
 	if err != nil {
 		return 0, nil, err
 	}
@@ -174,7 +223,7 @@ func (s *store) listPacks() error {
 		return nil
 	}
 	s.listed = true
-	names, err := untrusted.ReadDirNames(s.dir, "objects/pack", 4*maxPacks)
+	names, err := untrusted.ReadDirNames(s.dir, s.objects+"/pack", 4*maxPacks)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -189,7 +238,7 @@ func (s *store) listPacks() error {
 		if len(s.packs) == maxPacks {
 			return fmt.Errorf("more than %d packs in objects/pack", maxPacks)
 		}
-		p, err := openPack(s.dir, "objects/pack/"+base, s.hashLen)
+		p, err := openPack(s.dir, s.objects+"/pack/"+base, s.hashLen)
 		if err != nil {
 			return err
 		}

@@ -24,8 +24,8 @@ import (
 	"github.com/sbxhq/sbx/internal/untrusted"
 )
 
-// ErrNoRepo says the workspace has no .git directory of its own: none, or
-// a .git file (a linked worktree's or submodule's pointer to a directory
+// ErrNoRepo says the workspace has no .git directory of its own: none, one
+// without HEAD, or a .git file (a linked worktree's or submodule's pointer to a directory
 // elsewhere) or symlink, which is not followed.
 var ErrNoRepo = errors.New("no .git directory")
 
@@ -57,6 +57,13 @@ func Open(ws *os.Root) (*Repo, error) {
 	// A directory swapped for a symlink since the lstat is followed by
 	// OpenRoot only inside ws; refuse it all the same.
 	if st, err := dir.Stat("."); err != nil || !os.SameFile(st, info) {
+		dir.Close()
+		return nil, ErrNoRepo
+	}
+	// Without HEAD a directory is no repository to git either
+	// (setup.c's is_git_directory): the empty .git sbx makes as a
+	// sandbox's mount point, say.
+	if _, err := dir.Lstat("HEAD"); errors.Is(err, fs.ErrNotExist) {
 		dir.Close()
 		return nil, ErrNoRepo
 	}

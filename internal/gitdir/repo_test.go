@@ -462,3 +462,48 @@ func TestTracked(t *testing.T) {
 		})
 	}
 }
+
+// TestCountAlternates: a repository whose older history is in another
+// object directory inside .git, named by a relative alternate (a docker
+// sandbox's own git directory and the host's objects bound into it), is
+// counted through it; an alternate naming a directory outside .git (here
+// the very same objects, by an absolute path and by climbing out) is not
+// followed, so what the agent writes there cannot make sbx read host
+// directories.
+func TestCountAlternates(t *testing.T) {
+	host := newRepo(t, "sha1")
+	base := commit(t, host, 1, "base")
+	// The sandbox's repository: the host's history only by alternate.
+	own := t.TempDir()
+	git(t, own, "init", "-q", "-b", "main")
+	shared := filepath.Join(own, ".git", "sbx-host-objects")
+	if err := os.Rename(filepath.Join(host, ".git", "objects"), shared); err != nil {
+		t.Fatal(err)
+	}
+	alternates := filepath.Join(own, ".git", "objects", "info", "alternates")
+	for _, tc := range []struct {
+		alternate string
+		ok        bool
+	}{
+		{"../sbx-host-objects", true},
+		{shared, false},
+		{"../../.git/sbx-host-objects", false},
+	} {
+		if err := os.WriteFile(alternates, []byte(tc.alternate+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if tc.ok {
+			git(t, own, "update-ref", "HEAD", base)
+			head := commit(t, own, 2, "the agent's")
+			n, err := open(t, own).Count(context.Background(), base, head)
+			if err != nil || n != 1 {
+				t.Errorf("alternate %q: Count = %d, %v; want 1", tc.alternate, n, err)
+			}
+			continue
+		}
+		head := git(t, own, "rev-parse", "HEAD")
+		if _, err := open(t, own).Count(context.Background(), "", head); err == nil || !strings.Contains(err.Error(), "not found") {
+			t.Errorf("alternate %q: Count = %v; want the host's objects not found", tc.alternate, err)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package k8stest
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -34,7 +35,13 @@ func TestSweep(t *testing.T) {
 	mk := func(owner string) string {
 		name := "sbxtest-sweep-" + randomHex(4)
 		e.KubectlInput(t, fmt.Sprintf("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: %s\n  labels: {dev.sbx.test: k8stest}\n  annotations: {%q: %q}\n", name, ownerAnnotation, owner), "create", "-f", "-")
-		t.Cleanup(func() { e.kubectl(t.Context(), "", "delete", "namespace", name, "--ignore-not-found", "--wait=false") })
+		// t.Context is done when cleanups run: the deletion gets a
+		// context of its own.
+		t.Cleanup(func() {
+			if _, err := e.kubectl(context.WithoutCancel(t.Context()), "", "delete", "namespace", name, "--ignore-not-found", "--wait=false"); err != nil {
+				t.Errorf("deleting the test's namespace %s: %v", name, err)
+			}
+		})
 		return name
 	}
 	left := mk(fmt.Sprintf("%s/%d/x", host, deadPID(t)))

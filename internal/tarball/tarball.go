@@ -14,13 +14,23 @@
 //     os.Root; no entry is written through a symlink or below one, whether
 //     the stream made the link or it was there before (an existing link
 //     in a file's place is replaced, never followed); a link the stream
-//     makes must be relative and point inside the root.
+//     makes must be relative and resolve inside the root as the kernel
+//     resolves it: through the links already there, its own and the
+//     host's ("s -> .", then "t -> s/.." climbs out of the root, though
+//     "s/.." looks local). Because a later link can change where an
+//     earlier one leads, every link the stream made is resolved again
+//     once the stream ends, and one that now leads out is removed.
 //   - Nothing but directories, regular files and such links is made:
 //     hard links, devices, FIFOs and sockets are skipped and reported, and
 //     modes lose setuid, setgid, sticky and group/other write bits.
-//   - Protected paths (the sandbox's own declaration, .git/config,
-//     .git/hooks) are never written; entries at or under them are skipped
-//     and reported.
+//   - Protected paths (the sandbox's own declaration, its prompt) are
+//     never written; entries at or under them are skipped and reported.
+//   - Nothing of git's configuration surface is written unless the
+//     stream is the host's own (HostGit): of a .git directory at any depth only objects, refs, logs,
+//     HEAD, ORIG_HEAD, index and packed-refs (gitdir.Copyable); config,
+//     config.worktree, commondir, hooks, info, worktrees, modules and a
+//     .git file or link are skipped and reported, so git on the host
+//     never takes configuration from the stream.
 //   - The work is bounded: total bytes, one file's bytes and the number of
 //     entries; past a bound the extraction stops with an error (what was
 //     written stays; nothing is written past it).
@@ -40,6 +50,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/sbxhq/sbx/internal/gitdir"
 	"github.com/sbxhq/sbx/internal/untrusted"
 )
 
@@ -148,6 +159,15 @@ type ExtractOptions struct {
 	// Protected reports whether a slash-separated path relative to the
 	// root must not be written (nor anything under it).
 	Protected func(name string) bool
+	// HostGit says the stream comes from the host (a copy into the
+	// sandbox), so .git's configuration is copied like any file; without
+	// it only git's data is (gitdir.Copyable).
+	HostGit bool
+	// NoGit says the root's own .git is not written at all: a sandbox's
+	// commits come home by git's fetch (package gitsync). Its data is
+	// skipped without a word; its configuration is still named among the
+	// skipped entries.
+	NoGit bool
 }
 
 // Extract reads the tar stream r into root (see the package comment for
@@ -159,6 +179,10 @@ func Extract(ctx context.Context, r io.Reader, root *os.Root, o ExtractOptions) 
 	// dirs are the directories this extraction made or found to be real
 	// directories, so a path's parents are checked once.
 	dirs := map[string]bool{".": true}
+	// links are the symbolic links this extraction made, checked again
+	// when it ends, however it ends.
+	var links []madeLink
+	defer func() { recheck(root, links, st) }()
 	entries := 0
 	for {
 		if err := ctx.Err(); err != nil {
@@ -183,8 +207,15 @@ func Extract(ctx context.Context, r io.Reader, root *os.Root, o ExtractOptions) 
 		if name == "." {
 			continue
 		}
+		if !o.HostGit && !gitdir.Copyable(name, h.Typeflag == tar.TypeDir) {
+			st.skip(name, "git's configuration (of a .git only objects, refs, logs, HEAD, index and packed-refs are copied)")
+			continue
+		}
+		if o.NoGit && (gitdir.Fold(name) == ".git" || strings.HasPrefix(gitdir.Fold(name), ".git/")) {
+			continue
+		}
 		if o.Protected != nil && protected(name, o.Protected) {
-			st.skip(name, "protected (the sandbox's declaration, .git/config or .git/hooks)")
+			st.skip(name, "protected (the sandbox's declaration)")
 			continue
 		}
 		if why := parentsOK(root, name, dirs); why != "" {
@@ -215,7 +246,7 @@ func Extract(ctx context.Context, r io.Reader, root *os.Root, o ExtractOptions) 
 			st.Files++
 			st.Bytes += h.Size
 		case tar.TypeSymlink:
-			if !linkInside(name, h.Linkname) {
+			if !linkInside(name, h.Linkname) || !resolvesInside(root, name, h.Linkname) {
 				st.skip(name, fmt.Sprintf("a symbolic link to %s, outside the workspace or absolute", printable(h.Linkname)))
 				continue
 			}
@@ -227,6 +258,7 @@ func Extract(ctx context.Context, r io.Reader, root *os.Root, o ExtractOptions) 
 				st.skip(name, err.Error())
 				continue
 			}
+			links = append(links, madeLink{name, h.Linkname})
 			st.Links++
 		default:
 			st.skip(name, kindOf(h.Typeflag))
@@ -364,6 +396,99 @@ func linkInside(name, target string) bool {
 	}
 	resolved := path.Join(path.Dir(name), target)
 	return resolved != ".." && !strings.HasPrefix(resolved, "../") && filepath.IsLocal(filepath.FromSlash(resolved))
+}
+
+// maxLinks is how many symbolic links one resolution follows before it
+// gives up, as Linux's does (path_resolution(7): ELOOP after 40).
+const maxLinks = 40
+
+// madeLink is a symbolic link an extraction made.
+type madeLink struct{ name, target string }
+
+// resolvesInside reports whether the symbolic link at name (slash-separated,
+// relative to the root) with this target leads inside the root when the
+// kernel resolves it through the tree as it is now: component by
+// component, following every link on the way (".." goes up from where a
+// link really leads, not from its text). A component that does not exist
+// is taken as it reads; recheck looks again once the tree is complete.
+// A resolution that follows more than maxLinks links does not lead inside.
+func resolvesInside(root *os.Root, name, target string) bool {
+	hops := 0
+	_, ok := resolve(root, parts(path.Dir(name)), target, &hops)
+	return ok
+}
+
+// parts splits a clean slash-separated path into its names; "." has none.
+func parts(p string) []string {
+	if p == "." || p == "" {
+		return nil
+	}
+	return strings.Split(p, "/")
+}
+
+// resolve walks target from the directory dir (names from the root, with
+// no link among them) and returns where it leads, or false when it leaves
+// the root, is absolute, or follows more than maxLinks links.
+func resolve(root *os.Root, dir []string, target string, hops *int) ([]string, bool) {
+	if target == "" || strings.HasPrefix(target, "/") || strings.Contains(target, `\`) || strings.ContainsRune(target, 0) {
+		return nil, false
+	}
+	cur := append([]string(nil), dir...)
+	for _, p := range strings.Split(target, "/") {
+		switch p {
+		case "", ".":
+			continue
+		case "..":
+			if len(cur) == 0 {
+				return nil, false
+			}
+			cur = cur[:len(cur)-1]
+			continue
+		}
+		cur = append(cur, p)
+		fi, err := root.Lstat(strings.Join(cur, "/"))
+		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+			continue
+		}
+		if *hops++; *hops > maxLinks {
+			return nil, false
+		}
+		next, err := root.Readlink(strings.Join(cur, "/"))
+		if err != nil {
+			return nil, false
+		}
+		var ok bool
+		if cur, ok = resolve(root, cur[:len(cur)-1], next, hops); !ok {
+			return nil, false
+		}
+	}
+	return cur, true
+}
+
+// recheck resolves again every link the extraction made, with the tree as
+// the whole stream left it, and removes each one that now leads out of
+// the root (a later link in the stream changed the way), reporting it.
+// All are judged before any is removed: a link whose way passes through
+// one that leads out leads out too, so no link that stays changes.
+func recheck(root *os.Root, links []madeLink, st *Stats) {
+	var out []madeLink
+	for _, l := range links {
+		if now, err := root.Readlink(l.name); err != nil || now != l.target {
+			continue // replaced by a later entry of the stream
+		}
+		if !resolvesInside(root, l.name, l.target) {
+			out = append(out, l)
+		}
+	}
+	for _, l := range out {
+		why := fmt.Sprintf("a symbolic link to %s that leads outside the workspace (or round a loop) once the other links are made: removed", printable(l.target))
+		if err := root.Remove(l.name); err != nil {
+			why = fmt.Sprintf("a symbolic link to %s that leads outside the workspace (or round a loop) once the other links are made, and could not be removed: %v", printable(l.target), err)
+		} else {
+			st.Links--
+		}
+		st.skip(l.name, why)
+	}
 }
 
 // perm keeps the permission bits a workspace file may have: no setuid,

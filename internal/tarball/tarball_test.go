@@ -96,7 +96,8 @@ func TestExtractHostile(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Skip("symlinks need privileges on Windows")
 	}
-	prot := func(n string) bool { return n == "sandbox.yaml" || n == ".git/hooks" || n == ".git/config" }
+	prot := func(n string) bool { return n == "sandbox.yaml" }
+	const gitConf = ": " + `git's configuration (of a .git only objects, refs, logs, HEAD, index and packed-refs are copied)`
 	tests := []struct {
 		name    string
 		before  func(ws, outside string)
@@ -125,6 +126,39 @@ func TestExtractHostile(t *testing.T) {
 			skipped: []string{`out: a symbolic link to "../outside", outside the workspace or absolute`, `abs: a symbolic link to "/etc", outside the workspace or absolute`},
 		},
 		{
+			// Each link looks local on its own; the kernel resolves t
+			// through s (the root itself), so t's ".." and leak climb out.
+			name:    "a chain of links that only the kernel's resolution takes out",
+			entries: []entry{{name: "s", typ: tar.TypeSymlink, link: "."}, {name: "t", typ: tar.TypeSymlink, link: "s/.."}, {name: "leak", typ: tar.TypeSymlink, link: "t/outside/victim"}},
+			want:    []string{"leak -> t/outside/victim", "s -> ."},
+			skipped: []string{`t: a symbolic link to "s/..", outside the workspace or absolute`},
+		},
+		{
+			// The same chain in another order: t and leak are made while
+			// s does not exist yet, and lead out once it does.
+			name:    "the chain made before the link it goes through",
+			entries: []entry{{name: "t", typ: tar.TypeSymlink, link: "s/.."}, {name: "d/leak", typ: tar.TypeSymlink, link: "../t/outside/victim"}, {name: "s", typ: tar.TypeSymlink, link: "."}, {name: "ok", typ: tar.TypeSymlink, link: "s/d"}},
+			want:    []string{"d/", "ok -> s/d", "s -> ."},
+			skipped: []string{
+				`t: a symbolic link to "s/.." that leads outside the workspace (or round a loop) once the other links are made: removed`,
+				`d/leak: a symbolic link to "../t/outside/victim" that leads outside the workspace (or round a loop) once the other links are made: removed`,
+			},
+		},
+		{
+			name: "a link through a host link that leads out",
+			before: func(ws, outside string) {
+				os.Symlink(outside, filepath.Join(ws, "cache"))
+				os.Symlink("..", filepath.Join(ws, "up"))
+			},
+			entries: []entry{{name: "c", typ: tar.TypeSymlink, link: "cache/victim"}, {name: "sub/u", typ: tar.TypeSymlink, link: "../up/outside/victim"}, {name: "loop", typ: tar.TypeSymlink, link: "loop"}},
+			want:    []string{"cache -> OUTSIDE", "sub/", "up -> .."},
+			skipped: []string{
+				`c: a symbolic link to "cache/victim", outside the workspace or absolute`,
+				`sub/u: a symbolic link to "../up/outside/victim", outside the workspace or absolute`,
+				`loop: a symbolic link to "loop" that leads outside the workspace (or round a loop) once the other links are made: removed`,
+			},
+		},
+		{
 			name:    "a link inside to a protected path, then a file through it",
 			entries: []entry{{name: "g", typ: tar.TypeSymlink, link: ".git/hooks"}, {name: "g/pre-commit", body: "evil"}, {name: ".git/hooks/post-checkout", body: "evil"}, {name: "sandbox.yaml", body: "evil"}},
 			before: func(ws, _ string) {
@@ -132,7 +166,7 @@ func TestExtractHostile(t *testing.T) {
 				os.WriteFile(filepath.Join(ws, "sandbox.yaml"), []byte("mine"), 0o644)
 			},
 			want:    []string{".git/", ".git/hooks/", "g -> .git/hooks", "sandbox.yaml=mine"},
-			skipped: []string{"g/pre-commit: g is a symbolic link, not a directory", ".git/hooks/post-checkout: protected (the sandbox's declaration, .git/config or .git/hooks)", "sandbox.yaml: protected (the sandbox's declaration, .git/config or .git/hooks)"},
+			skipped: []string{"g/pre-commit: g is a symbolic link, not a directory", ".git/hooks/post-checkout: git's configuration (of a .git only objects, refs, logs, HEAD, index and packed-refs are copied)", "sandbox.yaml: protected (the sandbox's declaration)"},
 		},
 		{
 			name: "a link already on the host is replaced, not written through",
@@ -177,6 +211,39 @@ func TestExtractHostile(t *testing.T) {
 				return es
 			}(),
 			err: ErrLimit,
+		},
+		{
+			// THREATS.md #3a: nothing the host's git takes configuration
+			// from, in the workspace's .git or any other, comes back; the
+			// repository's data does.
+			name: "git's configuration surface",
+			before: func(ws, _ string) {
+				os.MkdirAll(filepath.Join(ws, ".git/refs/heads"), 0o755)
+				os.WriteFile(filepath.Join(ws, ".git/config"), []byte("[core]\n"), 0o644)
+			},
+			entries: []entry{
+				{name: ".git/config", body: "[core]\n\tfsmonitor = touch pwned"},
+				{name: ".git/config.worktree", body: "[core]\n\tfsmonitor = touch pwned"},
+				{name: ".git/commondir", body: "../evil"},
+				{name: ".git/hooks/", typ: tar.TypeDir, mode: 0o755},
+				{name: ".git/info/attributes", body: "* filter=evil"},
+				{name: ".git/worktrees/w/config.worktree", body: "evil"},
+				{name: ".git/modules/m/config", body: "evil"},
+				{name: ".git/objects/info/alternates", body: "/etc"},
+				{name: ".GIT/Config", body: "evil"},
+				{name: "sub/.git", body: "gitdir: ../evil"},
+				{name: "nested/.git/config", body: "evil"},
+				{name: "evil/config", body: "[core]\n\tfsmonitor = touch pwned"},
+				{name: ".git/HEAD", body: "ref: refs/heads/main\n"},
+				{name: ".git/refs/heads/main", body: "0123\n"},
+				{name: ".git/objects/01/23", body: "obj"},
+			},
+			want: []string{".git/", ".git/HEAD=ref: refs/heads/main\n", ".git/config=[core]\n", ".git/objects/", ".git/objects/01/", ".git/objects/01/23=obj", ".git/refs/", ".git/refs/heads/", ".git/refs/heads/main=0123\n", "evil/", "evil/config=[core]\n\tfsmonitor = touch pwned"},
+			skipped: []string{
+				".git/config" + gitConf, ".git/config.worktree" + gitConf, ".git/commondir" + gitConf, ".git/hooks" + gitConf,
+				".git/info/attributes" + gitConf, ".git/worktrees/w/config.worktree" + gitConf, ".git/modules/m/config" + gitConf,
+				".git/objects/info/alternates" + gitConf, ".GIT/Config" + gitConf, "sub/.git" + gitConf, "nested/.git/config" + gitConf,
+			},
 		},
 		{
 			name:    "a directory is not replaced by a file",
@@ -265,5 +332,20 @@ func TestWriteBounded(t *testing.T) {
 	os.WriteFile(filepath.Join(src, "big"), bytes.Repeat([]byte("x"), 1<<16+1), 0o644)
 	if _, err := Write(context.Background(), open(t, src), &bytes.Buffer{}, small); !errors.Is(err, ErrLimit) {
 		t.Errorf("Write: %v, want ErrLimit", err)
+	}
+}
+
+// TestExtractHostGit copies the host's own .git whole into a sandbox's
+// copy (push), so that git there works as on the host; only a stream from
+// the host says HostGit.
+func TestExtractHostGit(t *testing.T) {
+	dst := t.TempDir()
+	s := stream(t, entry{name: ".git/config", body: "[core]\n"}, entry{name: ".git/hooks/pre-commit", body: "mine"})
+	if _, err := Extract(context.Background(), s, open(t, dst), ExtractOptions{Limits: small, HostGit: true}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{".git/", ".git/config=[core]\n", ".git/hooks/", ".git/hooks/pre-commit=mine"}
+	if diff := cmp.Diff(want, tree(t, dst)); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
 	}
 }

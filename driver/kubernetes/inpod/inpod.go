@@ -185,7 +185,10 @@ func Prepare(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		if err != nil {
 			return fail(err)
 		}
-		st, err := tarball.Extract(ctx, stdin, root, tarball.ExtractOptions{Limits: tarball.DefaultLimits})
+		// The stream is the host's workspace (sbx push, create): its
+		// .git comes whole, so that git in the sandbox works as on the
+		// host.
+		st, err := tarball.Extract(ctx, stdin, root, tarball.ExtractOptions{Limits: tarball.DefaultLimits, HostGit: true})
 		root.Close()
 		if err != nil {
 			return fail(err)
