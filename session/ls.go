@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"fmt"
+	"github.com/sbxhq/sbx/spec"
 	"sort"
 	"strings"
 
@@ -47,6 +48,10 @@ type ListOptions struct {
 	StateDir string
 	// Driver limits the listing to one driver ("" for all).
 	Driver string
+	// HostValue hears every value the listed sandboxes' files read from
+	// the host environment (spec.Options.HostValue), so that the caller
+	// can keep them out of what it prints.
+	HostValue func(spec.HostValue)
 }
 
 // List finds every sandbox sbx manages: those with a record in the state
@@ -184,7 +189,7 @@ func listDriver(ctx context.Context, opts ListOptions, store *reconcile.Store, c
 	for _, k := range keys {
 		g := groups[k]
 		file := g.files[0]
-		s, err := Open(ctx, Options{Files: g.files, Driver: name, Env: opts.Env, StateDir: opts.StateDir})
+		s, err := Open(ctx, Options{Files: g.files, Driver: name, Env: opts.Env, StateDir: opts.StateDir, HostValue: opts.HostValue})
 		if err != nil {
 			detail := fmt.Sprintf("%s cannot be read: %v", file, oneLine(err))
 			for _, n := range g.names {

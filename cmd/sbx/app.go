@@ -74,15 +74,16 @@ func (v *verb) run(ctx context.Context, a *app, args []string) int {
 	return run(ctx, a, fs.Args())
 }
 
-// redacts reports whether a verb's output describes declarations, which
-// show a host value as "(from $VAR)". The others hand their streams to
-// the sandbox (shell, loop) or print no declaration.
+// redacts reports whether a verb's output goes through the redactor,
+// which shows a host value as "(from $VAR)". Every verb that reads a
+// declaration prints something of it (a name in stop, start, ls, loop and
+// checkpoint lines, a backend error quoting a port, a doctor diagnostic),
+// so all do; a verb that read no host value prints unchanged. Only shell
+// hands the terminal to the sandbox as is: its raw byte stream can split
+// a value between writes, and an agent can print any host value it was
+// given anyway.
 func redacts(verb string) bool {
-	switch verb {
-	case "validate", "plan", "apply", "destroy", "status":
-		return true
-	}
-	return false
+	return verb != "shell"
 }
 
 func verbs() []*verb {

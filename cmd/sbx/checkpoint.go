@@ -131,7 +131,7 @@ func (a *app) checkpoints(ctx context.Context, t *target) (*session.Checkpoints,
 	}
 	name := t.driver
 	if name == "" {
-		res, err := session.Load(session.Options{Files: t.files, NoLocal: t.noLocal, Offline: true}, a.lookupEnv)
+		res, err := session.Load(session.Options{Files: t.files, NoLocal: t.noLocal, Offline: true, HostValue: a.hostValues.add}, a.lookupEnv)
 		if err != nil {
 			var nf *session.NoFileError
 			if errors.As(err, &nf) {

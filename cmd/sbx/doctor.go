@@ -125,7 +125,7 @@ func (a *app) doctorFile(ctx context.Context) {
 		}
 	}
 	fmt.Fprintf(a.stdout, "Sandbox file %s:\n", file)
-	res, err := session.Load(session.Options{Files: []string{file}, Offline: true}, a.lookupEnv)
+	res, err := session.Load(session.Options{Files: []string{file}, Offline: true, HostValue: a.hostValues.add}, a.lookupEnv)
 	if err != nil {
 		fmt.Fprintf(a.stdout, "  not valid: %s (run 'sbx validate')\n", oneLine(err))
 		return

@@ -165,7 +165,7 @@ backend cannot be read). Nothing is changed and no host command runs.
 				if err != nil {
 					return a.errorf("%v", err)
 				}
-				l, err := session.List(ctx, session.ListOptions{Env: a.driverEnv(), StateDir: dir, Driver: *driver})
+				l, err := session.List(ctx, session.ListOptions{Env: a.driverEnv(), StateDir: dir, Driver: *driver, HostValue: a.hostValues.add})
 				if err != nil {
 					return a.fail(err)
 				}

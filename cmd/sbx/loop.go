@@ -180,7 +180,7 @@ func loopSubcommand(name string) *verb {
 
 // loopSpecs loads the files without touching the backend.
 func (a *app) loopSpecs(t *target) ([]*spec.Spec, error) {
-	res, err := session.Load(session.Options{Files: t.files, NoLocal: t.noLocal, Offline: true}, a.lookupEnv)
+	res, err := session.Load(session.Options{Files: t.files, NoLocal: t.noLocal, Offline: true, HostValue: a.hostValues.add}, a.lookupEnv)
 	if err != nil {
 		return nil, err
 	}
