@@ -143,8 +143,18 @@ func TestGitHubAction(t *testing.T) {
 		t.Fatalf("go env GOCACHE GOMODCACHE: %q", caches)
 	}
 	dir := t.TempDir()
-	env, _, _ := fakeWorld(t, dir)
-	env = append(env, "GOCACHE="+goEnv[0], "GOMODCACHE="+goEnv[1])
+	env, _, fake := fakeWorld(t, dir)
+	// The action runs sbx with only the variables it needs: the fake's
+	// own (its state file) reach it through a wrapper, as a real
+	// backend's configuration would through its files.
+	wrapper := filepath.Join(dir, "docker-sbx")
+	script := "#!/bin/sh\nFAKE_SBX_STATE=" + filepath.Join(dir, "fake.json") + " exec " + fake + " \"$@\"\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// RUNNER_SECRET is a secret the workflow put in the job's environment.
+	env = append(env, "GOCACHE="+goEnv[0], "GOMODCACHE="+goEnv[1], "SBX_DOCKER_SBX="+wrapper,
+		"RUNNER_SECRET=HuNtEr2SeCrEt", "PLAN_VAR=public-value")
 	write := func(name, text string) string {
 		ws := filepath.Join(dir, name)
 		if err := os.MkdirAll(ws, 0o755); err != nil {
@@ -172,6 +182,30 @@ func TestGitHubAction(t *testing.T) {
 		}
 		if !strings.Contains(outputs, "changes=true\n") {
 			t.Errorf("outputs %q, want changes=true", outputs)
+		}
+	})
+
+	// A pull request's file reads the job's secret: the action runs sbx
+	// with an environment holding only what sbx needs and the variables
+	// the workflow passes (inputs.env), so the secret is unset for it,
+	// not even redacted into "(from $RUNNER_SECRET)".
+	t.Run("environment", func(t *testing.T) {
+		ws := write("secret", "version: 1\nname: api\nagent: shell\ndriver: sbx\nnetwork:\n  agentHosts: false\n  allow: [\"${RUNNER_SECRET:-unset}.example.com\", \"${PLAN_VAR}.example.org\"]\n")
+		log, summary, _, ok := runAction(t, ws, map[string]string{"env": "PLAN_VAR"}, env)
+		if !ok {
+			t.Fatalf("the action failed:\n%s", log)
+		}
+		for _, want := range []string{`+ network.allow: "unset.example.com"`, `+ network.allow: "(from $PLAN_VAR).example.org"`} {
+			if !strings.Contains(summary, want) {
+				t.Errorf("step summary lacks %q:\n%s", want, summary)
+			}
+		}
+		if strings.Contains(summary, "RUNNER_SECRET)") || strings.Contains(strings.ToLower(log+summary), "hunter2secret") {
+			t.Errorf("the job's secret reached sbx:\n%s\n%s", log, summary)
+		}
+		_, _, _, ok = runAction(t, ws, map[string]string{"env": "PLAN_VAR $(touch x)"}, env)
+		if ok {
+			t.Errorf("the action accepted a name that is not a variable's in inputs.env")
 		}
 	})
 
