@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // HostValue is a value a declaration took from the host environment: the
@@ -34,7 +36,7 @@ func Redact(s string, vals []HostValue) string {
 	if len(vals) == 0 {
 		return s
 	}
-	vals = append([]HostValue(nil), vals...)
+	vals = allForms(vals)
 	sort.SliceStable(vals, func(i, j int) bool { return len(vals[i].Value) > len(vals[j].Value) })
 	for _, h := range vals {
 		if h.Value == "" {
@@ -55,7 +57,7 @@ func Redact(s string, vals []HostValue) string {
 // (numbers, true, false, null): the value becomes the JSON string
 // "(from $VAR)", so that the document stays valid.
 func RedactQuoted(s string, vals []HostValue) string {
-	vals = append([]HostValue(nil), vals...)
+	vals = allForms(vals)
 	sort.SliceStable(vals, func(i, j int) bool { return len(vals[i].Value) > len(vals[j].Value) })
 	for _, h := range vals {
 		if h.Value == "" {
@@ -65,6 +67,50 @@ func RedactQuoted(s string, vals []HostValue) string {
 		s = re.ReplaceAllString(s, "${1}"+strings.ReplaceAll(strconv.Quote(h.Placeholder()), "$", "$$")+"${2}")
 	}
 	return s
+}
+
+// minPart is the length from which a part of a host value (forms) is
+// redacted on its own: shorter ones ("com", "tmp") are ordinary words.
+const minPart = 4
+
+// forms are the texts a host value can appear as in a message: as set;
+// trimmed of spaces and of a host's trailing dot, as sbx normalizes it
+// before it reports it; and each part between separators (a DNS label, a
+// path element, a port's field), which a check quotes on its own ("label
+// \"hunter2\" is not valid"), when it is long enough to be told from an
+// ordinary word. Redacting too much hides a word; too little prints the
+// secret.
+func forms(h HostValue) []HostValue {
+	seen := map[string]bool{}
+	var out []HostValue
+	add := func(s string) {
+		if k := strings.ToLower(s); s != "" && !seen[k] {
+			seen[k] = true
+			out = append(out, HostValue{Var: h.Var, Value: s})
+		}
+	}
+	add(h.Value)
+	t := strings.TrimSpace(h.Value)
+	add(t)
+	add(strings.TrimSpace(strings.TrimSuffix(t, ".")))
+	parts := strings.FieldsFunc(h.Value, func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '-' && r != '_'
+	})
+	for _, p := range parts {
+		if utf8.RuneCountInString(p) >= minPart {
+			add(p)
+		}
+	}
+	return out
+}
+
+// allForms is every form of every value.
+func allForms(vals []HostValue) []HostValue {
+	var out []HostValue
+	for _, h := range vals {
+		out = append(out, forms(h)...)
+	}
+	return out
 }
 
 // addHostValue records a value taken from the host, once.

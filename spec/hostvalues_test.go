@@ -10,7 +10,7 @@ import (
 )
 
 func TestRedact(t *testing.T) {
-	vals := []spec.HostValue{{Var: "TOKEN", Value: "HuNtEr2"}, {Var: "MEM", Value: "3g"}, {Var: "LONG", Value: "HuNtEr2-and-more"}}
+	vals := []spec.HostValue{{Var: "TOKEN", Value: "HuNtEr2"}, {Var: "MEM", Value: "3g"}, {Var: "LONG", Value: "HuNtEr2-and-more"}, {Var: "HOST", Value: "  HuNtEr2HoSt.io.  "}}
 	tests := []struct{ name, in, want string }{
 		{"quoted", `invalid name "HuNtEr2_x"`, `invalid name "(from $TOKEN)_x"`},
 		{"lower-cased", `host "hunter2.example.com"`, `host "(from $TOKEN).example.com"`},
@@ -19,6 +19,9 @@ func TestRedact(t *testing.T) {
 		{"short alone", `--memory 3g --cpus 1`, `--memory (from $MEM) --cpus 1`},
 		{"short inside a word stays", `33gb x3g`, `33gb x3g`},
 		{"none", `nothing here`, `nothing here`},
+		{"normalized host", `host "hunter2host.io"`, `host "(from $HOST)"`},
+		{"a label alone", `label "  hunter2host" is not valid`, `label "  (from $HOST)" is not valid`},
+		{"short parts stay", `a.io`, `a.io`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
