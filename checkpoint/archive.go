@@ -79,10 +79,11 @@ const LabelPrefix = "dev.sbx."
 // Sanitize reads the image archive at src, as `docker save` or `sbx
 // template save -o` write it, checks it, and writes to w an archive that
 // `docker load` and `sbx template load` read: manifest.json naming the one
-// image as ref, its configuration with every dev.sbx.* label of the
-// archive's replaced by labels, and the layers manifest.json names, as
-// they were (the backend checks each against the configuration's digests).
-// Nothing else of the archive is kept.
+// image as ref, a configuration rebuilt from only what sbx needs of the
+// archive's (rebuild: the platform, the layers' digests, PATH, the working
+// directory) with labels as its only labels, and the layers manifest.json
+// names, as they were (the backend checks each against the
+// configuration's digests). Nothing else of the archive is kept.
 //
 // The archive is attacker-controlled (an export the agent could rewrite
 // in its workspace, a file from elsewhere): src is opened without
@@ -91,7 +92,7 @@ const LabelPrefix = "dev.sbx."
 // entries must be regular files or directories with clean relative names
 // (no "..", no absolute path, no links or devices, no duplicates); sizes
 // and counts are bounded; the configuration's keys must not differ from
-// the ones sbx rewrites only in case, as a case-insensitive decoder would
+// the ones sbx reads only in case, as a case-insensitive decoder would
 // merge them. Sanitize writes nothing from the archive to the host's file
 // system but its private copy.
 func Sanitize(src, ref string, labels map[string]string, lim Limits, w io.Writer) error {
@@ -256,7 +257,7 @@ func rewrite(r io.Reader, w io.Writer, m *manifestEntry, files map[string]int64,
 	if config == nil || len(layers) > 0 {
 		return invalid("the archive changed while it was read")
 	}
-	cfg, err := relabel(config, labels)
+	cfg, err := rebuild(config, len(m.Layers), labels)
 	if err != nil {
 		return err
 	}
@@ -298,49 +299,152 @@ func writeDirs(tw *tar.Writer, name string, done map[string]bool, mtime time.Tim
 	return nil
 }
 
-// relabel replaces every dev.sbx.* label of an image configuration by
-// labels and returns the configuration. Keys that a case-insensitive
-// decoder (Docker's) would read as "config" or "Labels" must be exactly
-// those.
-func relabel(data []byte, labels map[string]string) ([]byte, error) {
+// imageConfig is the whole of an imported image's configuration: what sbx
+// needs of an image to make a sandbox from it, the fields of the OCI image
+// configuration (https://github.com/opencontainers/image-spec/blob/v1.1.0/config.md)
+// that a checkpoint sbx saves has. A sandbox is sbx's container, not the
+// image's: sbx sets its entrypoint, command, user, env and working
+// directory itself (driver/docker's sandboxContainer), so everything else
+// an archive's author wrote (User, Entrypoint, Cmd, Healthcheck, Volumes,
+// OnBuild, ExposedPorts, StopSignal, Shell, env such as LD_PRELOAD, labels,
+// history) is dropped: Docker would otherwise apply it to the container
+// made from the image (a health check running commands, anonymous volumes
+// on the host, a user that is not sbx's).
+type imageConfig struct {
+	Architecture string       `json:"architecture"`
+	OS           string       `json:"os"`
+	Variant      string       `json:"variant,omitempty"`
+	Created      *time.Time   `json:"created,omitempty"`
+	Config       runConfig    `json:"config"`
+	RootFS       rootFSConfig `json:"rootfs"`
+}
+
+// runConfig is the part of an image's run configuration sbx keeps: PATH
+// (where the checkpoint's programs are; sbx gives the rest of the env from
+// sandbox.yaml), the working directory, and sbx's own labels.
+type runConfig struct {
+	Env        []string          `json:"Env,omitempty"`
+	WorkingDir string            `json:"WorkingDir,omitempty"`
+	Labels     map[string]string `json:"Labels"`
+}
+
+// rootFSConfig names the layers' uncompressed digests, base first.
+type rootFSConfig struct {
+	Type    string   `json:"type"`
+	DiffIDs []string `json:"diff_ids"`
+}
+
+// rebuild returns a new image configuration made from the archive's of
+// only the fields of imageConfig, checked, with labels as its only labels.
+// A field sbx keeps but whose value is not plainly one it would write
+// (a PATH or working directory with odd characters) is dropped too; the
+// layers' digests must be layers of them, one per layer of the manifest.
+func rebuild(data []byte, layers int, labels map[string]string) ([]byte, error) {
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(data, &top); err != nil || top == nil {
 		return nil, invalid("the image configuration is not a JSON object")
 	}
-	if err := exactKey(top, "config"); err != nil {
-		return nil, err
+	var in struct {
+		Architecture, OS, Variant, Created string
+		Config                             struct {
+			Env        []string
+			WorkingDir string
+		}
+		RootFS rootFSConfig
 	}
-	inner := map[string]json.RawMessage{}
-	if raw, ok := top["config"]; ok && string(raw) != "null" {
-		if err := json.Unmarshal(raw, &inner); err != nil || inner == nil {
-			return nil, invalid("the image configuration's config is not an object")
+	fields := []struct {
+		key string
+		dst any
+	}{
+		{"architecture", &in.Architecture}, {"os", &in.OS}, {"variant", &in.Variant},
+		{"created", &in.Created}, {"config", &in.Config}, {"rootfs", &in.RootFS},
+	}
+	for _, f := range fields {
+		if err := exactKey(top, f.key); err != nil {
+			return nil, err
+		}
+		raw, ok := top[f.key]
+		if !ok || string(raw) == "null" {
+			continue
+		}
+		if err := json.Unmarshal(raw, f.dst); err != nil {
+			return nil, invalid("the image configuration's %s: %v", f.key, err)
 		}
 	}
-	if err := exactKey(inner, "Labels"); err != nil {
-		return nil, err
-	}
-	ls := map[string]string{}
-	if raw, ok := inner["Labels"]; ok && string(raw) != "null" {
-		if err := json.Unmarshal(raw, &ls); err != nil {
-			return nil, invalid("the image's labels are not a map of strings")
+	out := imageConfig{Architecture: in.Architecture, OS: in.OS, Variant: in.Variant,
+		Config: runConfig{Labels: map[string]string{}}, RootFS: in.RootFS}
+	for _, v := range []string{in.Architecture, in.OS, in.Variant} {
+		if !platformOK(v) {
+			return nil, invalid("the image's platform %q is not one sbx knows the form of", v)
 		}
 	}
-	for k := range ls {
-		if strings.HasPrefix(strings.ToLower(k), LabelPrefix) {
-			delete(ls, k)
+	if in.RootFS.Type != "layers" || len(in.RootFS.DiffIDs) != layers {
+		return nil, invalid("the image configuration's rootfs names %d layers of type %q; the manifest names %d", len(in.RootFS.DiffIDs), in.RootFS.Type, layers)
+	}
+	for _, d := range in.RootFS.DiffIDs {
+		if !diffIDOK(d) {
+			return nil, invalid("the layer digest %q is not a sha256 digest", d)
 		}
+	}
+	if t, err := time.Parse(time.RFC3339Nano, in.Created); err == nil {
+		out.Created = &t
+	}
+	for _, e := range in.Config.Env {
+		if v, ok := strings.CutPrefix(e, "PATH="); ok && pathListOK(v) {
+			out.Config.Env = []string{e}
+		}
+	}
+	if dirOK(in.Config.WorkingDir) {
+		out.Config.WorkingDir = in.Config.WorkingDir
 	}
 	for k, v := range labels {
-		ls[k] = v
+		out.Config.Labels[k] = v
 	}
-	var err error
-	if inner["Labels"], err = json.Marshal(ls); err != nil {
-		return nil, err
+	return json.Marshal(out)
+}
+
+// The forms of the values rebuild keeps, checked by hand rather than by
+// package-level regular expressions, which every sbx run would compile at
+// start-up.
+
+// platformOK reports whether v is a platform word: at most 32 lower-case
+// letters, digits, periods, underscores and hyphens.
+func platformOK(v string) bool {
+	return len(v) <= 32 && strings.IndexFunc(v, func(r rune) bool {
+		return !('a' <= r && r <= 'z' || '0' <= r && r <= '9' || r == '.' || r == '_' || r == '-')
+	}) < 0
+}
+
+// diffIDOK reports whether d is a sha256 digest as rootfs.diff_ids hold
+// them.
+func diffIDOK(d string) bool {
+	hexPart, ok := strings.CutPrefix(d, "sha256:")
+	return ok && len(hexPart) == 64 && strings.IndexFunc(hexPart, func(r rune) bool {
+		return !('0' <= r && r <= '9' || 'a' <= r && r <= 'f')
+	}) < 0
+}
+
+// dirOK reports whether p is an absolute, clean path of at most 256 plain
+// characters (letters, digits, . _ + @ - /).
+func dirOK(p string) bool {
+	return strings.HasPrefix(p, "/") && len(p) <= 256 && path.Clean(p) == p && strings.IndexFunc(p, func(r rune) bool {
+		return !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || strings.ContainsRune("._+@-/", r))
+	}) < 0
+}
+
+// pathListOK reports whether v is a PATH of at most 32 directories, each
+// absolute and plain (dirOK once cleaned: cleaning only drops characters).
+func pathListOK(v string) bool {
+	dirs := strings.Split(v, ":")
+	if len(dirs) > 32 {
+		return false
 	}
-	if top["config"], err = json.Marshal(inner); err != nil {
-		return nil, err
+	for _, d := range dirs {
+		if !dirOK(path.Clean(d)) {
+			return false
+		}
 	}
-	return json.Marshal(top)
+	return true
 }
 
 // exactKey refuses a key that is key in another case.

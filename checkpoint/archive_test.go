@@ -164,11 +164,7 @@ func TestSanitizeKeepsOnlyTheImage(t *testing.T) {
 			if err := json.Unmarshal([]byte(files[m[0].Config]), &cfg); err != nil {
 				t.Fatal(err)
 			}
-			want := map[string]string{"org.example.owner": "team-a"}
-			for k, v := range wantLabels {
-				want[k] = v
-			}
-			if diff := cmp.Diff(want, cfg.Config.Labels); diff != "" {
+			if diff := cmp.Diff(wantLabels, cfg.Config.Labels); diff != "" {
 				t.Errorf("labels (-want +got):\n%s", diff)
 			}
 			if len(cfg.RootFS.DiffIDs) != 1 || len(cfg.Config.Env) != 1 {
@@ -220,9 +216,12 @@ func TestSanitizeRefuses(t *testing.T) {
 		{"manifest too large", legacy, Limits{MaxJSON: 10}, "more than the limit of 10"},
 		{"archive too large", legacy, Limits{MaxSize: 100}, "more than the limit of 100"},
 		{"config key in another case", set(cfgAt, entry{name: cfg, body: `{"config":{},"Config":{"Labels":{"dev.sbx.record":"x"}}}`}), Limits{}, `both "config" and "Config"`},
-		{"labels key in another case", set(cfgAt, entry{name: cfg, body: `{"config":{"Labels":{},"labels":{"dev.sbx.record":"x"}}}`}), Limits{}, `both "Labels" and "labels"`},
+		{"rootfs key in another case", set(cfgAt, entry{name: cfg, body: `{"rootfs":{},"RootFS":{}}`}), Limits{}, `both "rootfs" and "RootFS"`},
 		{"config not an object", set(cfgAt, entry{name: cfg, body: `[]`}), Limits{}, "not a JSON object"},
-		{"labels not strings", set(cfgAt, entry{name: cfg, body: `{"config":{"Labels":{"a":1}}}`}), Limits{}, "not a map of strings"},
+		{"env not strings", set(cfgAt, entry{name: cfg, body: `{"config":{"Env":[1]}}`}), Limits{}, "configuration's config"},
+		{"layer count", set(cfgAt, entry{name: cfg, body: `{"os":"linux","rootfs":{"type":"layers","diff_ids":[]}}`}), Limits{}, "names 0 layers"},
+		{"layer digest", set(cfgAt, entry{name: cfg, body: `{"os":"linux","rootfs":{"type":"layers","diff_ids":["sha256:../x"]}}`}), Limits{}, "not a sha256 digest"},
+		{"platform", set(cfgAt, entry{name: cfg, body: `{"os":"linux\u001b]52;c;eA==\u0007","rootfs":{"type":"layers","diff_ids":["sha256:` + strings.Repeat("a", 64) + `"]}}`}), Limits{}, "platform"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -251,5 +250,87 @@ func TestSanitizeLayerLimit(t *testing.T) {
 	err = Sanitize(archive(t, many), "sbx-checkpoint:x", nil, Limits{MaxLayers: 2}, &out)
 	if err == nil || !strings.Contains(err.Error(), "3 layers, more than the limit of 2") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestSanitizeRebuildsTheConfiguration plays an archive's author who sets
+// what Docker would apply to a container made from the image: a user, a
+// preloaded library, a health check, volumes, an entrypoint, onbuild
+// triggers, ports, a stop signal, a shell, sbx's own labels. The rebuilt
+// configuration holds only the platform, the layers, PATH, the working
+// directory and sbx's labels.
+func TestSanitizeRebuildsTheConfiguration(t *testing.T) {
+	diff := "sha256:" + strings.Repeat("a", 64)
+	hostile := map[string]any{
+		"architecture": "amd64", "os": "linux", "created": "2026-01-02T03:04:05Z",
+		"author":  "evil",
+		"history": []map[string]any{{"created_by": "RUN \u001b]52;c;ZXZpbA==\u0007"}},
+		"config": map[string]any{
+			"User":         "0:0",
+			"Env":          []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LD_PRELOAD=/tmp/evil.so", "BASH_ENV=/tmp/x"},
+			"Entrypoint":   []string{"/evil"},
+			"Cmd":          []string{"-c", "id"},
+			"Healthcheck":  map[string]any{"Test": []string{"CMD-SHELL", "/evil"}, "Interval": 1000000000},
+			"Volumes":      map[string]any{"/data": map[string]any{}},
+			"OnBuild":      []string{"RUN /evil"},
+			"ExposedPorts": map[string]any{"22/tcp": map[string]any{}},
+			"StopSignal":   "SIGCONT",
+			"Shell":        []string{"/evil"},
+			"WorkingDir":   "/work/ws",
+			"Labels":       map[string]string{"dev.sbx.record": "{}", "dev.sbx.managed": "true", "org.example": "x"},
+		},
+		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{diff}},
+	}
+	b, _ := json.Marshal(hostile)
+	entries := savedLegacy(nil)
+	entries[4].body = string(b)
+	var out bytes.Buffer
+	if err := Sanitize(archive(t, entries), "sbx-checkpoint:x", wantLabels, Limits{}, &out); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := read(t, out.Bytes())
+	var m []manifestEntry
+	json.Unmarshal([]byte(files["manifest.json"]), &m)
+	var got map[string]any
+	if err := json.Unmarshal([]byte(files[m[0].Config]), &got); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{
+		"architecture": "amd64", "os": "linux", "created": "2026-01-02T03:04:05Z",
+		"config": map[string]any{
+			"Env":        []any{"PATH=/usr/local/bin:/usr/bin:/bin"},
+			"WorkingDir": "/work/ws",
+			"Labels":     map[string]any{"dev.sbx.checkpoint": "restored", "dev.sbx.checkpoint.origin": "imported"},
+		},
+		"rootfs": map[string]any{"type": "layers", "diff_ids": []any{diff}},
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("rebuilt configuration (-want +got):\n%s", d)
+	}
+}
+
+// TestSanitizeDropsOddValues: a PATH or working directory sbx would not
+// write (relative, with control characters, unclean) is dropped, not kept.
+func TestSanitizeDropsOddValues(t *testing.T) {
+	for _, tc := range []struct{ env, wd string }{
+		{"PATH=bin:/usr/bin", "work"},
+		{"PATH=/bin\u001b[2J", "/work/\u001b]0;x\u0007"},
+		{"PATH=/bin\n", "/work/../etc"},
+	} {
+		cfg, _ := json.Marshal(map[string]any{"os": "linux",
+			"config": map[string]any{"Env": []string{tc.env}, "WorkingDir": tc.wd},
+			"rootfs": map[string]any{"type": "layers", "diff_ids": []string{"sha256:" + strings.Repeat("a", 64)}}})
+		entries := savedLegacy(nil)
+		entries[4].body = string(cfg)
+		var out bytes.Buffer
+		if err := Sanitize(archive(t, entries), "sbx-checkpoint:x", nil, Limits{}, &out); err != nil {
+			t.Fatal(err)
+		}
+		files, _ := read(t, out.Bytes())
+		var m []manifestEntry
+		json.Unmarshal([]byte(files["manifest.json"]), &m)
+		if c := files[m[0].Config]; strings.Contains(c, "Env") || strings.Contains(c, "WorkingDir") {
+			t.Errorf("%s %s kept: %s", tc.env, tc.wd, c)
+		}
 	}
 }

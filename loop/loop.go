@@ -269,8 +269,7 @@ type iterator struct {
 // one line, whatever its arguments hold (an error may quote what the
 // agent wrote), with nothing a terminal could act on.
 func (it *iterator) say(format string, args ...any) {
-	msg := strings.ReplaceAll(untrusted.Visible(fmt.Sprintf(format, args...)), "\n", `\n`)
-	line := "sbx loop: " + msg + "\n"
+	line := "sbx loop: " + untrusted.Line(fmt.Sprintf(format, args...)) + "\n"
 	io.WriteString(it.cfg.Stderr, line)
 	io.WriteString(it.log, line)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/sbxhq/sbx/internal/atomicfile"
+	"github.com/sbxhq/sbx/internal/untrusted"
 	"github.com/sbxhq/sbx/reconcile"
 	"github.com/sbxhq/sbx/session"
 	"github.com/sbxhq/sbx/spec"
@@ -354,13 +355,20 @@ func (a *app) status(s *session.Session, asJSON bool) int {
 			fmt.Fprintf(a.stdout, "  %d change(s) pending; run 'sbx plan' to see them\n", r.Pending)
 		}
 		for _, d := range r.Drift {
-			fmt.Fprintf(a.stdout, "  changed outside sbx: %s\n", d)
+			fmt.Fprintf(a.stdout, "  changed outside sbx: %s\n", untrusted.Line(d.String()))
 		}
 	}
 	for _, e := range errs {
-		fmt.Fprintf(a.stdout, "error: %s\n", e)
+		fmt.Fprintf(a.stdout, "error: %s\n", untrusted.Visible(e))
 	}
 	return exitOK
+}
+
+// diagnostic prints a problem in the files on stderr. A file a sandbox
+// could write chose the paths and values it quotes: it is one line, with
+// nothing a terminal acts on (untrusted.Line).
+func (a *app) diagnostic(d spec.Diagnostic) {
+	fmt.Fprintln(a.stderr, untrusted.Line(d.String()))
 }
 
 // fail prints an error; problems in the files print one per line.
@@ -368,7 +376,7 @@ func (a *app) fail(err error) int {
 	var ds spec.Diagnostics
 	if errors.As(err, &ds) {
 		for _, d := range ds {
-			fmt.Fprintln(a.stderr, d)
+			a.diagnostic(d)
 		}
 		return exitError
 	}
@@ -376,7 +384,7 @@ func (a *app) fail(err error) int {
 		fmt.Fprintln(a.stderr, "sbx: interrupted; nothing was changed")
 		return exitInterrupted
 	}
-	return a.errorf("%v", err)
+	return a.errorf("%s", untrusted.Visible(err.Error()))
 }
 
 // color reports whether output to w may be coloured: a terminal, and no

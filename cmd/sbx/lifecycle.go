@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/sbxhq/sbx/internal/untrusted"
 	"github.com/sbxhq/sbx/reconcile"
 	"github.com/sbxhq/sbx/session"
 )
@@ -187,16 +188,16 @@ backend cannot be read). Nothing is changed and no host command runs.
 					if file == "" {
 						file = "-"
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Name, r.Driver, status, state, file)
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", untrusted.Text(r.Name), r.Driver, untrusted.Text(status), state, untrusted.Text(file))
 				}
 				tw.Flush()
 				for _, r := range l.Sandboxes {
 					if r.Detail != "" {
-						fmt.Fprintf(a.stdout, "%s (%s): %s\n", r.Name, r.Driver, r.Detail)
+						fmt.Fprintf(a.stdout, "%s (%s): %s\n", untrusted.Text(r.Name), r.Driver, untrusted.Line(r.Detail))
 					}
 				}
 				for _, e := range l.Errors {
-					fmt.Fprintf(a.stderr, "sbx: %s\n", e)
+					fmt.Fprintf(a.stderr, "sbx: %s\n", untrusted.Visible(e))
 				}
 				if len(l.Sandboxes) == 0 {
 					fmt.Fprintln(a.stdout, "No sandboxes managed by sbx.")

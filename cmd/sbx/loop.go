@@ -253,7 +253,7 @@ func (a *app) printStatus(s *loop.Status) {
 		case s.Phase == loop.PhaseAgent && s.IterationStarted != nil:
 			now += fmt.Sprintf(" for %s", time.Since(*s.IterationStarted).Round(time.Second))
 		case s.Phase == loop.PhaseVerifying:
-			now += ": " + s.VerifyCommand
+			now += ": " + untrusted.Text(s.VerifyCommand)
 		case s.Phase == loop.PhasePausing && s.PauseUntil != nil:
 			now += fmt.Sprintf(", %s left", time.Until(*s.PauseUntil).Round(time.Second))
 		}
@@ -262,7 +262,7 @@ func (a *app) printStatus(s *loop.Status) {
 		}
 		fmt.Fprintf(w, "  now: %s\n  elapsed %s; pid %d%s\n", now, elapsed, s.PID, map[bool]string{true: ", in the background"}[s.Detached])
 	} else {
-		fmt.Fprintf(w, "  %s (exit %d)\n  %d iteration(s) of %d in %s\n", s.Detail, s.ExitCode, s.Iteration, s.MaxIterations, elapsed)
+		fmt.Fprintf(w, "  %s (exit %d)\n  %d iteration(s) of %d in %s\n", untrusted.Line(s.Detail), s.ExitCode, s.Iteration, s.MaxIterations, elapsed)
 	}
 	if o := s.LastOutcome; o != nil {
 		fmt.Fprintf(w, "  last: %s\n", o.Summary)
@@ -331,7 +331,7 @@ func (a *app) loopLogs(ctx context.Context, t *target, follow bool, args []strin
 	// Ended: what it wrote before recording that is in the file.
 	io.Copy(out, f)
 	if now.State == loop.StateVanished {
-		return a.errorf("run %s: %s", now.RunID, now.Detail)
+		return a.errorf("run %s: %s", now.RunID, untrusted.Line(now.Detail))
 	}
 	return now.ExitCode
 }
@@ -482,9 +482,9 @@ func (a *app) loopWait(ctx context.Context, t *target, timeout time.Duration, ar
 		return exitInterrupted
 	}
 	if end.State == loop.StateVanished {
-		return a.errorf("run %s: %s", end.RunID, end.Detail)
+		return a.errorf("run %s: %s", end.RunID, untrusted.Line(end.Detail))
 	}
-	fmt.Fprintf(a.stdout, "run %s of sandbox %q: %s: %s (exit %d)\n", end.RunID, end.Sandbox, end.State, end.Detail, end.ExitCode)
+	fmt.Fprintf(a.stdout, "run %s of sandbox %q: %s: %s (exit %d)\n", end.RunID, end.Sandbox, end.State, untrusted.Line(end.Detail), end.ExitCode)
 	return end.ExitCode
 }
 

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/sbxhq/sbx/driver"
+	"github.com/sbxhq/sbx/internal/untrusted"
 	"github.com/sbxhq/sbx/spec"
 )
 
@@ -73,7 +74,8 @@ sandbox is deleted.`
 					}
 				}
 				if err := copyFn(ctx, sp, a.stdout); err != nil {
-					return a.errorf("%v", err)
+					// The error may quote what the agent named its files.
+					return a.errorf("%s", untrusted.Line(err.Error()))
 				}
 				return exitOK
 			}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/sbxhq/sbx/internal/untrusted"
 	"github.com/sbxhq/sbx/session"
 	"github.com/sbxhq/sbx/spec"
 )
@@ -82,16 +83,16 @@ func (a *app) validate(files []string, asJSON bool, opts spec.Options) int {
 				rep.Sandboxes = append(rep.Sandboxes, validatedSandbox{Name: s.Name, Agent: s.Agent, Driver: s.Driver, Files: s.Files})
 			}
 		}
-		enc := json.NewEncoder(a.stdout)
+		enc := json.NewEncoder(untrusted.JSONWriter{W: a.stdout})
 		enc.SetIndent("", "  ")
 		enc.Encode(rep)
 	} else {
 		for _, d := range problems {
-			fmt.Fprintln(a.stderr, d)
+			a.diagnostic(d)
 		}
 		for _, d := range res.Needed {
 			d.Message = "needed: " + d.Message
-			fmt.Fprintln(a.stderr, d)
+			a.diagnostic(d)
 		}
 		if len(problems) == 0 {
 			// One write, not one per file.

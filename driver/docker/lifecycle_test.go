@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/sbxhq/sbx/checkpoint"
 )
 
@@ -340,6 +341,118 @@ func TestHostileCheckpoint(t *testing.T) {
 	}
 	if out := e.must("shell", "--", "sh", "-c", `printf 'GET http://unlisted.invalid/ HTTP/1.0\r\n\r\n' | nc -w 5 127.0.0.1 3128`); !strings.Contains(out, "403") {
 		t.Errorf("the forged policy took effect: %q", out)
+	}
+	e.must("destroy", "-y")
+}
+
+// TestHostileCheckpointConfig plays the author of an archive to import who
+// sets, in the image's configuration, what Docker applies to a container
+// made from the image: root as the user (which also kept apply from ever
+// converging), a preloaded library, a health check, volumes (anonymous
+// volumes on the host), an entrypoint and command, onbuild triggers,
+// ports, a stop signal, and sbx's own labels. After the import the image
+// has none of it, and a sandbox made from it converges: plan after apply
+// shows no change. Under runc and runsc.
+func TestHostileCheckpointConfig(t *testing.T) {
+	requireDocker(t)
+	for _, rt := range []string{"runc", "runsc"} {
+		t.Run(rt, func(t *testing.T) {
+			if rt == "runsc" && !env.runsc {
+				if os.Getenv("SBX_E2E") == "1" {
+					t.Fatal("SBX_E2E=1 but the daemon has no runsc runtime (see .ci/run)")
+				}
+				t.Skip("the daemon has no runsc runtime")
+			}
+			hostileCheckpointConfig(t, rt)
+		})
+	}
+}
+
+func hostileCheckpointConfig(t *testing.T, runtime string) {
+	e := newLoopEnv(t, "e2e-cp-cfg")
+	dir := t.TempDir()
+	df := fmt.Sprintf(`FROM %s
+RUN echo payload > /payload
+USER 0:0
+ENV LD_PRELOAD=/evil.so BASH_ENV=/evil.sh PATH=/bin:/usr/bin:/sbin
+HEALTHCHECK --interval=1s CMD touch /health-ran
+VOLUME /evil-volume
+ENTRYPOINT ["/bin/sh", "-c"]
+CMD ["touch /entrypoint-ran; sleep 1000"]
+ONBUILD RUN touch /onbuild-ran
+EXPOSE 22/tcp
+STOPSIGNAL SIGCONT
+LABEL %s=true %s=victim %s='{"version":1}' org.example.owner=evil
+WORKDIR /evil-workdir
+`, testImage, LabelManaged, LabelSandbox, LabelRecord)
+	os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(df), 0o644)
+	tag := "sbx-test-cfg:" + runID + "-" + runtime
+	t.Cleanup(func() { exec.Command("docker", "rmi", "-f", tag).Run() })
+	if out, err := exec.Command("docker", "build", "-q", "-t", tag, dir).CombinedOutput(); err != nil {
+		t.Fatalf("building the hostile image: %v: %s", err, out)
+	}
+	archive := filepath.Join(dir, "hostile.tar")
+	if out, err := exec.Command("docker", "save", "-o", archive, tag).CombinedOutput(); err != nil {
+		t.Fatalf("docker save: %v: %s", err, out)
+	}
+
+	name := checkpointName(t, "e2e-cfg-"+runtime)
+	doc := fmt.Sprintf("version: 1\nname: %s\nagent: shell\ndriver: docker\ntemplate: {checkpoint: %s}\nnetwork: {agentHosts: false}\n", e.name, name)
+	if runtime != "runc" { // runc is the default
+		doc += "docker: {runtime: " + runtime + "}\n"
+	}
+	if err := os.WriteFile(filepath.Join(e.ws, "sandbox.yaml"), []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.must("checkpoint", "import", archive, name)
+	out, err := exec.Command("docker", "image", "inspect", "-f", "{{json .Config}}", checkpoint.Ref(name)).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		User, WorkingDir, StopSignal  string
+		Env, Entrypoint, Cmd, OnBuild []string
+		Healthcheck                   any
+		Volumes, ExposedPorts         map[string]any
+		Labels                        map[string]string
+	}
+	if err := json.Unmarshal(out, &cfg); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	want := cfg
+	want.User, want.StopSignal, want.Entrypoint, want.Cmd, want.OnBuild, want.Healthcheck, want.Volumes, want.ExposedPorts = "", "", nil, nil, nil, nil, nil, nil
+	want.Env = []string{"PATH=/bin:/usr/bin:/sbin"}
+	want.WorkingDir = "/evil-workdir"
+	want.Labels = map[string]string{}
+	for k, v := range cfg.Labels {
+		if k == LabelCheckpoint || k == labelCheckpointOrigin || k == labelCheckpointCreated {
+			want.Labels[k] = v
+		}
+	}
+	if diff := cmp.Diff(want, cfg); diff != "" {
+		t.Errorf("docker image inspect of the imported checkpoint keeps the archive's configuration (-want +got):\n%s", diff)
+	}
+
+	e.must("apply", "-y")
+	if out, code := e.sbx("plan", "--detailed-exitcode"); code != 0 {
+		t.Errorf("plan after apply of a sandbox from the imported checkpoint: exit %d, want 0 (it converges)\n%s", code, out)
+	}
+	if out := e.must("shell", "--", "cat", "/payload"); strings.TrimSpace(out) != "payload" {
+		t.Errorf("the sandbox lacks the image's files: %q", out)
+	}
+	if out := e.must("shell", "--", "sh", "-c", "id -u; echo ${LD_PRELOAD-unset}"); !strings.HasSuffix(strings.TrimSpace(out), "unset") {
+		t.Errorf("the sandbox has the archive's env: %q", out)
+	}
+	in, err := exec.Command("docker", "inspect", "-f", "{{json .Config.Healthcheck}} {{len .Mounts}} {{json .Config.User}}", containerName(e.name)).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := strings.Fields(string(in)); len(f) != 3 || f[0] != "null" || f[2] != `""` {
+		t.Errorf("the sandbox container has the archive's health check or user: %s", in)
+	}
+	vols, _ := exec.Command("docker", "inspect", "-f", `{{range .Mounts}}{{if eq .Type "volume"}}{{.Destination}} {{end}}{{end}}`, containerName(e.name)).Output()
+	if strings.Contains(string(vols), "/evil-volume") {
+		t.Errorf("the sandbox has the archive's volume: %s", vols)
 	}
 	e.must("destroy", "-y")
 }

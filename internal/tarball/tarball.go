@@ -232,7 +232,7 @@ func Extract(ctx context.Context, r io.Reader, root *os.Root, o ExtractOptions) 
 			st.Dirs++
 		case tar.TypeReg:
 			if h.Size > o.Limits.MaxFile {
-				return st, fmt.Errorf("%s: %d bytes, more than %d: %w", name, h.Size, o.Limits.MaxFile, ErrLimit)
+				return st, fmt.Errorf("%s: %d bytes, more than %d: %w", untrusted.Text(name), h.Size, o.Limits.MaxFile, ErrLimit)
 			}
 			if st.Bytes+h.Size > o.Limits.MaxBytes {
 				return st, fmt.Errorf("more than %d bytes: %w", o.Limits.MaxBytes, ErrLimit)
@@ -383,7 +383,7 @@ func writeFile(root *os.Root, name string, mode fs.FileMode, r io.Reader, size i
 		err = io.ErrUnexpectedEOF
 	}
 	if err != nil {
-		return "", fmt.Errorf("%s: %v", name, err)
+		return "", fmt.Errorf("%s: %v", untrusted.Text(name), err)
 	}
 	return "", nil
 }

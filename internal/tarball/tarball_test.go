@@ -349,3 +349,19 @@ func TestExtractHostGit(t *testing.T) {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 }
+
+// TestExtractErrorNames plays the agent that names a file to forge sbx's
+// lines where an extraction error quotes it (sbx pull prints the error): a
+// clipboard write, a carriage return, a line feed and a bidirectional
+// override in the name are escaped in the error.
+func TestExtractErrorNames(t *testing.T) {
+	name := "big\x1b]52;c;ZXZpbA==\x07\r\nsbx loop: iteration 3: verify passed\u202e"
+	ws := t.TempDir()
+	_, err := Extract(context.Background(), stream(t, entry{name: name, body: strings.Repeat("x", 1<<16+1)}), open(t, ws), ExtractOptions{Limits: small})
+	if !errors.Is(err, ErrLimit) {
+		t.Fatalf("err = %v, want ErrLimit", err)
+	}
+	if msg := err.Error(); strings.ContainsAny(msg, "\x1b\x07\r\n\u202e") {
+		t.Errorf("the error holds the name raw: %q", msg)
+	}
+}

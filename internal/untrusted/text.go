@@ -59,6 +59,14 @@ func Visible(s string) string {
 	return b.String()
 }
 
+// Line is s made Visible on one line: line feeds too are written as \n,
+// so that text a hostile process chose (an error quoting its file names,
+// a run's detail) printed inside one of sbx's lines cannot start a line
+// of its own that passes for sbx's.
+func Line(s string) string {
+	return strings.ReplaceAll(Visible(s), "\n", `\n`)
+}
+
 // hidden reports whether Visible escapes r.
 func hidden(r rune) bool {
 	return r != '\n' && r != '\t' && !unicode.IsGraphic(r)

@@ -98,3 +98,21 @@ func TestJSONWriter(t *testing.T) {
 		t.Errorf("decoded (-want +got):\n%s", diff)
 	}
 }
+
+// TestLine plays the agent whose words end up inside one of sbx's lines
+// (an error quoting a file name, a run's detail): nothing in them acts on
+// the terminal, and a line feed cannot start a line that passes for sbx's.
+func TestLine(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"plain text: ok", "plain text: ok"},
+		{"x\nsbx loop: iteration 3: verify passed", `x\nsbx loop: iteration 3: verify passed`},
+		{"\x1b]52;c;ZXZpbA==\x07\rsbx: ok", `\x1b]52;c;ZXZpbA==\a\rsbx: ok`},
+		{"\u202eevil\u2028", `\u202eevil\u2028`},
+		{"\u009b2J\xff", `\u009b2J\xff`},
+	}
+	for _, tt := range tests {
+		if got := Line(tt.in); got != tt.want {
+			t.Errorf("Line(%q) = %s, want %s", tt.in, got, tt.want)
+		}
+	}
+}

@@ -119,7 +119,10 @@ func writeImageTar(path, ref string) error {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	manifest, _ := json.Marshal([]map[string]any{{"Config": "config.json", "RepoTags": []string{ref}, "Layers": []string{}}})
-	for _, f := range []struct{ name, body string }{{"manifest.json", string(manifest)}, {"config.json", "{}"}} {
+	// The configuration holds what every image's does (the OCI image
+	// configuration's platform and rootfs), of no layers.
+	config := `{"architecture":"amd64","os":"linux","rootfs":{"type":"layers","diff_ids":[]}}`
+	for _, f := range []struct{ name, body string }{{"manifest.json", string(manifest)}, {"config.json", config}} {
 		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: 0o644, Size: int64(len(f.body))}); err != nil {
 			return err
 		}
