@@ -43,8 +43,9 @@ const gitRole = "git"
 // sandbox's own git directory.
 const hostObjectsDir = "sbx-host-objects"
 
-// maxSeed bounds what is copied from the host's .git into a new sandbox's
-// (refs, index): a repository past it is refused rather than half-copied.
+// maxSeedEntries and maxSeedBytes bound what is copied from the host's
+// .git into a new sandbox's (refs, index): a repository past them is
+// refused rather than half-copied.
 const (
 	maxSeedEntries = 200_000
 	maxSeedBytes   = 1 << 30
@@ -223,11 +224,18 @@ func (e *engine) seedGit(ctx context.Context, id, ws string, seed []byte) error 
 // archive streams a path out of a container (GET archive), running or
 // not; the caller closes it.
 func (e *engine) archive(ctx context.Context, container, p string) (io.ReadCloser, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://docker/containers/"+url.PathEscape(container)+"/archive?"+url.Values{"path": {p}}.Encode(), nil)
+	target := "/containers/" + url.PathEscape(container) + "/archive?" + url.Values{"path": {p}}.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://docker"+target, nil)
 	if err != nil {
 		return nil, err
 	}
+	start := time.Now()
 	resp, err := e.http().Do(req)
+	status := 0
+	if resp != nil {
+		status = resp.StatusCode
+	}
+	e.run.TraceRequest("docker engine API GET "+target, status, time.Since(start), "(a tar stream, read as it comes)", err)
 	if err != nil {
 		return nil, fmt.Errorf("docker engine API GET archive %s: %v", p, err)
 	}
