@@ -32,6 +32,9 @@ func TestMain(m *testing.M) {
 // (testdata/script/*_sbx.txtar) run against: the oldest supported, the
 // one the v0.47.0 captures record, and the newest (docker-sbx-evidence.md
 // §4). The fake reproduces how they differ (internal/fakecli/fakesbx).
+// A script about sbx's own logic that only happens to drive the fake sbx
+// (approval, what is printed) is named without the suffix and runs once,
+// at the fake's default version.
 var sbxVersions = []string{"0.42.0", "0.47.0", "0.53.0"}
 
 // TestScripts runs the end-to-end CLI scripts in testdata/script, one per
