@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sbxhq/sbx/driver"
+	"github.com/sbxhq/sbx/driver/cliutil"
 	"github.com/sbxhq/sbx/driver/docker"
 	"github.com/sbxhq/sbx/driver/dockersandbox"
 	"github.com/sbxhq/sbx/driver/kubernetes"
@@ -31,6 +32,10 @@ type Driver struct {
 	Legacy string
 	// New makes the driver. It runs nothing; Identify probes it.
 	New func(env driver.Env) (driver.Backend, error)
+	// Table is the driver's capability table as data, for a driver New
+	// cannot make when its program is missing (validate needs no
+	// backend installed).
+	Table func() reconcile.Caps
 }
 
 // Drivers is the registry, in `driver: auto`'s order. The kubernetes
@@ -43,7 +48,7 @@ var Drivers = []Driver{
 			return nil, err
 		}
 		return sbx.New(sbx.Options{Runner: env.Runner, Binary: bin, Docker: dockerCLI(env)}), nil
-	}},
+	}, Table: func() reconcile.Caps { return sbx.Capabilities(cliutil.Version{}) }},
 	{Name: "docker", Auto: true, New: func(env driver.Env) (driver.Backend, error) {
 		bin := env.Getenv("SBX_STATIC_BINARY")
 		if bin == "" {
@@ -106,10 +111,10 @@ func Caps(env driver.Env, name string) (reconcile.Caps, error) {
 	b, err := d.New(env)
 	if err != nil {
 		// The backend's program is missing: its table is still data.
-		b, err = d.New(driver.Env{Runner: env.Runner, Self: env.Self})
-		if err != nil {
-			return reconcile.Caps{Driver: name}, nil
+		if d.Table == nil {
+			return reconcile.Caps{}, fmt.Errorf("driver %s: %v", name, err)
 		}
+		return d.Table(), nil
 	}
 	return b.Caps(), nil
 }
@@ -264,8 +269,13 @@ func DriverProblems(env func() driver.Env, specs []*spec.Spec) spec.Diagnostics 
 			e = &v
 		}
 		caps, err := Caps(*e, sp.Driver)
-		if err != nil {
+		var unknown *UnknownDriverError
+		if errors.As(err, &unknown) {
 			continue // the schema has reported an unknown driver
+		}
+		if err != nil {
+			ds = append(ds, spec.Diagnostic{File: sp.Files[0], Path: "driver", Message: err.Error()})
+			continue
 		}
 		for _, p := range reconcile.Check(sp, caps) {
 			d := spec.Diagnostic{File: sp.Files[0], Path: p.Path, Message: fmt.Sprintf("%s (driver %s)", p.Message, sp.Driver)}
