@@ -103,7 +103,10 @@ func Fetch(ctx context.Context, hostWS, sandbox, src string) (string, error) {
 		return "", fmt.Errorf("bringing the sandbox's commits home needs git on the host: %v", err)
 	}
 	prefix := "refs/sbx/" + sandbox + "/"
-	cmd := exec.CommandContext(ctx, "git", "-C", hostWS, "-c", "fetch.fsckObjects=true", "-c", "protocol.file.allow=always",
+	// No hook runs: the user's core.hooksPath may name a directory of the
+	// working tree (husky's .husky/_), which the agent writes, and a fetch
+	// runs reference-transaction hooks.
+	cmd := exec.CommandContext(ctx, "git", "-C", hostWS, "-c", "core.hooksPath="+os.DevNull, "-c", "fetch.fsckObjects=true", "-c", "protocol.file.allow=always",
 		"fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules", "--no-auto-gc",
 		git, "+HEAD:"+prefix+"HEAD", "+refs/heads/*:"+prefix+"heads/*")
 	cmd.Env = env()

@@ -164,3 +164,28 @@ func gitIn(t *testing.T, dir, stdin string, args ...string) string {
 	}
 	return string(out)
 }
+
+// TestFetchRunsNoHook: the user's repository takes its hooks from a
+// directory of the working tree (core.hooksPath, as husky sets it), where
+// the agent wrote a reference-transaction hook; sbx's fetch runs no hook.
+func TestFetchRunsNoHook(t *testing.T) {
+	host, own, _ := sandboxRepo(t)
+	fixture.GitAt(t, own, 2, "commit", "-q", "--allow-empty", "-m", "the agent's")
+	pwned := filepath.Join(t.TempDir(), "pwned")
+	git(t, host, "config", "core.hooksPath", ".husky")
+	hook := "#!/bin/sh\ntouch " + pwned + "\n"
+	if err := os.MkdirAll(filepath.Join(host, ".husky"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []string{"reference-transaction", "post-checkout", "post-merge"} {
+		if err := os.WriteFile(filepath.Join(host, ".husky", h), []byte(hook), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := Fetch(context.Background(), host, "s1", copyData(t, own, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(pwned); err == nil {
+		t.Fatal("sbx's fetch ran a hook from the working tree")
+	}
+}
