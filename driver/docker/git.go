@@ -13,9 +13,11 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/sbxhq/sbx/internal/gitsync"
+	"github.com/sbxhq/sbx/internal/untrusted"
 	"github.com/sbxhq/sbx/spec"
 )
 
@@ -77,7 +79,7 @@ func (p *protection) protectGit(sp *spec.Spec, create bool) error {
 		p.sources = append(p.sources, dotgit)
 		return nil
 	case !fi.IsDir():
-		return fmt.Errorf("workspace.protect: %s is a %s, not git's directory or file (remove it, or set workspace.protect: false)", dotgit, kindOf(fi.Mode()))
+		return fmt.Errorf("workspace.protect: %s is a %s, not git's directory or file; sbx binds no link or special file (remove it, or set workspace.protect: false)", dotgit, untrusted.Kind(fi.Mode()))
 	}
 	p.git = true
 	p.binds = append(p.binds, volumeName(sp.Name, gitRole)+":"+dotgit)
@@ -94,16 +96,6 @@ func (p *protection) protectGit(sp *spec.Spec, create bool) error {
 		p.hostObjects = true
 	}
 	return nil
-}
-
-func kindOf(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeSymlink != 0:
-		return "symbolic link (sbx does not bind what a link points at)"
-	case m&fs.ModeNamedPipe != 0:
-		return "FIFO"
-	}
-	return "special file"
 }
 
 // gitSeed is the tar stream that starts a sandbox's own git directory:
@@ -132,12 +124,18 @@ func gitSeed(sp *spec.Spec, hostObjects bool) ([]byte, error) {
 	if err := dir("."); err != nil {
 		return nil, err
 	}
-	host := filepath.Join(sp.Workspace.Path, ".git")
 	if !hostObjects {
 		return buf.Bytes(), tw.Close()
 	}
+	// The host's .git is read within itself, no link followed, bounded:
+	// an earlier sandbox without this model may have written it.
+	host, err := os.OpenRoot(filepath.Join(sp.Workspace.Path, ".git"))
+	if err != nil {
+		return nil, err
+	}
+	defer host.Close()
 	config := "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n"
-	if c, err := os.ReadFile(filepath.Join(host, "config")); err == nil && bytes.Contains(bytes.ToLower(c), []byte("sha256")) {
+	if c, err := untrusted.ReadRegular(host, "config", maxSeedBytes); err == nil && sha256Format(c) {
 		config = "[core]\n\trepositoryformatversion = 1\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n[extensions]\n\tobjectformat = sha256\n"
 	}
 	for _, d := range []string{"objects", "objects/info", "objects/pack", "refs", "refs/heads", "refs/tags", "info"} {
@@ -153,9 +151,12 @@ func gitSeed(sp *spec.Spec, hostObjects bool) ([]byte, error) {
 	}
 	entries, size := 0, int64(0)
 	copyFile := func(rel string) error {
-		data, err := readRegular(filepath.Join(host, filepath.FromSlash(rel)))
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, errNotRegular) {
+		data, err := untrusted.ReadRegular(host, rel, maxSeedBytes-size)
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, untrusted.ErrNotRegular) {
 			return nil
+		}
+		if errors.Is(err, untrusted.ErrTooLarge) {
+			return fmt.Errorf("copying the host's .git into the sandbox's: more than %d bytes", maxSeedBytes)
 		}
 		if err != nil {
 			return err
@@ -163,9 +164,7 @@ func gitSeed(sp *spec.Spec, hostObjects bool) ([]byte, error) {
 		if entries++; entries > maxSeedEntries {
 			return fmt.Errorf("copying the host's .git into the sandbox's: more than %d refs", maxSeedEntries)
 		}
-		if size += int64(len(data)); size > maxSeedBytes {
-			return fmt.Errorf("copying the host's .git into the sandbox's: more than %d bytes", maxSeedBytes)
-		}
+		size += int64(len(data))
 		return file(rel, data)
 	}
 	for _, f := range []string{"HEAD", "packed-refs", "shallow", "index", "info/exclude"} {
@@ -173,12 +172,10 @@ func gitSeed(sp *spec.Spec, hostObjects bool) ([]byte, error) {
 			return nil, err
 		}
 	}
-	err := filepath.WalkDir(filepath.Join(host, "refs"), func(p string, d fs.DirEntry, err error) error {
+	err = fs.WalkDir(host.FS(), "refs", func(rel string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		rel, _ := filepath.Rel(host, p)
-		rel = filepath.ToSlash(rel)
 		switch {
 		case d.IsDir():
 			if rel == "refs" || rel == "refs/heads" || rel == "refs/tags" {
@@ -196,19 +193,15 @@ func gitSeed(sp *spec.Spec, hostObjects bool) ([]byte, error) {
 	return buf.Bytes(), tw.Close()
 }
 
-var errNotRegular = errors.New("not a regular file")
-
-// readRegular reads a host file that must be a regular file (not through
-// a link).
-func readRegular(p string) ([]byte, error) {
-	fi, err := os.Lstat(p)
-	if err != nil {
-		return nil, err
+// sha256Format reports whether a git config sets extensions.objectFormat
+// to sha256 (a line "objectformat = sha256", in any case and spacing).
+func sha256Format(config []byte) bool {
+	for _, line := range strings.Split(string(config), "\n") {
+		if strings.EqualFold(strings.Join(strings.Fields(line), ""), "objectformat=sha256") {
+			return true
+		}
 	}
-	if !fi.Mode().IsRegular() {
-		return nil, errNotRegular
-	}
-	return os.ReadFile(p)
+	return false
 }
 
 // seedGit puts the seed into a created (not yet started) sandbox
@@ -268,12 +261,7 @@ func (d *Driver) FetchGit(ctx context.Context, sp *spec.Spec, w io.Writer) error
 
 func (d *Driver) fetchGit(ctx context.Context, in *inspect, name string, w io.Writer) error {
 	ws := in.Config.Labels[labelWS]
-	dotgit := ""
-	for _, m := range in.Mounts {
-		if m.Type == "volume" && m.Name == volumeName(name, gitRole) {
-			dotgit = m.Destination
-		}
-	}
+	dotgit := gitDirOf(in, name)
 	if dotgit == "" || ws == "" {
 		fmt.Fprintf(w, "sandbox %q has no git directory of its own: nothing to fetch\n", name)
 		return nil
@@ -311,21 +299,22 @@ func (d *Driver) copyGitPart(ctx context.Context, id, p string, root *os.Root) e
 	return gitsync.Extract(ctx, r, root)
 }
 
-// gitVolumeOf reports whether a container has its own git directory.
-func gitVolumeOf(in *inspect, name string) bool {
+// gitDirOf is where a sandbox container has its own git directory
+// mounted, "" when it has none.
+func gitDirOf(in *inspect, name string) string {
 	for _, m := range in.Mounts {
 		if m.Type == "volume" && m.Name == volumeName(name, gitRole) {
-			return true
+			return m.Destination
 		}
 	}
-	return false
+	return ""
 }
 
 // fetchBeforeRemove brings a sandbox's commits home before its git volume
 // is removed; there is nothing to do without its container or volume.
 func (d *Driver) fetchBeforeRemove(ctx context.Context, name string) error {
 	in, err := d.api.inspectContainer(ctx, containerName(name))
-	if err != nil || in == nil || !gitVolumeOf(in, name) {
+	if err != nil || in == nil || gitDirOf(in, name) == "" {
 		return err
 	}
 	return d.fetchGit(ctx, in, name, io.Discard)
