@@ -2,12 +2,13 @@ package kubernetes
 
 import (
 	"bytes"
-	"encoding/base64"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sbxhq/sbx/internal/fixture"
 )
 
 // TestCLI drives the built sbx binary against the cluster as a user
@@ -86,27 +87,14 @@ func TestCLI(t *testing.T) {
 	if out, err := sbx("shell", "--", "sh", "-c", "echo hello from $(pwd)"); err != nil || out != "hello from "+ws+"\n" {
 		t.Fatalf("sbx shell: %v %q", err, out)
 	}
-	// The agent's commit, made with the host's git in a scratch clone
-	// (the pod's image has no git), written into the pod's .git as git
-	// would write it, on a branch its HEAD now names.
-	scratch := filepath.Join(dir, "scratch")
-	if out, err := exec.Command("git", "clone", "-q", "--no-local", ws, scratch).CombinedOutput(); err != nil {
-		t.Fatalf("clone: %v\n%s", err, out)
-	}
-	if out, err := exec.Command("git", "-C", scratch, "-c", "user.name=agent", "-c", "user.email=a@b", "commit", "-q", "--allow-empty", "-m", "the agent's").CombinedOutput(); err != nil {
-		t.Fatalf("commit: %v\n%s", err, out)
-	}
-	headOut, _ := exec.Command("git", "-C", scratch, "rev-parse", "HEAD").Output()
-	commit := strings.TrimSpace(string(headOut))
-	object, err := os.ReadFile(filepath.Join(scratch, ".git", "objects", commit[:2], commit[2:]))
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The agent's commit (the pod's image has no git), written into the
+	// pod's .git as git would write it, on a branch its HEAD now names.
+	commit, writeObject := fixture.AgentCommit(t, ws)
 	hostHead, _ := os.ReadFile(filepath.Join(ws, ".git", "HEAD"))
 	hostile := strings.Join([]string{
 		"set -e",
 		"echo agent work > work.txt",
-		"mkdir -p .git/objects/" + commit[:2] + " && echo " + base64.StdEncoding.EncodeToString(object) + " | base64 -d > .git/objects/" + commit[:2] + "/" + commit[2:],
+		writeObject,
 		"echo " + commit + " > .git/refs/heads/agent && echo 'ref: refs/heads/agent' > .git/HEAD",
 		"ln -s " + outside + "/victim abs-link",
 		"ln -s ../../outside/victim up-link",

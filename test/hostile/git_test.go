@@ -1,12 +1,13 @@
 package hostile
 
 import (
-	"encoding/base64"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sbxhq/sbx/internal/fixture"
 )
 
 // TestGitIsTheSandboxsOwn: the workspace's .git inside the sandbox is not
@@ -37,23 +38,9 @@ func TestGitIsTheSandboxsOwn(t *testing.T) {
 		branch := hostGit("symbolic-ref", "HEAD")
 		config := s.read(".git/config")
 
-		// The agent's commit, made with the host's git in a scratch clone
-		// (the test image has no git): its loose object, written where
+		// The agent's commit (the test image has no git), written where
 		// git inside would write it.
-		scratch := t.TempDir()
-		if out, err := exec.Command("git", "clone", "-q", "--no-local", s.ws, scratch).CombinedOutput(); err != nil {
-			t.Fatalf("clone: %v\n%s", err, out)
-		}
-		c := exec.Command("git", "-C", scratch, "-c", "user.email=a@b", "-c", "user.name=agent", "commit", "-q", "--allow-empty", "-m", "the agent's work")
-		if out, err := c.CombinedOutput(); err != nil {
-			t.Fatalf("commit: %v\n%s", err, out)
-		}
-		out, _ := exec.Command("git", "-C", scratch, "rev-parse", "HEAD").Output()
-		commit := strings.TrimSpace(string(out))
-		object, err := os.ReadFile(filepath.Join(scratch, ".git", "objects", commit[:2], commit[2:]))
-		if err != nil {
-			t.Fatal(err)
-		}
+		commit, writeObject := fixture.AgentCommit(t, s.ws)
 
 		m := s.marker
 		attacks := []string{
@@ -62,7 +49,7 @@ func TestGitIsTheSandboxsOwn(t *testing.T) {
 			`mkdir -p mine && printf '[core]\n\tfsmonitor = "touch ` + m + `"\n' > mine/config && echo "$PWD/mine" > .git/commondir`,
 			`printf '[core]\n\tfsmonitor = "touch ` + m + `"\n' > .git/config.worktree`,
 			`mkdir -p .git/worktrees/x .git/modules/m && printf '[core]\n\tfsmonitor = "touch ` + m + `"\n' | tee .git/worktrees/x/config > .git/modules/m/config`,
-			`mkdir -p .git/objects/` + commit[:2] + ` && echo ` + base64.StdEncoding.EncodeToString(object) + ` | base64 -d > .git/objects/` + commit[:2] + `/` + commit[2:] + ` && echo ` + commit + ` > .git/` + branch,
+			writeObject + ` && echo ` + commit + ` > .git/` + branch,
 		}
 		for _, a := range attacks {
 			if out, code := s.agent(a); code != 0 {
