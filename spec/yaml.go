@@ -54,19 +54,15 @@ func readDocument(name, dir string, data []byte) (*document, Diagnostics) {
 	if line, col, ok := tabIndent(data); ok {
 		return nil, at(line, col, "tab character in indentation; YAML indents with spaces only")
 	}
-	root, ok := parseFast(data)
-	if !ok {
-		first, second, err := decodeYAML(data)
-		switch {
-		case errors.Is(err, io.EOF):
-			return nil, at(1, 1, "file is empty; a sandbox file needs at least \"version: 1\" and \"agent\"")
-		case err != nil:
-			line, msg := yamlError(err)
-			return nil, at(line, 0, "%s", msg)
-		case second != nil:
-			return nil, at(second.Line, second.Column, "file holds more than one YAML document; put each sandbox in its own file")
-		}
-		root = first
+	root, second, err := decodeYAML(data)
+	switch {
+	case errors.Is(err, io.EOF):
+		return nil, at(1, 1, "file is empty; a sandbox file needs at least \"version: 1\" and \"agent\"")
+	case err != nil:
+		line, msg := yamlError(err)
+		return nil, at(line, 0, "%s", msg)
+	case second != nil:
+		return nil, at(second.Line, second.Column, "file holds more than one YAML document; put each sandbox in its own file")
 	}
 	if root.Kind == yaml.DocumentNode {
 		if len(root.Content) == 0 {
@@ -340,9 +336,9 @@ func (c *converter) value(n *yaml.Node) (any, error) {
 	return scalarValue(n), nil
 }
 
-// decimalPattern is an integer written in decimal, as YAML 1.2's core
-// schema reads it; decimalRE (automata.go) is its automaton.
-const decimalPattern = `^[-+]?[0-9][0-9_]*$`
+// decimalRE is an integer written in decimal, as YAML 1.2's core schema
+// reads it.
+var decimalRE = regexp.MustCompile(`^[-+]?[0-9][0-9_]*$`)
 
 // scalarValue types a scalar the way a reader of the file would: YAML 1.2
 // core types only. Timestamps, binary and other tags stay strings, leading
@@ -359,7 +355,7 @@ func scalarValue(n *yaml.Node) any {
 	case "!!int":
 		s := strings.ReplaceAll(n.Value, "_", "")
 		base := 0
-		if decimalRE.Match(n.Value) {
+		if decimalRE.MatchString(n.Value) {
 			base = 10
 		}
 		if i, err := strconv.ParseInt(s, base, 64); err == nil {
@@ -383,7 +379,7 @@ func retag(n *yaml.Node) {
 	switch {
 	case v == "true" || v == "false":
 		n.Tag = "!!bool"
-	case decimalRE.Match(v):
+	case decimalRE.MatchString(v):
 		n.Tag = "!!int"
 	default:
 		if _, err := strconv.ParseFloat(v, 64); err == nil && strings.ContainsAny(v, "0123456789") && !strings.ContainsAny(v, "xXnN") {
