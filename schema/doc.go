@@ -14,11 +14,11 @@ func (s *Schema) Reference() string {
 	var b strings.Builder
 	b.WriteString("# sandbox.yaml reference\n\n")
 	b.WriteString("<!-- Generated from schema/sandbox.schema.json by `go test ./schema -update`; do not edit. -->\n\n")
-	if d, ok := s.raw()["description"].(string); ok {
+	if d, ok := s.raw["description"].(string); ok {
 		b.WriteString(d + "\n\n")
 	}
 	b.WriteString("| Field | Type | Default | Description | Examples |\n|---|---|---|---|---|\n")
-	s.rows(&b, "", s.raw(), map[string]bool{})
+	s.rows(&b, "", s.raw, map[string]bool{})
 	return b.String()
 }
 

@@ -2,12 +2,18 @@
 // layers, interpolates variables, applies defaults and checks every rule the
 // JSON Schema cannot express, reporting all problems at once with their
 // positions. The result is a resolved Spec the planner can trust.
+//
+// It parses YAML with go-yaml (go.yaml.in/yaml/v3) alone, into its node
+// tree, so that every message can name a line and column; the file's size
+// is bounded before go-yaml sees it, since sandbox.local.yaml is written
+// by the agent. Patterns are matched with the regexp package.
 package spec
 
 import (
 	"fmt"
 	"net/netip"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -15,9 +21,6 @@ import (
 
 // Version is the only sandbox.yaml format version this sbx reads.
 const Version = 1
-
-// Drivers lists the accepted values of the driver field.
-var Drivers = []string{"auto", "sbx", "docker-sandbox", "docker", "kubernetes"}
 
 // Spec is one resolved sandbox: every default applied, every path absolute.
 type Spec struct {
@@ -336,9 +339,9 @@ const DefaultCheckpointKeep = 3
 const CheckpointNamePattern = `^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`
 
 // ValidCheckpointName reports whether name follows CheckpointNamePattern.
-// It runs the pattern's automaton (automata.go): compiling the bounded
-// repetition as a regular expression cost more than checking the name.
-func ValidCheckpointName(name string) bool { return checkpointNameRE.Match(name) }
+func ValidCheckpointName(name string) bool { return checkpointNameRE.MatchString(name) }
+
+var checkpointNameRE = regexp.MustCompile(CheckpointNamePattern)
 
 // Completion says when the loop is done: an iteration that exits 0, whose
 // answer holds the promise (when one is named), after which every verify

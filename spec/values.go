@@ -5,6 +5,7 @@ import (
 	"math"
 	"net/netip"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -56,9 +57,8 @@ func (h Host) Matches(host string, port int) bool {
 	return host == h.Name
 }
 
-// labelPattern is a DNS label's rule; labelRE (automata.go, generated) is
-// its automaton.
-const labelPattern = `^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`
+// labelRE is a DNS label's rule.
+var labelRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
 // ParseHost parses a host pattern of network.allow or network.deny.
 func ParseHost(s string) (Host, error) {
@@ -138,7 +138,7 @@ func ParseHost(s string) (Host, error) {
 		return Host{}, fmt.Errorf("invalid host pattern %q: longer than 253 characters", orig)
 	}
 	for _, l := range strings.Split(s, ".") {
-		if !labelRE.Match(l) {
+		if !labelRE.MatchString(l) {
 			return Host{}, fmt.Errorf("invalid host pattern %q: %q is not a valid DNS label (letters, digits and inner hyphens, at most 63)", orig, l)
 		}
 	}
@@ -181,24 +181,9 @@ func ParseCIDR(s string) (netip.Prefix, error) {
 	return p, nil
 }
 
-// sizePattern is a memory size, trimmed and lower-cased; sizeRE
-// (automata.go) is its automaton, and sizeParts finds its groups.
-const sizePattern = `^([0-9]+(?:\.[0-9]+)?)\s*([kmgt]?)(i?b)?$`
-
-// sizeParts returns the groups of sizePattern in s, which sizeRE matches:
-// the number, the unit and the unit's suffix. Each group ends where the
-// next one's first character is, so the first match is the only one.
-func sizeParts(s string) (num, unit, suffix string) {
-	i := 0
-	for i < len(s) && ('0' <= s[i] && s[i] <= '9' || s[i] == '.') {
-		i++
-	}
-	num, rest := s[:i], strings.TrimLeft(s[i:], "\t\n\f\r ") // \s
-	if rest != "" && strings.IndexByte("kmgt", rest[0]) >= 0 {
-		return num, rest[:1], rest[1:]
-	}
-	return num, "", rest
-}
+// sizeRE is a memory size, trimmed and lower-cased: the number, the unit
+// and the unit's suffix.
+var sizeRE = regexp.MustCompile(`^([0-9]+(?:\.[0-9]+)?)\s*([kmgt]?)(i?b)?$`)
 
 // MinMemory is the smallest memory limit Docker accepts.
 const MinMemory = 6 << 20
@@ -208,10 +193,11 @@ const MinMemory = 6 << 20
 // 1.5g, 4GiB.
 func ParseSize(s string) (int64, error) {
 	t := strings.ToLower(strings.TrimSpace(s))
-	if !sizeRE.Match(t) {
+	m := sizeRE.FindStringSubmatch(t)
+	if m == nil {
 		return 0, fmt.Errorf("invalid size %q: use a number with a unit, as in 512m or 8g", s)
 	}
-	num, unit, suffix := sizeParts(t)
+	num, unit, suffix := m[1], m[2], m[3]
 	if unit == "" && suffix == "ib" {
 		return 0, fmt.Errorf("invalid size %q: use a number with a unit, as in 512m or 8g", s)
 	}
@@ -312,9 +298,8 @@ func (p Port) String() string {
 	return b.String()
 }
 
-// namePattern is the characters of a sandbox name; nameRE (automata.go)
-// is its automaton.
-const namePattern = `^[A-Za-z0-9][A-Za-z0-9.-]*$`
+// nameRE is the characters of a sandbox name.
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.-]*$`)
 
 // CheckName applies Docker's sandbox name rule (docker-sandboxes-cli.md
 // §5.1): 2–63 characters, starting with a letter or digit, then letters,
@@ -326,7 +311,7 @@ func CheckName(name string) error {
 		return fmt.Errorf("invalid name %q: must be at least 2 characters", name)
 	case len(name) > 63:
 		return fmt.Errorf("invalid name %q: must be at most 63 characters", name)
-	case !nameRE.Match(name):
+	case !nameRE.MatchString(name):
 		return fmt.Errorf("invalid name %q: must start with a letter or digit and contain only letters, digits, hyphens and periods", name)
 	case strings.HasSuffix(name, "-") || strings.HasSuffix(name, "."):
 		return fmt.Errorf("invalid name %q: must not end in a hyphen or period", name)
