@@ -87,6 +87,19 @@ func OpenPath(path string) (*os.File, fs.FileInfo, error) {
 	return regular(f, path)
 }
 
+// ReadPath reads the file at path, following symlinks anywhere (the caller
+// trusts the path itself, as the user named it): at most max bytes, and an
+// error wrapping ErrTooLarge if it holds more. Like OpenPath it does not
+// block and reads only a regular file.
+func ReadPath(path string, max int64) ([]byte, error) {
+	f, info, err := OpenPath(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return readAll(f, info, path, max)
+}
+
 // regular returns f with its fstat if it is a regular file, and closes it
 // otherwise.
 func regular(f *os.File, name string) (*os.File, fs.FileInfo, error) {
