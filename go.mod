@@ -12,6 +12,7 @@ require (
 	github.com/spf13/pflag v1.1.0
 	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/sys v0.26.0
+	golang.org/x/term v0.25.0
 )
 
 require (
