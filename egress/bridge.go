@@ -13,13 +13,19 @@ import (
 
 // Bridge serves the sandbox's proxy address (127.0.0.1:3128) through the
 // Unix socket shared with the egress container: the sandbox has no network
-// interface but loopback. It hands each connection to the proxy (see
-// handoffMessage) and copies it over the socket where the proxy cannot
-// take it.
+// interface but loopback. It copies each connection over a connection of
+// its own to the socket; nothing but bytes crosses to the proxy.
 func Bridge(ctx context.Context, ln net.Listener, socket string) error {
-	b := &unixBridge{socket: socket}
-	b.copyOnly.Store(!canHandOff)
-	return serveConns(ctx, ln, nil, nil, func(c net.Conn) { b.serve(ctx, c) })
+	var buffers sync.Pool
+	return serveConns(ctx, ln, nil, nil, func(c net.Conn) {
+		defer c.Close()
+		u, err := dialRetry(ctx, "unix", socket)
+		if err != nil {
+			return
+		}
+		defer u.Close()
+		bridgeCopy(c, u, &buffers)
+	})
 }
 
 // BridgeFile serves the sandbox's proxy address by carrying each
@@ -52,15 +58,9 @@ func BridgeFile(ctx context.Context, ln net.Listener, path string) error {
 }
 
 // ListenBridge listens on the sandbox's proxy address. Its connections
-// come from the sandbox's own loopback, so TCP keep-alive, which costs
-// three system calls per accepted connection, is off; and it listens for
-// plain TCP, not Multipath TCP (Go's default for a listener since 1.24),
-// so that every connection it accepts is a TCP socket the proxy takes
-// (one a client made with MPTCP would be an MPTCP socket, which the proxy
-// refuses and the bridge then copies).
+// come from the sandbox's own loopback, so TCP keep-alive is off.
 func ListenBridge(ctx context.Context, addr string) (net.Listener, error) {
 	lc := net.ListenConfig{KeepAlive: -1}
-	lc.SetMultipathTCP(false)
 	return lc.Listen(ctx, "tcp", addr)
 }
 

@@ -15,10 +15,7 @@ import (
 // by name. The agent tries the exception's neighbours, other ports,
 // names that resolve into the exceptions, the network's gateway, and what
 // the proxy always refuses. The harness's dialer records the address the
-// proxy chose and never dials it. What is allowed is asked for with GET:
-// a tunnel between two TCP connections copies through pipes the runtime
-// pools until a garbage collection, which the descriptor counts of the
-// hand-over tests after this one would take for a leak.
+// proxy chose and never dials it. What is allowed is asked for with GET.
 func TestExceptions(t *testing.T) {
 	pol := Policy{
 		Default: "deny",

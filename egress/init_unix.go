@@ -15,8 +15,7 @@ import (
 
 // InitMain is `sbx __sandbox-init`, PID 1 of a docker-driver or
 // kubernetes-driver sandbox: it runs the egress bridge on 127.0.0.1:3128
-// (to the proxy's Unix socket, --socket, to which on Linux it hands its
-// listening socket (listenMessage), or to the TCP address in
+// (to the proxy's Unix socket, --socket, or to the TCP address in
 // --upstream-file), reaps the orphans that every init must, and exits on
 // SIGTERM (docker stop, pod deletion). The agent's processes arrive
 // through exec, not as its children.
@@ -35,23 +34,16 @@ func InitMain(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	var serve func() error
-	if *socket != "" {
-		s, err := listenSandbox(ctx, *listen, *socket)
-		if err != nil {
-			fmt.Fprintf(stderr, "sbx __sandbox-init: %v\n", err)
-			return 1
-		}
-		serve = s
-	} else {
-		ln, err := ListenBridge(ctx, *listen)
-		if err != nil {
-			fmt.Fprintf(stderr, "sbx __sandbox-init: %v\n", err)
-			return 1
-		}
-		serve = func() error { return BridgeFile(ctx, ln, *upstreamFile) }
+	ln, err := ListenBridge(ctx, *listen)
+	if err != nil {
+		fmt.Fprintf(stderr, "sbx __sandbox-init: %v\n", err)
+		return 1
 	}
-	go serve()
+	if *socket != "" {
+		go Bridge(ctx, ln, *socket)
+	} else {
+		go BridgeFile(ctx, ln, *upstreamFile)
+	}
 	reap(ctx)
 	return 0
 }

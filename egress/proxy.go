@@ -66,11 +66,8 @@ type Proxy struct {
 	// pooled buffer: see bodyWriter.)
 	readers, writers sync.Pool
 
-	// slots bounds the connections served at once (MaxConns), those on
-	// the proxy's own listener and those accepted from listeners the
-	// sandbox's bridge handed over (held) alike.
+	// slots bounds the connections served at once (MaxConns).
 	slots chan struct{}
-	held  heldListeners
 }
 
 // New loads the policy, finds the proxy's own addresses and returns a
@@ -183,27 +180,14 @@ func (p *Proxy) Policy() Policy {
 	return p.current
 }
 
-// Serve accepts connections until ctx ends or ln fails. On a Unix socket
-// a connection may instead carry the sandbox's TCP connection, or its
-// listening socket, which the proxy then serves in its place (serveUnix).
-// Serve returns once every connection it served, and every listener it
-// was handed, is closed.
+// Serve accepts connections, on a TCP listener or the Unix socket the
+// sandbox's bridge copies connections over, until ctx ends or ln fails.
+// It returns once every connection it served is closed.
 func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
-	var leases sync.WaitGroup
-	defer leases.Wait()
 	return serveConns(ctx, ln, p.slots, p.refuseConn, func(c net.Conn) {
-		if uc, ok := c.(*net.UnixConn); ok {
-			p.serveUnix(ctx, uc, &leases)
-			return
-		}
-		p.serveTCP(ctx, c)
+		c.SetReadDeadline(time.Now().Add(p.opts.HeaderTimeout))
+		p.handle(ctx, c, c)
 	})
-}
-
-// serveTCP serves a client's TCP connection.
-func (p *Proxy) serveTCP(ctx context.Context, c net.Conn) {
-	c.SetReadDeadline(time.Now().Add(p.opts.HeaderTimeout))
-	p.handle(ctx, c, c)
 }
 
 // refuseConn answers a connection over MaxConns. The answer fits in any

@@ -186,11 +186,12 @@ var overTCP = path{"tcp", func(t testing.TB, ctx context.Context, p *Proxy) (str
 	return ln.Addr().String(), done
 }}
 
-// eachPath runs f once for each path (overTCP, and the OS's others,
-// osPaths). Its newHarness serves the proxy that way: a test whose body
-// is f calls it by that name and runs unchanged on every path.
+// eachPath runs f once for each path (overTCP, and bridged: the Unix
+// socket behind the sandbox's Bridge). Its newHarness serves the proxy
+// that way: a test whose body is f calls it by that name and runs
+// unchanged on every path.
 func eachPath(t *testing.T, f func(t *testing.T, newHarness harnessFunc)) {
-	for _, via := range append([]path{overTCP}, osPaths()...) {
+	for _, via := range []path{overTCP, bridged} {
 		t.Run(via.name, func(t *testing.T) {
 			f(t, func(t *testing.T, pol Policy, dns fakeDNS, opts ...func(*Options)) *harness {
 				t.Helper()

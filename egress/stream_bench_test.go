@@ -33,9 +33,7 @@ const (
 // BenchmarkSSELatency is how long a streamed event takes from the
 // upstream's write to the client's read: straight to the upstream
 // (direct, the baseline) and through every path to the proxy
-// (streamPaths: the proxy on TCP; on Linux with connections handed
-// over, copied, the listener handed over; the sandbox's real Bridge;
-// BridgeFile), as chunked server-sent events, as a body that ends with
+// (streamPaths: the proxy on TCP, the sandbox's real Bridge, BridgeFile), as chunked server-sent events, as a body that ends with
 // the connection, and in a CONNECT tunnel. The upstream sends an event
 // every sseGap, whatever the client does, as a model gateway does; the
 // client, paths and upstream run in this process. It reports the

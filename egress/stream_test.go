@@ -62,11 +62,10 @@ var streamShapes = []streamShape{
 }
 
 // streamPaths are the ways a client reaches the proxy that the streaming
-// tests take: eachPath's (on Linux: connections handed over, copied, the
-// listener handed over), the sandbox's real Bridge, and BridgeFile (the
-// kubernetes driver's, over TCP).
+// tests take: eachPath's, and BridgeFile (the kubernetes driver's, over
+// TCP).
 func streamPaths() []path {
-	return append(append([]path{overTCP}, osPaths()...), bridged, fileBridged)
+	return []path{overTCP, bridged, fileBridged}
 }
 
 // bridged serves the proxy on a Unix socket behind Bridge, as the

@@ -316,11 +316,6 @@ func isolation(t *testing.T, runtime string) {
 			t.Errorf("wget: %d %q", code, out)
 		}
 	})
-	if runtime == "" {
-		t.Run("the proxy serves the sandbox's connection itself", func(t *testing.T) {
-			handedOver(t, b)
-		})
-	}
 	t.Run("denied and unlisted hosts are refused and logged", func(t *testing.T) {
 		for _, host := range []string{"denied.invalid", "unlisted.invalid"} {
 			if out := b.proxyGet(host); !strings.Contains(out, "403 Forbidden") {
@@ -416,90 +411,6 @@ func isolation(t *testing.T, runtime string) {
 			}
 		}
 	})
-}
-
-// handedOver: the sandbox's bridge (egress.InitMain) hands its listening
-// socket on 127.0.0.1:3128 to the proxy, which accepts the sandbox's
-// connections itself: the proxy holds the listener and each accepted
-// connection, sockets of the sandbox's network namespace, found by their
-// inodes in the sandbox's /proc/net/tcp and among the proxy's
-// descriptors. When the proxy restarts, the bridge hands the listener to
-// the new one. (Under gVisor the sandbox's sockets are its own, the
-// hand-over fails and the bridge copies; the other subtests show that it
-// carries the requests.)
-func handedOver(t *testing.T, b *box) {
-	pid := func(name string) string {
-		out, err := exec.Command("docker", "inspect", "-f", "{{.State.Pid}}", name).Output()
-		if err != nil {
-			t.Fatalf("inspect %s: %v", name, err)
-		}
-		return strings.TrimSpace(string(out))
-	}
-	sandbox := pid(containerName(b.name))
-	// The sockets on 127.0.0.1:3128 (0100007F:0C38 in /proc/net/tcp,
-	// proc_net_tcp(5)) in state st (0A listening, 01 established). Its
-	// inode is the tenth field.
-	socket := func(st string) string {
-		data, _ := os.ReadFile("/proc/" + sandbox + "/net/tcp")
-		for _, line := range strings.Split(string(data), "\n") {
-			f := strings.Fields(line)
-			if len(f) >= 10 && f[1] == "0100007F:0C38" && f[3] == st {
-				return f[9]
-			}
-		}
-		return ""
-	}
-	held := func(proxy, inode string) bool {
-		dir := "/proc/" + proxy + "/fd"
-		ents, _ := os.ReadDir(dir)
-		for _, e := range ents {
-			if l, _ := os.Readlink(filepath.Join(dir, e.Name())); l == "socket:["+inode+"]" {
-				return true
-			}
-		}
-		return false
-	}
-	// Nothing says when the proxy holds a socket but the tables
-	// themselves.
-	waitHeld := func(what, proxy, st string) {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			inode := socket(st)
-			if inode != "" && held(proxy, inode) {
-				return
-			}
-			if time.Now().After(deadline) {
-				data, _ := os.ReadFile("/proc/" + sandbox + "/net/tcp")
-				t.Fatalf("the proxy (pid %s) does not hold the sandbox's %s (inode %q):\n%s", proxy, what, inode, data)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
-	proxy := pid(egressName(b.name))
-	waitHeld("listening socket", proxy, "0A")
-	// A tunnel held open from inside, until the test kills it.
-	const holder = "sleep 123"
-	if out, code := b.sh(fmt.Sprintf(`(printf 'CONNECT %s:8080 HTTP/1.1\r\nHost: x\r\n\r\n'; %s) | nc 127.0.0.1 3128 >/dev/null 2>&1 &`, env.webIP, holder), nil); code != 0 {
-		t.Fatalf("holding a tunnel: %d %q", code, out)
-	}
-	defer b.sh("pkill -f '"+holder+"'", nil)
-	waitHeld("accepted socket", proxy, "01")
-	b.sh("pkill -f '"+holder+"'", nil)
-
-	if out, err := exec.Command("docker", "restart", egressName(b.name)).CombinedOutput(); err != nil {
-		t.Fatalf("restarting the proxy: %v: %s", err, out)
-	}
-	restarted := pid(egressName(b.name))
-	if restarted == proxy {
-		t.Fatalf("the proxy's pid %s did not change with its restart", proxy)
-	}
-	// A request made at once waits in the listener's backlog until the
-	// bridge has handed it to the new proxy.
-	if out := b.proxyGet(env.webIP + ":8080"); !strings.Contains(out, "200 OK") || !strings.Contains(out, "hello-from-web") {
-		t.Errorf("after the proxy's restart: %q", out)
-	}
-	waitHeld("listening socket, after the proxy's restart", restarted, "0A")
 }
 
 // TestInPlaceAndReplace: an allow-list change applies in place (same
