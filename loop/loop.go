@@ -82,10 +82,10 @@ type EgressCounter interface {
 
 // Progress measures the workspace where the agent works: the host's, or
 // the sandbox's own copy of it on backends that keep one (kubernetes).
+// Commits are counted inside the sandbox on every backend
+// (CountCommits).
 type Progress interface {
 	Snapshot(ctx context.Context) (Snapshot, error)
-	// Commits counts the commits between two HEADs of Snapshots.
-	Commits(ctx context.Context, before, after string) (int, error)
 }
 
 // Checkpointer is where checkpoints of the sandboxes hook into a run: the
@@ -307,7 +307,7 @@ func (it *iterator) loop(ctx context.Context) *Result {
 	for i := range cfg.Agents {
 		if cfg.Agents[i].Progress == nil {
 			if host == nil {
-				host = &hostProgress{scan: NewScanner(cfg.Workspace), dir: cfg.Workspace}
+				host = &hostProgress{scan: NewScanner(cfg.Workspace)}
 			}
 			cfg.Agents[i].Progress = host
 		}
@@ -623,7 +623,7 @@ func (it *iterator) iteration(ctx, runCtx context.Context, i, turn int) (*Record
 	case err == nil:
 		rec.Progressed = !before.Same(after)
 		rec.Files = Changed(*before, after)
-		if rec.Commits, err = progress.Commits(ctx, before.Head, after.Head); err != nil && ctx.Err() == nil {
+		if rec.Commits, err = CountCommits(ctx, ag.Exec, it.cfg.Workspace, before.Head, after.Head, 0); err != nil && ctx.Err() == nil {
 			it.say("iteration %d: counting commits: %v", i, err)
 		}
 		it.last[progress] = &after

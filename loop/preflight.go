@@ -100,15 +100,10 @@ func firstLine(s string) string {
 	return line
 }
 
-// hostProgress measures the workspace on the host: Scanner's snapshots
-// and gitdir's commit count, nothing run there.
+// hostProgress measures the workspace on the host with Scanner's
+// snapshots, nothing run there.
 type hostProgress struct {
 	scan *Scanner
-	dir  string
 }
 
 func (h *hostProgress) Snapshot(ctx context.Context) (Snapshot, error) { return h.scan.Snapshot(ctx) }
-
-func (h *hostProgress) Commits(ctx context.Context, before, after string) (int, error) {
-	return Commits(ctx, h.dir, before, after)
-}

@@ -314,23 +314,3 @@ func statKey(info fs.FileInfo) string {
 	return strconv.FormatInt(info.Size(), 10) + " " + strconv.FormatInt(info.ModTime().UnixNano(), 10) + " " +
 		strconv.FormatInt(ctime, 10) + " " + strconv.FormatUint(ino, 10) + " " + strconv.FormatUint(uint64(info.Mode()), 8)
 }
-
-// Commits counts the commits reachable from newHead and not from oldHead
-// in dir's repository (git rev-list --count oldHead..newHead), reading the
-// object store without running git.
-func Commits(ctx context.Context, dir, oldHead, newHead string) (int, error) {
-	if newHead == "" || oldHead == newHead {
-		return 0, nil
-	}
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return 0, err
-	}
-	defer root.Close()
-	repo, err := gitdir.Open(root)
-	if err != nil {
-		return 0, err
-	}
-	defer repo.Close()
-	return repo.Count(ctx, oldHead, newHead)
-}

@@ -91,7 +91,7 @@ func TestProgress(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", s.name, err)
 		}
-		commits, err := Commits(context.Background(), ws, before.Head, after.Head)
+		commits, err := CountCommits(context.Background(), hostSandbox{}, ws, before.Head, after.Head, 0)
 		if err != nil {
 			t.Fatalf("%s: %v", s.name, err)
 		}
@@ -346,11 +346,10 @@ func TestNoHostCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := Commits(context.Background(), ws, before.Head, after.Head)
-	if err != nil || n != 1 {
-		t.Errorf("Commits = %d, %v; want 1", n, err)
+	if after.Head == before.Head {
+		t.Errorf("the snapshot did not see the new HEAD")
 	}
 	if ran := marked(); len(ran) > 0 {
-		t.Errorf("snapshots and commit counting ran %v on the host", ran)
+		t.Errorf("snapshots ran %v on the host", ran)
 	}
 }

@@ -24,12 +24,11 @@ const ProgressVerb = "__progress"
 // then is stuck, or held up by the agent.
 const remoteMeasure = 5 * time.Minute
 
-// maxCountAnswer bounds the answer of `sbx __progress commits`: a number.
+// maxCountAnswer bounds the answer of `git rev-list --count`: a number.
 const maxCountAnswer = 32
 
 // ProgressMain is `sbx __progress snapshot DIR` (a Scanner's snapshot of
-// DIR, encoded as DecodeSnapshot reads it) and `sbx __progress commits
-// DIR OLD NEW` (Commits' count), run inside the sandbox by
+// DIR, encoded as DecodeSnapshot reads it), run inside the sandbox by
 // SandboxProgress: the same measurement as on the host, where the agent's
 // copy of the workspace is.
 func ProgressMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -47,15 +46,8 @@ func ProgressMain(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			return fail(err)
 		}
 		return 0
-	case len(args) == 4 && args[0] == "commits":
-		n, err := Commits(ctx, args[1], args[2], args[3])
-		if err != nil {
-			return fail(err)
-		}
-		fmt.Fprintln(stdout, n)
-		return 0
 	}
-	fmt.Fprintf(stderr, "usage: sbx %s snapshot DIR | commits DIR OLD NEW\n", ProgressVerb)
+	fmt.Fprintf(stderr, "usage: sbx %s snapshot DIR\n", ProgressVerb)
 	return 2
 }
 
@@ -64,8 +56,7 @@ func ProgressMain(ctx context.Context, args []string, stdout, stderr io.Writer) 
 // sbx's static binary (driver.Helper): the Scanner runs there, through
 // Exec, as ProgressVerb, and the host decodes its answer. The answer comes
 // from where the agent runs, so it is read within bounds (DecodeSnapshot,
-// maxCountAnswer, remoteMeasure) and becomes no more than a Snapshot to
-// compare and a count.
+// remoteMeasure) and becomes no more than a Snapshot to compare.
 type SandboxProgress struct {
 	// Exec runs a command in the sandbox (as the agent's user: the
 	// Scanner reads no more than the agent can).
@@ -89,13 +80,34 @@ func (p *SandboxProgress) Snapshot(ctx context.Context) (Snapshot, error) {
 	return s, err
 }
 
-// Commits counts the commits between two HEADs inside the sandbox.
-func (p *SandboxProgress) Commits(ctx context.Context, before, after string) (int, error) {
+// run runs the binary's ProgressVerb with args in the sandbox (measure).
+func (p *SandboxProgress) run(ctx context.Context, args []string, read func(io.Reader) error) error {
+	argv := append([]string{p.Binary, ProgressVerb}, args...)
+	return measure(ctx, p.Exec, p.Timeout, argv, "", "sbx "+ProgressVerb, "measuring the workspace inside the sandbox", read)
+}
+
+// CountCommits counts the commits HEAD gained inside the sandbox, from
+// before to after (git rev-list --count before..after; every ancestor of
+// after when before is ""), with the sandbox's own git, as the agent's
+// user, in dir. The host reads no object of the agent's repository and
+// runs no git on it: the sandbox's git, whatever the agent made of it,
+// can only answer, and its answer is read as one bounded number.
+// timeout bounds it (0: five minutes). A sandbox without git cannot
+// count (an error).
+func CountCommits(ctx context.Context, sb Sandbox, dir, before, after string, timeout time.Duration) (int, error) {
 	if after == "" || before == after {
 		return 0, nil
 	}
+	if !isObjectName(after) || before != "" && !isObjectName(before) {
+		return 0, fmt.Errorf("counting commits from %q to %q: not object names", before, after)
+	}
+	rng := after
+	if before != "" {
+		rng = before + ".." + after
+	}
+	argv := []string{"git", "-c", "safe.directory=*", "rev-list", "--count", rng}
 	var n int
-	err := p.run(ctx, []string{"commits", p.Dir, before, after}, func(r io.Reader) error {
+	err := measure(ctx, sb, timeout, argv, dir, "git", "counting commits inside the sandbox", func(r io.Reader) error {
 		answer, err := io.ReadAll(io.LimitReader(r, maxCountAnswer+1))
 		if err != nil {
 			return err
@@ -112,13 +124,28 @@ func (p *SandboxProgress) Commits(ctx context.Context, before, after string) (in
 	return n, err
 }
 
-// run runs the binary's ProgressVerb with args in the sandbox and hands
-// its standard output to read as it comes. When read fails on what it
-// got (a malformed or oversized answer) the command is stopped rather
+// isObjectName reports whether s is a full SHA-1 or SHA-256 object name
+// in lower-case hex, as a snapshot's HEAD is.
+func isObjectName(s string) bool {
+	if len(s) != 40 && len(s) != 64 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// measure runs argv in the sandbox, in dir ("": where the sandbox's
+// commands start), and hands its standard output to read
+// as it comes, within timeout (0: remoteMeasure). When read fails on what
+// it got (a malformed or oversized answer) the command is stopped rather
 // than read to its end; when the command failed instead, its exit status
-// and the end of its standard error say why.
-func (p *SandboxProgress) run(ctx context.Context, args []string, read func(io.Reader) error) error {
-	timeout := p.Timeout
+// and the end of its standard error say why, naming the command as name.
+// what starts every error.
+func measure(ctx context.Context, sb Sandbox, timeout time.Duration, argv []string, dir, name, what string, read func(io.Reader) error) error {
 	if timeout <= 0 {
 		timeout = remoteMeasure
 	}
@@ -131,9 +158,8 @@ func (p *SandboxProgress) run(ctx context.Context, args []string, read func(io.R
 		err  error
 	}
 	done := make(chan result, 1)
-	argv := append([]string{p.Binary, ProgressVerb}, args...)
 	go func() {
-		code, err := p.Exec.Exec(ctx, argv, cliutil.ExecOptions{Stdout: pw, Stderr: stderr})
+		code, err := sb.Exec(ctx, argv, cliutil.ExecOptions{Workdir: dir, Stdout: pw, Stderr: stderr})
 		pw.Close()
 		done <- result{code, err}
 	}()
@@ -144,7 +170,6 @@ func (p *SandboxProgress) run(ctx context.Context, args []string, read func(io.R
 	}
 	pr.CloseWithError(errors.New("the answer was read"))
 	res := <-done
-	const what = "measuring the workspace inside the sandbox"
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return fmt.Errorf("%s: no answer within %s", what, timeout)
@@ -156,7 +181,7 @@ func (p *SandboxProgress) run(ctx context.Context, args []string, read func(io.R
 	case res.err != nil:
 		return fmt.Errorf("%s: %v", what, res.err)
 	case res.code != 0:
-		return fmt.Errorf("%s: sbx %s exited %d: %s", what, ProgressVerb, res.code, untrusted.Text(strings.TrimSpace(stderr.String())))
+		return fmt.Errorf("%s: %s exited %d: %s", what, name, res.code, untrusted.Text(strings.TrimSpace(stderr.String())))
 	}
 	return fmt.Errorf("%s: %w", what, readErr)
 }

@@ -89,9 +89,11 @@ type answer struct {
 	code    int
 	hang    bool
 	wrote   int64
+	ran     bool
 }
 
 func (a *answer) Exec(ctx context.Context, argv []string, o cliutil.ExecOptions) (int, error) {
+	a.ran = true
 	io.WriteString(o.Stderr, a.stderr)
 	n, err := io.WriteString(o.Stdout, a.stdout)
 	a.wrote += int64(n)
@@ -131,7 +133,7 @@ func TestSandboxProgressHostile(t *testing.T) {
 		{"commits: not a number", true, answer{stdout: "3 commits\n"}, `not a count: "3 commits\n"`},
 		{"commits: endless digits", true, answer{stdout: "1", endless: true}, `not a count: "1` + strings.Repeat("p", maxCountAnswer) + `"`},
 		{"commits: a cut count", true, answer{stdout: "3"}, "unexpected EOF"},
-		{"commits: the command fails", true, answer{code: 1, stderr: "no such object"}, "sbx __progress exited 1: no such object"},
+		{"commits: the command fails", true, answer{code: 1, stderr: "no such object"}, "git exited 1: no such object"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -140,7 +142,7 @@ func TestSandboxProgressHostile(t *testing.T) {
 			var err error
 			fx.Promptly(t, func() {
 				if tt.commits {
-					_, err = p.Commits(context.Background(), testHead, strings.Repeat("1", 40))
+					_, err = CountCommits(context.Background(), &a, "/w", testHead, strings.Repeat("1", 40), 50*time.Millisecond)
 				} else {
 					_, err = p.Snapshot(context.Background())
 				}
@@ -149,7 +151,9 @@ func TestSandboxProgressHostile(t *testing.T) {
 			if err != nil {
 				got = err.Error()
 			}
-			if tt.want != "" {
+			if tt.want != "" && tt.commits {
+				tt.want = "counting commits inside the sandbox: " + tt.want
+			} else if tt.want != "" {
 				tt.want = "measuring the workspace inside the sandbox: " + tt.want
 			}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
@@ -163,8 +167,8 @@ func TestSandboxProgressHostile(t *testing.T) {
 }
 
 // TestProgressMain: the verb measures a workspace as the host's Scanner
-// does and counts commits as Commits does; anything else is a usage
-// error.
+// does, and CountCommits counts the sandbox copy's commits; anything else
+// is a usage error.
 func TestProgressMain(t *testing.T) {
 	ws := t.TempDir()
 	fx.Git(t, ws, "init", "-q")
@@ -188,11 +192,34 @@ func TestProgressMain(t *testing.T) {
 	if diff := cmp.Diff(local, remote, cmp.AllowUnexported(Snapshot{})); diff != "" {
 		t.Errorf("the sandbox's snapshot differs from the host's (-want +got):\n%s", diff)
 	}
-	if n, err := p.Commits(context.Background(), first, head); n != 2 || err != nil {
-		t.Errorf("Commits = %d, %v; want 2", n, err)
+	if n, err := CountCommits(context.Background(), copySandbox{ws}, ws, first, head, 0); n != 2 || err != nil {
+		t.Errorf("CountCommits = %d, %v; want 2", n, err)
 	}
 	var out, errOut strings.Builder
 	if code := ProgressMain(context.Background(), []string{"snapshot"}, &out, &errOut); code != 2 || out.Len() > 0 || !strings.HasPrefix(errOut.String(), "usage: ") {
 		t.Errorf("no DIR: exit %d, %q, %q", code, out.String(), errOut.String())
+	}
+}
+
+// TestCountCommitsTakesOnlyObjectNames: HEADs come from snapshots the
+// sandbox may have written; one that is not an object name (an option to
+// git, a revision expression) is refused before anything runs.
+func TestCountCommitsTakesOnlyObjectNames(t *testing.T) {
+	name := strings.Repeat("1", 40)
+	for _, tt := range []struct{ before, after string }{
+		{"", "--output=/etc/passwd"},
+		{"--all", name},
+		{name, "HEAD~3"},
+		{name, strings.Repeat("A", 40)},
+		{strings.Repeat("1", 41), name},
+	} {
+		a := &answer{stdout: "3\n"}
+		n, err := CountCommits(context.Background(), a, "/w", tt.before, tt.after, 50*time.Millisecond)
+		if err == nil || n != 0 {
+			t.Errorf("CountCommits(%q, %q) = %d, %v; want an error", tt.before, tt.after, n, err)
+		}
+		if a.ran {
+			t.Errorf("CountCommits(%q, %q) ran a command", tt.before, tt.after)
+		}
 	}
 }

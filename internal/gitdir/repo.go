@@ -1,16 +1,19 @@
 // Package gitdir reads a git repository the agent can write — HEAD and
-// refs, commits in the object store, the index's paths, ignore rules —
-// without running git. Running git on the host would run whatever the
-// repository's config names (core.fsmonitor, hooks, filters, textconv,
-// diff.external, core.sshCommand); this package reads only data, parses
-// it as hostile input with bounded work, and every read goes through
-// package untrusted inside the workspace, so a symlink or FIFO in .git
-// cannot lead to host files or block.
+// refs, the index's paths, ignore rules — without running git. Running
+// git on the host would run whatever the repository's config names
+// (core.fsmonitor, hooks, filters, textconv, diff.external,
+// core.sshCommand), and go-git, the library that reads repositories in Go,
+// reads far more of one (config, objects, packs) than sbx needs and was
+// not written to treat it as hostile; this package reads only the few
+// files sbx needs, parses them as hostile input with bounded work, and
+// every read goes through package untrusted inside the workspace, so a
+// symlink or FIFO in .git cannot lead to host files or block. It kept
+// that security job and no other: the object store is not read here
+// (commits are counted inside the sandbox, by the loop).
 //
 // Formats are git's, as documented in gitrepository-layout(5),
-// gitformat-pack(5), gitformat-index(5) and gitignore(5); a format or
-// extension it does not know (reftable ref storage, a pack index other
-// than version 2) is an error, never a guess.
+// gitformat-index(5) and gitignore(5); a format or extension it does not
+// know (reftable ref storage) is an error, never a guess.
 package gitdir
 
 import (
