@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"github.com/sbxhq/sbx/checkpoint"
-	"github.com/sbxhq/sbx/driver/cliutil"
 	"github.com/sbxhq/sbx/driver/runner"
 	"github.com/sbxhq/sbx/internal/tarball"
+	"github.com/sbxhq/sbx/netlog"
 	"github.com/sbxhq/sbx/reconcile"
 	"github.com/sbxhq/sbx/spec"
 )
@@ -64,45 +64,33 @@ type Backend interface {
 
 // Execer runs commands inside a sandbox.
 type Execer interface {
-	Exec(ctx context.Context, name string, argv []string, o cliutil.ExecOptions) (int, error)
+	Exec(ctx context.Context, name string, argv []string, o ExecOptions) (int, error)
 }
 
 // EnvPerExec is a backend that stores no env: the sandbox's env goes with
 // every exec.
 type EnvPerExec interface{ EnvPerExec() bool }
 
+// ExecOptions configure running a command inside a sandbox.
+type ExecOptions struct {
+	Interactive, TTY bool
+	Workdir          string
+	// User runs the command as this user (-u), "" as the sandbox's own.
+	User string
+	// Env is passed as -e NAME with the value only in the environment of
+	// the CLI process, never in argv: secrets, and on backends without
+	// stored env, the sandbox's env.
+	Env            map[string]string
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+}
+
 // NetLogger reads a sandbox's network log.
 type NetLogger interface {
 	// NetLog calls emit with each entry, oldest first as the backend
 	// orders them; with follow it goes on with new ones until ctx ends
 	// (a backend that cannot follow says so instead).
-	NetLog(ctx context.Context, name string, follow bool, emit func(NetEntry) error) error
-}
-
-// NetEntry is one entry of a sandbox's network log in sbx's terms, the
-// same on every backend: `sbx netlog --json` prints these
-// (docs/netlog-json.md). Host, Method, Reason and Rule can hold what the
-// agent asked for: untrusted text.
-type NetEntry struct {
-	// Time is the backend's timestamp, as it writes it (RFC 3339 on the
-	// docker driver); for an aggregate entry, when it was last seen.
-	Time   string `json:"time"`
-	Method string `json:"method,omitempty"`
-	Host   string `json:"host"`
-	Port   int    `json:"port,omitempty"`
-	// Decision is allow, deny or error (the request could not be served:
-	// a name that does not resolve, a refused dial).
-	Decision string `json:"decision"`
-	Reason   string `json:"reason,omitempty"`
-	Rule     string `json:"rule,omitempty"`
-	// Status is the HTTP status the proxy answered with, where its log
-	// says (sbx's own proxy: 403 for a denial, 431 for a header too
-	// large, ...).
-	Status int `json:"status,omitempty"`
-	// Count and Since are set where the backend aggregates requests to a
-	// host (Docker's sbx): how many since when.
-	Count int    `json:"count,omitempty"`
-	Since string `json:"since,omitempty"`
+	NetLog(ctx context.Context, name string, follow bool, emit func(netlog.Entry) error) error
 }
 
 // EgressCounter counts, in a time window, the requests a sandbox's egress
@@ -111,42 +99,7 @@ type NetEntry struct {
 // and lists the first max of each, oldest first (for the loop's
 // per-iteration records).
 type EgressCounter interface {
-	EgressCount(ctx context.Context, name string, since, until time.Time, max int) (EgressCount, error)
-}
-
-// EgressCount is what an EgressCounter found in a window.
-type EgressCount struct {
-	Denied, Failed           int
-	FirstDenied, FirstFailed []Denial
-}
-
-// Add counts one request (Decision "error" failed, any other was
-// denied), keeping the first max of each kind.
-func (c *EgressCount) Add(d Denial, max int) {
-	if d.Decision == "error" {
-		if c.Failed++; len(c.FirstFailed) < max {
-			c.FirstFailed = append(c.FirstFailed, d)
-		}
-		return
-	}
-	if c.Denied++; len(c.FirstDenied) < max {
-		c.FirstDenied = append(c.FirstDenied, d)
-	}
-}
-
-// Denial is one request egress denied, or that failed upstream
-// (Decision). Every text in it is what the agent asked for or derived
-// from it: bound it before keeping it and escape it before showing it
-// (untrusted.Text).
-type Denial struct {
-	Time time.Time `json:"time"`
-	// Decision is deny, or error for a request that failed upstream.
-	Decision string `json:"decision,omitempty"`
-	Method   string `json:"method,omitempty"`
-	Host     string `json:"host,omitempty"`
-	Port     int    `json:"port,omitempty"`
-	Reason   string `json:"reason"`
-	Rule     string `json:"rule,omitempty"`
+	EgressCount(ctx context.Context, name string, since, until time.Time, max int) (netlog.Count, error)
 }
 
 // Helper is a backend that puts sbx's own static binary inside its

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sbxhq/sbx/driver"
+	"github.com/sbxhq/sbx/netlog"
 )
 
 // The decision log is what drivers read back for `sbx netlog` and the
@@ -48,8 +48,8 @@ func ParseDecision(line []byte) (d LoggedDecision, ok bool) {
 }
 
 // NetEntry is the decision as `sbx netlog` shows it.
-func (d LoggedDecision) NetEntry() driver.NetEntry {
-	return driver.NetEntry{Time: d.Time.Format(time.RFC3339Nano), Method: d.Method, Host: d.Host, Port: d.Port,
+func (d LoggedDecision) NetEntry() netlog.Entry {
+	return netlog.Entry{Time: d.Time.Format(time.RFC3339Nano), Method: d.Method, Host: d.Host, Port: d.Port,
 		Decision: d.Decision, Reason: d.Reason, Rule: d.Rule, Status: d.Status}
 }
 
@@ -59,25 +59,25 @@ func (d LoggedDecision) NetEntry() driver.NetEntry {
 // refused or timed out; or an allowed plain-HTTP request answered with a
 // 5xx status, by the upstream or by the proxy when the upstream answered
 // badly). ok is false for any other line.
-func Problem(line []byte, since, until time.Time) (driver.Denial, bool) {
+func Problem(line []byte, since, until time.Time) (netlog.Denial, bool) {
 	d, ok := ParseDecision(line)
 	if !ok || d.Time.Before(since) || d.Time.After(until) {
-		return driver.Denial{}, false
+		return netlog.Denial{}, false
 	}
-	p := driver.Denial{Time: d.Time, Method: d.Method, Host: d.Host, Port: d.Port, Reason: d.Reason, Rule: d.Rule, Decision: d.Decision}
+	p := netlog.Denial{Time: d.Time, Method: d.Method, Host: d.Host, Port: d.Port, Reason: d.Reason, Rule: d.Rule, Decision: d.Decision}
 	switch {
 	case d.Decision == "deny", d.Decision == "error":
 	case d.Decision == "allow" && d.Status >= 500 && d.Status <= 599:
 		p.Decision, p.Reason = "error", fmt.Sprintf("answered %d", d.Status)
 	default:
-		return driver.Denial{}, false
+		return netlog.Denial{}, false
 	}
 	return p, true
 }
 
 // FollowLog emits the decisions read returns, in order; with follow it
 // reads again every second and emits the new ones until ctx ends.
-func FollowLog(ctx context.Context, read func(context.Context) ([]string, error), follow bool, emit func(driver.NetEntry) error) error {
+func FollowLog(ctx context.Context, read func(context.Context) ([]string, error), follow bool, emit func(netlog.Entry) error) error {
 	seen := 0
 	for {
 		lines, err := read(ctx)

@@ -6,8 +6,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-
-	"github.com/sbxhq/sbx/driver"
+	"github.com/sbxhq/sbx/netlog"
 )
 
 // TestDecisionNetEntry: a proxy decision line becomes the netlog entry
@@ -19,7 +18,7 @@ func TestDecisionNetEntry(t *testing.T) {
 	if !ok {
 		t.Fatal("a decision line was not read")
 	}
-	want := driver.NetEntry{Time: "2026-11-24T10:00:00.5Z", Method: "GET", Host: "a.example", Port: 80, Decision: "deny", Reason: "request header too large", Status: 431}
+	want := netlog.Entry{Time: "2026-11-24T10:00:00.5Z", Method: "GET", Host: "a.example", Port: 80, Decision: "deny", Reason: "request header too large", Status: 431}
 	if diff := cmp.Diff(want, d.NetEntry()); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
@@ -64,7 +63,7 @@ func TestProblem(t *testing.T) {
 			t.Errorf("Problem(%s) = %+v, %v; want decision %q reason %q", tc.line, p, ok, tc.decision, tc.reason)
 		}
 	}
-	var c driver.EgressCount
+	var c netlog.Count
 	for _, l := range []string{line("deny", "x", 403), line("error", "y", 502), line("deny", "z", 403), line("allow", "ok", 503)} {
 		p, _ := Problem([]byte(l), since, since.Add(time.Second))
 		c.Add(p, 1)

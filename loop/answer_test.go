@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sbxhq/sbx/driver/cliutil"
+	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/spec"
 )
 
@@ -175,7 +175,7 @@ func deadPID(t *testing.T) int {
 // unwritable is a sandbox whose workspace the agent's user cannot write.
 type unwritable struct{ hostSandbox }
 
-func (u unwritable) Exec(ctx context.Context, argv []string, o cliutil.ExecOptions) (int, error) {
+func (u unwritable) Exec(ctx context.Context, argv []string, o driver.ExecOptions) (int, error) {
 	if len(argv) == 3 && argv[2] == writableScript {
 		fmt.Fprintln(o.Stdout, "uid=1000(agent) gid=1000(agent) groups=1000(agent)")
 		return 3, nil

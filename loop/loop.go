@@ -26,9 +26,9 @@ import (
 	"time"
 
 	"github.com/sbxhq/sbx/driver"
-	"github.com/sbxhq/sbx/driver/cliutil"
 	"github.com/sbxhq/sbx/internal/redact"
 	"github.com/sbxhq/sbx/internal/untrusted"
+	"github.com/sbxhq/sbx/netlog"
 	"github.com/sbxhq/sbx/spec"
 )
 
@@ -60,7 +60,7 @@ var exitCodes = map[string]int{
 
 // Sandbox runs a command inside the sandbox and returns its exit status.
 type Sandbox interface {
-	Exec(ctx context.Context, argv []string, o cliutil.ExecOptions) (int, error)
+	Exec(ctx context.Context, argv []string, o driver.ExecOptions) (int, error)
 }
 
 // Grouper wraps the agent's command so that its whole process tree inside
@@ -77,7 +77,7 @@ type Grouper interface {
 // that failed upstream, in a time window, and lists the first max of each
 // (driver.EgressCounter, for one sandbox).
 type EgressCounter interface {
-	EgressCount(ctx context.Context, since, until time.Time, max int) (driver.EgressCount, error)
+	EgressCount(ctx context.Context, since, until time.Time, max int) (netlog.Count, error)
 }
 
 // Progress measures the workspace where the agent works: the host's, or
@@ -187,9 +187,9 @@ type Record struct {
 	Files          int             `json:"files_changed"`
 	Commits        int             `json:"commits"`
 	Denials        *int            `json:"denials,omitempty"`
-	Denied         []driver.Denial `json:"denied,omitempty"`
+	Denied         []netlog.Denial `json:"denied,omitempty"`
 	UpstreamErrors *int            `json:"upstream_errors,omitempty"`
-	Failed         []driver.Denial `json:"failed,omitempty"`
+	Failed         []netlog.Denial `json:"failed,omitempty"`
 	Failure        *Failure        `json:"failure,omitempty"`
 	Summary        string          `json:"summary"`
 	Log            string          `json:"log"`
@@ -571,7 +571,7 @@ func (it *iterator) iteration(ctx, runCtx context.Context, i, turn int) (*Record
 	// Recorded while the agent runs, so that if this process dies the
 	// next run (or sbx loop stop) can kill the agent it left behind.
 	it.run.update(func(s *Status) { s.AgentPidfile = pidfile })
-	status, err := it.supervise(iterCtx, ag, ag.Group.Group(command, pidfile), pidfile, cliutil.ExecOptions{
+	status, err := it.supervise(iterCtx, ag, ag.Group.Group(command, pidfile), pidfile, driver.ExecOptions{
 		Interactive: true,
 		Workdir:     cfg.Workspace,
 		Env:         ag.Env,
@@ -600,7 +600,7 @@ func (it *iterator) iteration(ctx, runCtx context.Context, i, turn int) (*Record
 	// Count egress denials and upstream failures (a backend call) while
 	// the workspace is read.
 	type counts struct {
-		c   driver.EgressCount
+		c   netlog.Count
 		err error
 	}
 	counted := make(chan counts, 1)
@@ -638,7 +638,7 @@ func (it *iterator) iteration(ctx, runCtx context.Context, i, turn int) (*Record
 		it.last[progress] = nil // verify may change the workspace
 		for _, v := range l.Completion.Verify {
 			it.run.update(func(s *Status) { s.Phase, s.VerifyCommand = PhaseVerifying, v })
-			code, err := ag.Exec.Exec(runCtx, []string{"sh", "-c", v}, cliutil.ExecOptions{Workdir: cfg.Workspace, Env: ag.Env, Stdout: out, Stderr: errOut})
+			code, err := ag.Exec.Exec(runCtx, []string{"sh", "-c", v}, driver.ExecOptions{Workdir: cfg.Workspace, Env: ag.Env, Stdout: out, Stderr: errOut})
 			out.Flush()
 			errOut.Flush()
 			if err != nil {
@@ -664,7 +664,7 @@ func (it *iterator) iteration(ctx, runCtx context.Context, i, turn int) (*Record
 // supervise runs the agent and, when ctx ends first, kills its process
 // group inside the sandbox so that nothing of it survives, then waits for
 // the exec to return.
-func (it *iterator) supervise(ctx context.Context, ag *Agent, argv []string, pidfile string, o cliutil.ExecOptions) (int, error) {
+func (it *iterator) supervise(ctx context.Context, ag *Agent, argv []string, pidfile string, o driver.ExecOptions) (int, error) {
 	execCtx, cancelExec := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelExec()
 	type result struct {
@@ -684,7 +684,7 @@ func (it *iterator) supervise(ctx context.Context, ag *Agent, argv []string, pid
 	killCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killGrace+3*time.Second)
 	defer cancel()
 	var discard bytes.Buffer
-	ag.Exec.Exec(killCtx, ag.Group.Kill(pidfile), cliutil.ExecOptions{Stdout: &discard, Stderr: &discard})
+	ag.Exec.Exec(killCtx, ag.Group.Kill(pidfile), driver.ExecOptions{Stdout: &discard, Stderr: &discard})
 	select {
 	case res := <-done:
 		return res.code, res.err

@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/driver/cliutil"
 	"github.com/sbxhq/sbx/driver/runner"
 	"github.com/sbxhq/sbx/spec"
@@ -23,7 +24,7 @@ import (
 // whatever the sandbox; the docker driver's e2e tests run it for real.
 type hostSandbox struct{}
 
-func (hostSandbox) Exec(ctx context.Context, argv []string, o cliutil.ExecOptions) (int, error) {
+func (hostSandbox) Exec(ctx context.Context, argv []string, o driver.ExecOptions) (int, error) {
 	var env []string
 	for k, v := range o.Env {
 		env = append(env, k+"="+v)

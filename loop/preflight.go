@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/sbxhq/sbx/driver/cliutil"
+	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/internal/untrusted"
 )
 
@@ -60,7 +60,7 @@ func KillOrphan(ctx context.Context, sb Sandbox, g Grouper, pidfile string) erro
 		g = ShellGrouper{}
 	}
 	var out bytes.Buffer
-	code, err := sb.Exec(ctx, g.Kill(pidfile), cliutil.ExecOptions{Stdout: &out, Stderr: &out})
+	code, err := sb.Exec(ctx, g.Kill(pidfile), driver.ExecOptions{Stdout: &out, Stderr: &out})
 	if err != nil {
 		return err
 	}
@@ -78,7 +78,7 @@ const writableScript = `test -w . && exit 0; id; exit 3`
 // can write it. A template without sh (exit 126/127) is not checked.
 func (it *iterator) writable(ctx context.Context, ag *Agent) error {
 	var out bytes.Buffer
-	code, err := ag.Exec.Exec(ctx, []string{"sh", "-c", writableScript}, cliutil.ExecOptions{
+	code, err := ag.Exec.Exec(ctx, []string{"sh", "-c", writableScript}, driver.ExecOptions{
 		Workdir: it.cfg.Workspace, Stdout: &out, Stderr: &out,
 	})
 	switch {

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sbxhq/sbx/driver/cliutil"
+	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/internal/untrusted"
 )
 
@@ -159,7 +159,7 @@ func measure(ctx context.Context, sb Sandbox, timeout time.Duration, argv []stri
 	}
 	done := make(chan result, 1)
 	go func() {
-		code, err := sb.Exec(ctx, argv, cliutil.ExecOptions{Workdir: dir, Stdout: pw, Stderr: stderr})
+		code, err := sb.Exec(ctx, argv, driver.ExecOptions{Workdir: dir, Stdout: pw, Stderr: stderr})
 		pw.Close()
 		done <- result{code, err}
 	}()

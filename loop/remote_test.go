@@ -14,7 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/sbxhq/sbx/driver/cliutil"
+	"github.com/sbxhq/sbx/driver"
 	fx "github.com/sbxhq/sbx/internal/fixture"
 	"github.com/sbxhq/sbx/internal/tarball"
 	"github.com/sbxhq/sbx/spec"
@@ -28,7 +28,7 @@ const copyBinary = "/.sbx/sbx"
 // binary inside it is this package's ProgressMain, run in-process.
 type copySandbox struct{ dir string }
 
-func (c copySandbox) Exec(ctx context.Context, argv []string, o cliutil.ExecOptions) (int, error) {
+func (c copySandbox) Exec(ctx context.Context, argv []string, o driver.ExecOptions) (int, error) {
 	if len(argv) >= 2 && argv[0] == copyBinary && argv[1] == ProgressVerb {
 		return ProgressMain(ctx, argv[2:], o.Stdout, o.Stderr), nil
 	}
@@ -92,7 +92,7 @@ type answer struct {
 	ran     bool
 }
 
-func (a *answer) Exec(ctx context.Context, argv []string, o cliutil.ExecOptions) (int, error) {
+func (a *answer) Exec(ctx context.Context, argv []string, o driver.ExecOptions) (int, error) {
 	a.ran = true
 	io.WriteString(o.Stderr, a.stderr)
 	n, err := io.WriteString(o.Stdout, a.stdout)

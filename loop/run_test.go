@@ -14,8 +14,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/internal/proc"
+	"github.com/sbxhq/sbx/netlog"
 	"github.com/sbxhq/sbx/spec"
 )
 
@@ -386,10 +386,10 @@ func TestMultiAgentTurns(t *testing.T) {
 // for: n denials and failed requests that failed upstream.
 type fakeEgress struct{ n, failed int }
 
-func (d fakeEgress) EgressCount(ctx context.Context, since, until time.Time, max int) (driver.EgressCount, error) {
-	var c driver.EgressCount
+func (d fakeEgress) EgressCount(ctx context.Context, since, until time.Time, max int) (netlog.Count, error) {
+	var c netlog.Count
 	for i := 0; i < d.n; i++ {
-		c.Add(driver.Denial{Time: since, Decision: "deny", Method: "CONNECT", Host: fmt.Sprintf("\x1b]0;owned\x07%d.", i) + strings.Repeat("a", 400), Port: 443,
+		c.Add(netlog.Denial{Time: since, Decision: "deny", Method: "CONNECT", Host: fmt.Sprintf("\x1b]0;owned\x07%d.", i) + strings.Repeat("a", 400), Port: 443,
 			Reason: "not in the allow list (policy: deny)", Rule: "default"}, max)
 	}
 	for i := 0; i < d.failed; i++ {
@@ -397,7 +397,7 @@ func (d fakeEgress) EgressCount(ctx context.Context, since, until time.Time, max
 		if i > 0 {
 			host = "\x1b[2Jgone\u202e." + strings.Repeat("b", 400)
 		}
-		c.Add(driver.Denial{Time: since, Decision: "error", Method: "POST", Host: host, Port: 8080, Reason: "connect failed: connection refused"}, max)
+		c.Add(netlog.Denial{Time: since, Decision: "error", Method: "POST", Host: host, Port: 8080, Reason: "connect failed: connection refused"}, max)
 	}
 	return c, nil
 }

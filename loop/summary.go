@@ -6,8 +6,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/internal/untrusted"
+	"github.com/sbxhq/sbx/netlog"
 )
 
 // Summary is an iteration's outcome in one line, as the loop prints it
@@ -89,11 +89,11 @@ const (
 
 // boundDenials clips each text of the denials to maxDenialText bytes of
 // valid UTF-8.
-func boundDenials(ds []driver.Denial) []driver.Denial {
+func boundDenials(ds []netlog.Denial) []netlog.Denial {
 	if len(ds) > MaxDenialRecords {
 		ds = ds[:MaxDenialRecords]
 	}
-	out := make([]driver.Denial, len(ds))
+	out := make([]netlog.Denial, len(ds))
 	for i, d := range ds {
 		d.Method, d.Host, d.Reason, d.Rule = clip(d.Method), clip(d.Host), clip(d.Reason), clip(d.Rule)
 		out[i] = d
@@ -118,7 +118,7 @@ func clip(s string) string {
 // failureText is a request that failed upstream in a few words, as the
 // iteration's line shows the first: what the agent chose escaped, the
 // reason clipped.
-func failureText(d driver.Denial) string {
+func failureText(d netlog.Denial) string {
 	target := untrusted.Text(d.Host)
 	if d.Port != 0 {
 		target += fmt.Sprintf(":%d", d.Port)
@@ -135,7 +135,7 @@ func failureText(d driver.Denial) string {
 
 // DenialLine is a denial as `sbx loop status` prints it: what the agent
 // chose escaped.
-func DenialLine(d driver.Denial) string {
+func DenialLine(d netlog.Denial) string {
 	target := untrusted.Text(d.Host)
 	if d.Host == "" {
 		target = "(no host)" // a request the proxy could not parse

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/sbxhq/sbx/driver"
-	"github.com/sbxhq/sbx/driver/cliutil"
 	"github.com/sbxhq/sbx/driver/runner"
 	"github.com/sbxhq/sbx/reconcile"
 	"github.com/sbxhq/sbx/spec"
@@ -127,7 +126,7 @@ func (s *Session) ExecEnv(sp *spec.Spec, secrets reconcile.Secrets) map[string]s
 
 // Exec runs argv in a sandbox of the session as sandbox.yaml says: as its
 // user, with the env a backend without stored env needs added to o.Env.
-func (s *Session) Exec(ctx context.Context, sp *spec.Spec, argv []string, o cliutil.ExecOptions) (int, error) {
+func (s *Session) Exec(ctx context.Context, sp *spec.Spec, argv []string, o driver.ExecOptions) (int, error) {
 	ex, ok := s.Backend.(driver.Execer)
 	if !ok {
 		return 0, fmt.Errorf("the %s driver cannot run commands in a sandbox", s.Backend.Name())

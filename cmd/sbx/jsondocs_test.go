@@ -10,8 +10,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/loop"
+	"github.com/sbxhq/sbx/netlog"
 	"github.com/sbxhq/sbx/session"
 )
 
@@ -27,7 +27,7 @@ func TestJSONDocs(t *testing.T) {
 		{"ls-json.md", []any{session.Listing{}, session.Listed{}}},
 		{"checkpoint-json.md", []any{checkpointsDoc{}, session.SavedCheckpoint{}}},
 		{"netlog-json.md", []any{netlogLine{}}},
-		{"loop-status-json.md", []any{loop.Status{}, loop.Record{}, driver.Denial{}}},
+		{"loop-status-json.md", []any{loop.Status{}, loop.Record{}, netlog.Denial{}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.doc, func(t *testing.T) {

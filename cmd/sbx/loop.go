@@ -17,10 +17,10 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/sbxhq/sbx/driver"
-	"github.com/sbxhq/sbx/driver/cliutil"
 	"github.com/sbxhq/sbx/egress"
 	"github.com/sbxhq/sbx/internal/untrusted"
 	"github.com/sbxhq/sbx/loop"
+	"github.com/sbxhq/sbx/netlog"
 	"github.com/sbxhq/sbx/reconcile"
 	"github.com/sbxhq/sbx/session"
 	"github.com/sbxhq/sbx/spec"
@@ -431,7 +431,7 @@ func (a *app) loopReap(ctx context.Context, t *target, c *loop.Control) int {
 		}
 		for _, sp := range sess.Specs {
 			if sp.Name == o.Sandbox {
-				exec := execFunc(func(ctx context.Context, argv []string, o cliutil.ExecOptions) (int, error) {
+				exec := execFunc(func(ctx context.Context, argv []string, o driver.ExecOptions) (int, error) {
 					return sess.Exec(ctx, sp, argv, o)
 				})
 				return loop.KillOrphan(ctx, exec, grouper(sess), o.Pidfile)
@@ -813,13 +813,13 @@ func (a *app) loopConfig(ctx context.Context, s *session.Session, o *loopFlags, 
 		ag := loop.Agent{
 			Sandbox: name, Agent: sp.Agent, File: sp.Files[0], Template: templateText(sp), Loop: *sp.Loop,
 			Env: s.ExecEnv(sp, secrets),
-			Exec: execFunc(func(ctx context.Context, argv []string, o cliutil.ExecOptions) (int, error) {
+			Exec: execFunc(func(ctx context.Context, argv []string, o driver.ExecOptions) (int, error) {
 				return s.Exec(ctx, sp, argv, o) // as sp's user
 			}),
 		}
 		ag.Group = grouper(s)
 		if ec, ok := s.Backend.(driver.EgressCounter); ok {
-			ag.Egress = egressFunc(func(ctx context.Context, since, until time.Time, max int) (driver.EgressCount, error) {
+			ag.Egress = egressFunc(func(ctx context.Context, since, until time.Time, max int) (netlog.Count, error) {
 				return ec.EgressCount(ctx, name, since, until, max)
 			})
 		}
@@ -888,15 +888,15 @@ func (a *app) forgetHints(names []string) {
 	}
 }
 
-type execFunc func(ctx context.Context, argv []string, o cliutil.ExecOptions) (int, error)
+type execFunc func(ctx context.Context, argv []string, o driver.ExecOptions) (int, error)
 
-func (f execFunc) Exec(ctx context.Context, argv []string, o cliutil.ExecOptions) (int, error) {
+func (f execFunc) Exec(ctx context.Context, argv []string, o driver.ExecOptions) (int, error) {
 	return f(ctx, argv, o)
 }
 
-type egressFunc func(ctx context.Context, since, until time.Time, max int) (driver.EgressCount, error)
+type egressFunc func(ctx context.Context, since, until time.Time, max int) (netlog.Count, error)
 
-func (f egressFunc) EgressCount(ctx context.Context, since, until time.Time, max int) (driver.EgressCount, error) {
+func (f egressFunc) EgressCount(ctx context.Context, since, until time.Time, max int) (netlog.Count, error) {
 	return f(ctx, since, until, max)
 }
 

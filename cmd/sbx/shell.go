@@ -13,8 +13,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/sbxhq/sbx/driver"
-	"github.com/sbxhq/sbx/driver/cliutil"
 	"github.com/sbxhq/sbx/internal/untrusted"
+	"github.com/sbxhq/sbx/netlog"
 	"github.com/sbxhq/sbx/session"
 	"github.com/sbxhq/sbx/spec"
 )
@@ -70,7 +70,7 @@ func (a *app) shell(ctx context.Context, t *target, argv []string) int {
 	if len(argv) == 0 {
 		argv = defaultShell
 	}
-	code, err := s.Exec(ctx, sp, argv, cliutil.ExecOptions{
+	code, err := s.Exec(ctx, sp, argv, driver.ExecOptions{
 		Interactive: true,
 		TTY:         isTerminal(a.stdin) && isTerminal(a.stdout),
 		Env:         s.ExecEnv(sp, secrets),
@@ -136,21 +136,21 @@ const NetlogFormat = "1"
 // netlogLine is one line of `sbx netlog --json`.
 type netlogLine struct {
 	FormatVersion string `json:"format_version"`
-	driver.NetEntry
+	netlog.Entry
 }
 
 // netlogPrinter writes entries as JSON lines or as one readable line each,
 // what the agent chose (host, method, reason, rule) escaped so that no
 // control sequence or bidirectional override of its making reaches the
 // terminal.
-func netlogPrinter(w io.Writer, asJSON bool) func(driver.NetEntry) error {
+func netlogPrinter(w io.Writer, asJSON bool) func(netlog.Entry) error {
 	if asJSON {
 		// encoding/json leaves bidirectional overrides and C1 controls
 		// as they are: escaped, they reach no terminal.
 		enc := json.NewEncoder(untrusted.JSONWriter{W: w})
-		return func(e driver.NetEntry) error { return enc.Encode(netlogLine{FormatVersion: NetlogFormat, NetEntry: e}) }
+		return func(e netlog.Entry) error { return enc.Encode(netlogLine{FormatVersion: NetlogFormat, Entry: e}) }
 	}
-	return func(e driver.NetEntry) error {
+	return func(e netlog.Entry) error {
 		target := untrusted.Text(e.Host)
 		if e.Port != 0 {
 			target = net.JoinHostPort(target, strconv.Itoa(e.Port))

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/driver/runner"
 	"github.com/sbxhq/sbx/reconcile"
 	"github.com/sbxhq/sbx/spec"
@@ -49,7 +50,7 @@ func (c *CLI) Output(ctx context.Context, args ...string) ([]byte, error) {
 // Exec runs argv in the sandbox with a docker-exec-style `exec` (`sbx exec`,
 // `docker sandbox exec`, docker-sandboxes-cli.md §1.2, §1.3) and returns its
 // exit status.
-func (c *CLI) Exec(ctx context.Context, name string, argv []string, o ExecOptions) (int, error) {
+func (c *CLI) Exec(ctx context.Context, name string, argv []string, o driver.ExecOptions) (int, error) {
 	flags, env := ExecArgs(o)
 	args := append(append(append([]string{"exec"}, flags...), name), argv...)
 	return ExitCode(c.Runner.Run(ctx, runner.Cmd{Args: c.Cmd(args...), Env: env, Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr}))

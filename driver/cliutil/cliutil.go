@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/driver/runner"
 )
 
@@ -61,24 +62,10 @@ func (v Version) String() string { return fmt.Sprintf("%d.%d.%d", v[0], v[1], v[
 // exist.
 var ErrNotFound = errors.New("sandbox not found")
 
-// ExecOptions configure running a command inside a sandbox.
-type ExecOptions struct {
-	Interactive, TTY bool
-	Workdir          string
-	// User runs the command as this user (-u), "" as the sandbox's own.
-	User string
-	// Env is passed as -e NAME with the value only in the environment of
-	// the CLI process, never in argv: secrets, and on backends without
-	// stored env, the sandbox's env.
-	Env            map[string]string
-	Stdin          io.Reader
-	Stdout, Stderr io.Writer
-}
-
 // ExecArgs builds the flags docker-style exec commands share (`sbx exec`
 // and `docker sandbox exec`, docker-sandboxes-cli.md §1.2, §1.3) and the
 // environment that carries the -e values.
-func ExecArgs(o ExecOptions) (flags, env []string) {
+func ExecArgs(o driver.ExecOptions) (flags, env []string) {
 	if o.Interactive {
 		flags = append(flags, "-i")
 	}

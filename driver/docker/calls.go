@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/driver/buildctx"
 	"github.com/sbxhq/sbx/driver/cliutil"
 	"github.com/sbxhq/sbx/driver/runner"
@@ -61,7 +62,7 @@ func (d *Driver) Calls(s reconcile.Step, sp *spec.Spec, live *reconcile.Live) ([
 			Run:  func(ctx context.Context) error { return d.containers(ctx, "start", nil, eg, sb) },
 		}}, nil
 	case reconcile.StepRemove:
-		return []reconcile.Call{{Desc: "fetch the sandbox's commits into refs/sbx/" + name + "/* (git fetch), remove the containers, then the volumes, labelled " + LabelSandbox + "=" + name + ", and unused proxy images of earlier sbx builds (Engine API)",
+		return []reconcile.Call{{Desc: "fetch the sandbox's commits into refs/sbx/" + name + "/* (git fetch), remove the containers, then the volumes, labelled " + driver.LabelSandbox + "=" + name + ", and unused proxy images of earlier sbx builds (Engine API)",
 			Run: func(ctx context.Context) error {
 				// The sandbox's own git directory goes with it: its
 				// commits come home first. A fetch that fails (no git on
@@ -154,7 +155,7 @@ func (d *Driver) createCalls(sp *spec.Spec, rec *reconcile.Record) ([]reconcile.
 		lines = append(lines, "docker pull "+tmpl+", unless present (its progress shown)")
 	}
 	lines = append(lines,
-		"remove anything labelled "+LabelSandbox+"="+n+" (what a create cut short left)",
+		"remove anything labelled "+driver.LabelSandbox+"="+n+" (what a create cut short left)",
 		"docker build sbx-egress:<hash of this sbx>, FROM scratch, unless present",
 		"create the volumes "+volumeName(n, "sock")+" (tmpfs, 1 MiB), "+volumeName(n, "policy")+" and "+volumeName(n, gitRole)+" (Engine API)",
 		"create and start, together (Engine API):",

@@ -213,7 +213,7 @@ func (d *Driver) ImportCheckpoint(ctx context.Context, name, archive string) err
 // Managed lists the sandboxes whose containers carry sbx's labels (one
 // Engine API request).
 func (d *Driver) Managed(ctx context.Context) ([]string, error) {
-	q := labelFilter(LabelManaged + "=true")
+	q := labelFilter(driver.LabelManaged + "=true")
 	q.Set("all", "1")
 	data, err := d.api.do(ctx, http.MethodGet, "/containers/json", q, nil, "")
 	if err != nil {
@@ -225,8 +225,8 @@ func (d *Driver) Managed(ctx context.Context) ([]string, error) {
 	}
 	var names []string
 	for _, c := range list {
-		if c.Labels[LabelRole] == "sandbox" && c.Labels[LabelSandbox] != "" {
-			names = append(names, c.Labels[LabelSandbox])
+		if c.Labels[driver.LabelRole] == "sandbox" && c.Labels[driver.LabelSandbox] != "" {
+			names = append(names, c.Labels[driver.LabelSandbox])
 		}
 	}
 	sort.Strings(names)

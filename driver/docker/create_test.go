@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/spec"
 )
 
@@ -118,12 +119,12 @@ func TestCreatedContainers(t *testing.T) {
 	if diff := cmp.Diff(want, sb); diff != "" {
 		t.Errorf("sandbox container (-want +got):\n%s", diff)
 	}
-	for k, v := range map[string]string{LabelManaged: "true", LabelSandbox: b.name, LabelRole: "sandbox", labelHardening: Hardening, labelProtect: "true", "dev.sbx.agent": "shell", labelWS: ws} {
+	for k, v := range map[string]string{driver.LabelManaged: "true", driver.LabelSandbox: b.name, driver.LabelRole: "sandbox", labelHardening: Hardening, labelProtect: "true", "dev.sbx.agent": "shell", labelWS: ws} {
 		if sb.Config.Labels[k] != v {
 			t.Errorf("sandbox label %s = %q, want %q", k, sb.Config.Labels[k], v)
 		}
 	}
-	if sb.Config.Labels[LabelRecord] == "" {
+	if sb.Config.Labels[driver.LabelRecord] == "" {
 		t.Error("the sandbox has no record label")
 	}
 
@@ -136,7 +137,7 @@ func TestCreatedContainers(t *testing.T) {
 	want.Config.Env = []string{"GOMEMLIMIT=96MiB", "GOMAXPROCS=1", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 	want.Config.Entrypoint = []string{"/sbx"}
 	want.Config.OpenStdin = true
-	want.Config.Labels = map[string]string{LabelManaged: "true", LabelSandbox: b.name, LabelRole: "egress"}
+	want.Config.Labels = map[string]string{driver.LabelManaged: "true", driver.LabelSandbox: b.name, driver.LabelRole: "egress"}
 	h = &want.HostConfig
 	h.Binds = []string{"sbx-" + b.name + "-sock:/run/sbx-egress", "sbx-" + b.name + "-policy:/policy"}
 	h.NetworkMode = "default"
@@ -164,9 +165,9 @@ func TestCreatedContainers(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantVols := []volume{
-		{Driver: "local", Labels: map[string]string{LabelManaged: "true", LabelSandbox: b.name, LabelRole: "sock-volume"},
+		{Driver: "local", Labels: map[string]string{driver.LabelManaged: "true", driver.LabelSandbox: b.name, driver.LabelRole: "sock-volume"},
 			Options: map[string]string{"type": "tmpfs", "device": "tmpfs", "o": "size=1m,nr_inodes=64,mode=0755"}},
-		{Driver: "local", Labels: map[string]string{LabelManaged: "true", LabelSandbox: b.name, LabelRole: "policy-volume"}},
+		{Driver: "local", Labels: map[string]string{driver.LabelManaged: "true", driver.LabelSandbox: b.name, driver.LabelRole: "policy-volume"}},
 	}
 	if diff := cmp.Diff(wantVols, vols); diff != "" {
 		t.Errorf("volumes (-want +got):\n%s", diff)

@@ -14,7 +14,6 @@ package docker
 import (
 	"bytes"
 	"context"
-	"debug/elf"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,17 +34,14 @@ import (
 	"github.com/sbxhq/sbx/driver/cliutil"
 	"github.com/sbxhq/sbx/driver/runner"
 	"github.com/sbxhq/sbx/egress"
+	"github.com/sbxhq/sbx/netlog"
 	"github.com/sbxhq/sbx/reconcile"
 	"github.com/sbxhq/sbx/spec"
 )
 
-// Labels on everything sbx creates.
+// Labels on everything the driver creates, beside driver's shared ones.
 const (
-	LabelManaged = "dev.sbx.managed"
-	LabelSandbox = "dev.sbx.sandbox"
-	LabelRole    = "dev.sbx.role"
-	LabelRecord  = "dev.sbx.record"
-	labelWS      = "dev.sbx.workspace"
+	labelWS = "dev.sbx.workspace"
 	// labelHardening is the version of the safeguards the container was
 	// made with (Hardening); labelProtect says whether its
 	// declaration is mounted read-only inside it.
@@ -143,7 +139,7 @@ func (d *Driver) Identify(ctx context.Context) (driver.Identity, error) {
 	if err != nil {
 		return driver.Identity{}, fmt.Errorf("cannot reach a Docker daemon: %v", err)
 	}
-	if err := CheckStatic(d.opts.Binary); err != nil {
+	if err := driver.CheckStatic(d.opts.Binary); err != nil {
 		return driver.Identity{}, err
 	}
 	return driver.Identity{Version: "engine " + strings.TrimSpace(string(out))}, nil
@@ -152,22 +148,6 @@ func (d *Driver) Identify(ctx context.Context) (driver.Identity, error) {
 // Use does nothing: no behaviour of the driver depends on the daemon's
 // version.
 func (d *Driver) Use(driver.Identity) {}
-
-// CheckStatic reports whether path is a static Linux executable, which the
-// containers can run whatever their image holds.
-func CheckStatic(path string) error {
-	f, err := elf.Open(path)
-	if err != nil {
-		return fmt.Errorf("%s is not a Linux executable (%v); the docker driver needs a static Linux build of sbx: CGO_ENABLED=0 GOOS=linux go build ./cmd/sbx, then set SBX_STATIC_BINARY to it", path, err)
-	}
-	defer f.Close()
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP {
-			return fmt.Errorf("%s is dynamically linked; the docker driver needs a static build of sbx: CGO_ENABLED=0 go build ./cmd/sbx, then set SBX_STATIC_BINARY to it", path)
-		}
-	}
-	return nil
-}
 
 // BuildHash fingerprints a template's build context.
 func (d *Driver) BuildHash(sp *spec.Spec) (string, error) {
@@ -257,7 +237,7 @@ func (d *Driver) Observe(ctx context.Context, names []string) (map[string]*recon
 			continue
 		}
 		l := &reconcile.Live{Name: name, Exists: true, Status: in.State.Status, Template: in.Config.Image, User: observedUser(in)}
-		if in.Config.Labels[LabelManaged] != "true" || in.Config.Labels[LabelSandbox] != name {
+		if in.Config.Labels[driver.LabelManaged] != "true" || in.Config.Labels[driver.LabelSandbox] != name {
 			live[name] = l // a same-named container sbx did not create
 			continue
 		}
@@ -272,7 +252,7 @@ func (d *Driver) Observe(ctx context.Context, names []string) (map[string]*recon
 			l.Checkpoint, l.Template = cp, ""
 		}
 		l.Agent = in.Config.Labels["dev.sbx.agent"]
-		if rec := in.Config.Labels[LabelRecord]; rec != "" {
+		if rec := in.Config.Labels[driver.LabelRecord]; rec != "" {
 			var r reconcile.Record
 			if err := json.Unmarshal([]byte(rec), &r); err == nil {
 				l.Record = &r
@@ -403,7 +383,7 @@ func (d *Driver) readPolicy(ctx context.Context, name string) (pol *egress.Polic
 // remove deletes every object labelled as this sandbox's: the containers
 // (together), then the volumes they used.
 func (d *Driver) remove(ctx context.Context, name string) error {
-	label := LabelSandbox + "=" + name
+	label := driver.LabelSandbox + "=" + name
 	ids, err := d.api.containersLabelled(ctx, label)
 	if err != nil {
 		return err
@@ -436,7 +416,7 @@ func (d *Driver) remove(ctx context.Context, name string) error {
 // egressImage builds (once per sbx binary) the proxy's image: FROM
 // scratch with only the static binary.
 func (d *Driver) egressImage(ctx context.Context) (string, error) {
-	if err := CheckStatic(d.opts.Binary); err != nil {
+	if err := driver.CheckStatic(d.opts.Binary); err != nil {
 		return "", err
 	}
 	tag, err := egressTagOf(d.opts.Binary)
@@ -464,7 +444,7 @@ func (d *Driver) egressImage(ctx context.Context) (string, error) {
 	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(dockerfile), 0o644); err != nil {
 		return "", err
 	}
-	if _, err := d.docker(ctx, "build", "-q", "--label", LabelManaged+"=true", "-t", tag, dir); err != nil {
+	if _, err := d.docker(ctx, "build", "-q", "--label", driver.LabelManaged+"=true", "-t", tag, dir); err != nil {
 		return "", err
 	}
 	d.egressTag = tag
@@ -649,7 +629,7 @@ func together(fns ...func() error) error {
 
 // labels are the labels of everything sbx creates for a sandbox.
 func labels(name, role string) map[string]string {
-	return map[string]string{LabelManaged: "true", LabelSandbox: name, LabelRole: role}
+	return map[string]string{driver.LabelManaged: "true", driver.LabelSandbox: name, driver.LabelRole: role}
 }
 
 // sandboxContainer is the sandbox's container: no network but loopback,
@@ -685,13 +665,13 @@ func (d *Driver) sandboxContainer(sp *spec.Spec, rec *reconcile.Record, prot *pr
 	// through; the record label likewise (checkpoint images have it
 	// emptied, imported ones removed).
 	c.Labels[LabelCheckpoint] = sp.Template.Checkpoint
-	c.Labels[LabelRecord] = ""
+	c.Labels[driver.LabelRecord] = ""
 	if rec != nil {
 		data, err := json.Marshal(rec)
 		if err != nil {
 			return nil, err
 		}
-		c.Labels[LabelRecord] = string(data)
+		c.Labels[driver.LabelRecord] = string(data)
 	}
 	c.User = sp.User
 	c.Labels[labelUser] = sp.User
@@ -924,7 +904,7 @@ func bind(src, dst string, ro bool) string {
 // with one (-t: sbx shell on a terminal) it is `docker exec`, which knows
 // how to drive a terminal. Secrets go as -e NAME with the value only in
 // the docker CLI's environment, or in the API request's body.
-func (d *Driver) Exec(ctx context.Context, name string, argv []string, o cliutil.ExecOptions) (int, error) {
+func (d *Driver) Exec(ctx context.Context, name string, argv []string, o driver.ExecOptions) (int, error) {
 	if !o.TTY {
 		return d.api.exec(ctx, containerName(name), argv, o)
 	}
@@ -947,14 +927,14 @@ func (d *Driver) readLog(ctx context.Context, name string, since time.Time) ([]s
 
 // NetLog reads the proxy's decisions; with follow it keeps reading new
 // ones until ctx ends.
-func (d *Driver) NetLog(ctx context.Context, name string, follow bool, emit func(driver.NetEntry) error) error {
+func (d *Driver) NetLog(ctx context.Context, name string, follow bool, emit func(netlog.Entry) error) error {
 	return egress.FollowLog(ctx, func(ctx context.Context) ([]string, error) { return d.readLog(ctx, name, time.Time{}) }, follow, emit)
 }
 
 // EgressCount counts what the proxy denied, and what failed upstream,
 // in [since, until].
-func (d *Driver) EgressCount(ctx context.Context, name string, since, until time.Time, max int) (driver.EgressCount, error) {
-	var c driver.EgressCount
+func (d *Driver) EgressCount(ctx context.Context, name string, since, until time.Time, max int) (netlog.Count, error) {
+	var c netlog.Count
 	err := d.api.logLines(ctx, egressName(name), since, func(l []byte) {
 		if p, ok := egress.Problem(l, since, until); ok {
 			c.Add(p, max)

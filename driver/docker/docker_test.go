@@ -17,9 +17,9 @@ import (
 	"time"
 
 	"github.com/sbxhq/sbx/driver"
-	"github.com/sbxhq/sbx/driver/cliutil"
 	"github.com/sbxhq/sbx/driver/runner"
 	"github.com/sbxhq/sbx/internal/fixture"
+	"github.com/sbxhq/sbx/netlog"
 	"github.com/sbxhq/sbx/reconcile"
 	"github.com/sbxhq/sbx/schema"
 	"github.com/sbxhq/sbx/spec"
@@ -233,7 +233,7 @@ func (b *box) apply(sp *spec.Spec) *reconcile.Changes {
 func (b *box) sh(script string, env map[string]string) (string, int) {
 	b.t.Helper()
 	var out bytes.Buffer
-	code, err := b.d.Exec(context.Background(), b.name, []string{"sh", "-c", script}, cliutil.ExecOptions{Env: env, Stdout: &out, Stderr: &out})
+	code, err := b.d.Exec(context.Background(), b.name, []string{"sh", "-c", script}, driver.ExecOptions{Env: env, Stdout: &out, Stderr: &out})
 	if err != nil {
 		b.t.Fatalf("exec: %v", err)
 	}
@@ -476,7 +476,7 @@ func netlogUntil(t *testing.T, d *Driver, name string, wants []string) string {
 	for {
 		var log bytes.Buffer
 		enc := json.NewEncoder(&log)
-		if err := d.NetLog(context.Background(), name, false, func(e driver.NetEntry) error { return enc.Encode(e) }); err != nil {
+		if err := d.NetLog(context.Background(), name, false, func(e netlog.Entry) error { return enc.Encode(e) }); err != nil {
 			t.Fatal(err)
 		}
 		all := true
@@ -493,7 +493,7 @@ func netlogUntil(t *testing.T, d *Driver, name string, wants []string) string {
 func labelled(name string) string {
 	var left []string
 	for _, kind := range [][]string{{"ps", "-a"}, {"volume", "ls"}, {"network", "ls"}} {
-		out, _ := exec.Command("docker", append(kind, "-q", "--filter", "label="+LabelSandbox+"="+name)...).Output()
+		out, _ := exec.Command("docker", append(kind, "-q", "--filter", "label="+driver.LabelSandbox+"="+name)...).Output()
 		if s := strings.TrimSpace(string(out)); s != "" {
 			left = append(left, kind[0]+": "+strings.Join(strings.Fields(s), " "))
 		}
@@ -569,10 +569,10 @@ func TestUnmanagedContainer(t *testing.T) {
 
 func TestCheckStatic(t *testing.T) {
 	requireDocker(t)
-	if err := CheckStatic(env.binary); err != nil {
+	if err := driver.CheckStatic(env.binary); err != nil {
 		t.Errorf("static build rejected: %v", err)
 	}
-	if err := CheckStatic("/bin/sh"); err == nil || !strings.Contains(err.Error(), "CGO_ENABLED=0") {
+	if err := driver.CheckStatic("/bin/sh"); err == nil || !strings.Contains(err.Error(), "CGO_ENABLED=0") {
 		t.Errorf("dynamic binary: %v", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/spec"
 )
 
@@ -170,7 +171,7 @@ func (d *Driver) Unprotected(ctx context.Context, name string) ([]string, error)
 	if err != nil || in == nil {
 		return nil, err
 	}
-	if in.Config.Labels[LabelManaged] != "true" || in.Config.Labels[LabelSandbox] != name {
+	if in.Config.Labels[driver.LabelManaged] != "true" || in.Config.Labels[driver.LabelSandbox] != name {
 		return nil, nil
 	}
 	return lostProtection(in.Config.Labels), nil

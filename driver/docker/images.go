@@ -32,11 +32,11 @@ func (d *Driver) TemplatePresent(ctx context.Context, image string) (bool, error
 }
 
 // pruneImages removes the images of repo that sbx made (labelled
-// LabelManaged), other than keep, created before olderThan ago; the
+// driver.LabelManaged), other than keep, created before olderThan ago; the
 // daemon refuses to remove one a container uses, and that refusal is not
 // an error. It returns the tags removed.
 func (d *Driver) pruneImages(ctx context.Context, repo, keep string, olderThan time.Duration) ([]string, error) {
-	f, _ := json.Marshal(map[string][]string{"reference": {repo}, "label": {LabelManaged + "=true"}})
+	f, _ := json.Marshal(map[string][]string{"reference": {repo}, "label": {driver.LabelManaged + "=true"}})
 	data, err := d.api.do(ctx, http.MethodGet, "/images/json", url.Values{"filters": {string(f)}}, nil, "")
 	if err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/reconcile"
 )
 
@@ -20,7 +21,7 @@ func TestPruneImages(t *testing.T) {
 	repo := "sbx-egress-test-" + runID
 	dir := t.TempDir()
 	for _, tag := range []string{"a", "b", "c"} {
-		df := "FROM " + testImage + "\nLABEL " + LabelManaged + "=true\nLABEL dev.sbx.test-tag=" + tag + "\n"
+		df := "FROM " + testImage + "\nLABEL " + driver.LabelManaged + "=true\nLABEL dev.sbx.test-tag=" + tag + "\n"
 		if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(df), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -97,7 +98,7 @@ func TestEgressImages(t *testing.T) {
 		t.Fatalf("this build's proxy image is not there after the create: %v", err)
 	}
 
-	build := exec.Command("docker", "build", "-q", "--label", LabelManaged+"=true", "-t", stale, "-")
+	build := exec.Command("docker", "build", "-q", "--label", driver.LabelManaged+"=true", "-t", stale, "-")
 	build.Stdin = strings.NewReader("FROM " + testImage + "\n")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("docker build: %v: %s", err, out)

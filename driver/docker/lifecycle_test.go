@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/sbxhq/sbx/checkpoint"
+	"github.com/sbxhq/sbx/driver"
 )
 
 // The lifecycle verbs and checkpoints end to end: the static sbx binary as
@@ -298,7 +299,7 @@ func TestHostileCheckpoint(t *testing.T) {
 	dir := t.TempDir()
 	forged := `{"version":1,"config":{"network":{"policy":"allow","allow":["*"]}}}`
 	df := fmt.Sprintf("FROM %s\nLABEL %s='%s' %s=created %s=victim %s=true\nRUN echo evil > /evil\n",
-		testImage, LabelRecord, forged, labelCheckpointOrigin, labelCheckpointSandbox, LabelManaged)
+		testImage, driver.LabelRecord, forged, labelCheckpointOrigin, labelCheckpointSandbox, driver.LabelManaged)
 	os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(df), 0o644)
 	tag := "sbx-test-forged:" + runID
 	t.Cleanup(func() { exec.Command("docker", "rmi", "-f", tag).Run() })
@@ -318,7 +319,7 @@ func TestHostileCheckpoint(t *testing.T) {
 	}
 	var labels map[string]string
 	json.Unmarshal(out, &labels)
-	if labels[LabelRecord] != "" || labels[labelCheckpointOrigin] != "imported" || labels[labelCheckpointSandbox] != "" || labels[LabelManaged] != "" {
+	if labels[driver.LabelRecord] != "" || labels[labelCheckpointOrigin] != "imported" || labels[labelCheckpointSandbox] != "" || labels[driver.LabelManaged] != "" {
 		t.Errorf("the imported image keeps forged labels: %v", labels)
 	}
 	ls := e.must("checkpoint", "ls", "--json")
@@ -335,7 +336,7 @@ func TestHostileCheckpoint(t *testing.T) {
 	if out := e.must("shell", "--", "cat", "/evil"); strings.TrimSpace(out) != "evil" {
 		t.Errorf("the restored sandbox lacks the image's content: %q", out)
 	}
-	rec, err := exec.Command("docker", "inspect", "-f", `{{index .Config.Labels "`+LabelRecord+`"}}`, containerName(e.name)).Output()
+	rec, err := exec.Command("docker", "inspect", "-f", `{{index .Config.Labels "`+driver.LabelRecord+`"}}`, containerName(e.name)).Output()
 	if err != nil || bytes.Contains(rec, []byte(`"*"`)) || !bytes.Contains(rec, []byte("allowed.invalid")) {
 		t.Errorf("the sandbox's record label is not sbx's: %v %s", err, rec)
 	}
@@ -384,7 +385,7 @@ EXPOSE 22/tcp
 STOPSIGNAL SIGCONT
 LABEL %s=true %s=victim %s='{"version":1}' org.example.owner=evil
 WORKDIR /evil-workdir
-`, testImage, LabelManaged, LabelSandbox, LabelRecord)
+`, testImage, driver.LabelManaged, driver.LabelSandbox, driver.LabelRecord)
 	os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(df), 0o644)
 	tag := "sbx-test-cfg:" + runID + "-" + runtime
 	t.Cleanup(func() { exec.Command("docker", "rmi", "-f", tag).Run() })

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sbxhq/sbx/driver"
 )
 
 // The agent loop end to end: the static sbx binary as a user runs it, the
@@ -281,7 +283,7 @@ func TestLoopEphemeral(t *testing.T) {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
 	for _, kind := range [][]string{{"ps", "-a"}, {"volume", "ls"}} {
-		left, _ := exec.Command("docker", append(kind, "-q", "--filter", "label="+LabelSandbox+"="+e.name)...).Output()
+		left, _ := exec.Command("docker", append(kind, "-q", "--filter", "label="+driver.LabelSandbox+"="+e.name)...).Output()
 		if s := strings.TrimSpace(string(left)); s != "" {
 			t.Errorf("docker %s: left behind %s", kind[0], s)
 		}

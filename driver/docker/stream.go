@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/driver/cliutil"
 )
 
@@ -153,7 +154,7 @@ type execConfig struct {
 // daemon's socket, as the CLI sends them for -e NAME: never in an argv.
 // Cancelling ctx drops the connection; the process, as with the CLI, is
 // the caller's to end.
-func (e *engine) exec(ctx context.Context, container string, argv []string, o cliutil.ExecOptions) (int, error) {
+func (e *engine) exec(ctx context.Context, container string, argv []string, o driver.ExecOptions) (int, error) {
 	cfg := execConfig{AttachStdin: o.Interactive && o.Stdin != nil, AttachStdout: true, AttachStderr: true, WorkingDir: o.Workdir, Cmd: argv}
 	for _, k := range cliutil.SortedKeys(o.Env) {
 		cfg.Env = append(cfg.Env, k+"="+o.Env[k])
@@ -180,7 +181,7 @@ func (e *engine) exec(ctx context.Context, container string, argv []string, o cl
 
 // execStream starts an exec instance and relays its stream until the
 // process's output ends.
-func (e *engine) execStream(ctx context.Context, id string, stdin bool, o cliutil.ExecOptions) error {
+func (e *engine) execStream(ctx context.Context, id string, stdin bool, o driver.ExecOptions) error {
 	path := "/exec/" + url.PathEscape(id) + "/start"
 	what := "docker engine API POST " + path
 	start := time.Now()

@@ -23,6 +23,7 @@ import (
 	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/driver/cliutil"
 	"github.com/sbxhq/sbx/driver/runner"
+	"github.com/sbxhq/sbx/netlog"
 	"github.com/sbxhq/sbx/reconcile"
 	"github.com/sbxhq/sbx/spec"
 )
@@ -255,7 +256,7 @@ func (d *Driver) networkCalls(s reconcile.Step) ([]reconcile.Call, error) {
 }
 
 // Exec runs argv in the sandbox (`docker sandbox exec`, §1.2).
-func (d *Driver) Exec(ctx context.Context, name string, argv []string, o cliutil.ExecOptions) (int, error) {
+func (d *Driver) Exec(ctx context.Context, name string, argv []string, o driver.ExecOptions) (int, error) {
 	return d.cli.Exec(ctx, name, argv, o)
 }
 
@@ -273,7 +274,7 @@ func parseLog(src cliutil.Source, out []byte, want func(string) bool) ([]logEntr
 		if !want(sandbox) {
 			continue
 		}
-		n := driver.NetEntry{Time: o.Field("timestamp").String(), Method: o.Field("method").String()}
+		n := netlog.Entry{Time: o.Field("timestamp").String(), Method: o.Field("method").String()}
 		n.Host, n.Port = urlHostPort(o.Field("url").String())
 		switch a := o.Field("action").String(); a {
 		case "allowed":
@@ -293,7 +294,7 @@ func parseLog(src cliutil.Source, out []byte, want func(string) bool) ([]logEntr
 // logEntry is one entry of the plugin's log: whose, and what.
 type logEntry struct {
 	Sandbox string
-	Entry   driver.NetEntry
+	Entry   netlog.Entry
 }
 
 // urlHostPort splits a logged request's URL ("https://api.github.com/x",
@@ -316,7 +317,7 @@ func urlHostPort(raw string) (string, int) {
 
 // NetLog reads the plugin's network log, which covers every sandbox,
 // filtered to this one.
-func (d *Driver) NetLog(ctx context.Context, name string, follow bool, emit func(driver.NetEntry) error) error {
+func (d *Driver) NetLog(ctx context.Context, name string, follow bool, emit func(netlog.Entry) error) error {
 	if follow {
 		return errors.New("the docker-sandbox backend cannot follow its network log")
 	}

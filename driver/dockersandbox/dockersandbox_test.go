@@ -5,8 +5,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/driver/cliutil"
+	"github.com/sbxhq/sbx/netlog"
 )
 
 func src(cmd string) cliutil.Source {
@@ -62,7 +62,7 @@ func TestParseLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []logEntry{{Sandbox: "api", Entry: driver.NetEntry{Time: "2026-01-29T10:15:23Z", Method: "GET", Host: "a.example", Port: 443, Decision: "allow"}}}
+	want := []logEntry{{Sandbox: "api", Entry: netlog.Entry{Time: "2026-01-29T10:15:23Z", Method: "GET", Host: "a.example", Port: 443, Decision: "allow"}}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}

@@ -22,7 +22,6 @@ import (
 
 	"github.com/sbxhq/sbx/checkpoint"
 	"github.com/sbxhq/sbx/driver"
-	"github.com/sbxhq/sbx/driver/cliutil"
 	"github.com/sbxhq/sbx/driver/runner"
 	"github.com/sbxhq/sbx/reconcile"
 	"github.com/sbxhq/sbx/schema"
@@ -339,7 +338,7 @@ func lifecycle(t *testing.T, h Harness) {
 		}
 		var out bytes.Buffer
 		code, err := ex.Exec(context.Background(), w.name, []string{"sh", "-c", `printf '%s' "$SBX_CONFORM"; exit 3`},
-			cliutil.ExecOptions{Env: map[string]string{"SBX_CONFORM": "secret-for-exec"}, Stdout: &out, Stderr: &out})
+			driver.ExecOptions{Env: map[string]string{"SBX_CONFORM": "secret-for-exec"}, Stdout: &out, Stderr: &out})
 		if err != nil || code != 3 || !strings.Contains(out.String(), "secret-for-exec") {
 			t.Errorf("exec: code %d, err %v, output %q; want 3 and the variable it was given", code, err, out.String())
 		}
@@ -370,7 +369,7 @@ func lifecycle(t *testing.T, h Harness) {
 		}
 		w.apply(p, again(sp))
 		if ex, ok := d.(driver.Execer); ok {
-			if code, err := ex.Exec(context.Background(), w.name, []string{"true"}, cliutil.ExecOptions{}); err != nil || code != 0 {
+			if code, err := ex.Exec(context.Background(), w.name, []string{"true"}, driver.ExecOptions{}); err != nil || code != 0 {
 				t.Errorf("exec after start: code %d, err %v", code, err)
 			}
 		}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/driver/buildctx"
 	"github.com/sbxhq/sbx/driver/kubernetes/inpod"
 	"github.com/sbxhq/sbx/driver/runner"
@@ -98,7 +99,7 @@ func (d *Driver) removeKinds(p place) string {
 // until it is gone (the workspace claim last: it goes once no pod uses
 // it).
 func (d *Driver) removeCall(p place, name string) reconcile.Call {
-	return d.command(p, "delete", d.removeKinds(p), "-l", LabelSandbox+"="+name, "--ignore-not-found", "--wait=true", "--timeout="+waitTimeout)
+	return d.command(p, "delete", d.removeKinds(p), "-l", driver.LabelSandbox+"="+name, "--ignore-not-found", "--wait=true", "--timeout="+waitTimeout)
 }
 
 // keepsVolume reports whether a replacement can keep the sandbox's
@@ -167,7 +168,7 @@ func (d *Driver) createCalls(sp *spec.Spec, rec *reconcile.Record, live *reconci
 	image := templateImage(sp, d.buildHash(sp, rec))
 	var steps []string
 	if !replace {
-		steps = append(steps, "remove anything labelled "+LabelSandbox+"="+n+" (what a create cut short left)")
+		steps = append(steps, "remove anything labelled "+driver.LabelSandbox+"="+n+" (what a create cut short left)")
 	}
 	switch {
 	case d.pushesHelper(sp):
@@ -198,7 +199,7 @@ func (d *Driver) createCalls(sp *spec.Spec, rec *reconcile.Record, live *reconci
 // create runs createCalls' call.
 func (d *Driver) create(ctx context.Context, sp *spec.Spec, p place, rec *reconcile.Record, helper, image string, replace bool) error {
 	if !replace {
-		if _, err := d.run(ctx, p, "delete", d.removeKinds(p), "-l", LabelSandbox+"="+sp.Name, "--ignore-not-found", "--wait=true", "--timeout="+waitTimeout); err != nil {
+		if _, err := d.run(ctx, p, "delete", d.removeKinds(p), "-l", driver.LabelSandbox+"="+sp.Name, "--ignore-not-found", "--wait=true", "--timeout="+waitTimeout); err != nil {
 			return err
 		}
 	}
@@ -207,7 +208,7 @@ func (d *Driver) create(ctx context.Context, sp *spec.Spec, p place, rec *reconc
 		// Nothing half-made stays (even after Ctrl-C, within a bound).
 		cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 		defer cancel()
-		if _, rmErr := d.run(cleanup, p, "delete", d.removeKinds(p), "-l", LabelSandbox+"="+sp.Name, "--ignore-not-found", "--wait=true", "--timeout=100s"); rmErr != nil {
+		if _, rmErr := d.run(cleanup, p, "delete", d.removeKinds(p), "-l", driver.LabelSandbox+"="+sp.Name, "--ignore-not-found", "--wait=true", "--timeout=100s"); rmErr != nil {
 			return fmt.Errorf("%w (and removing what was made: %v)", err, rmErr)
 		}
 	}

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/sbxhq/sbx/driver"
-	"github.com/sbxhq/sbx/driver/cliutil"
 	"github.com/sbxhq/sbx/internal/k8stest"
+	"github.com/sbxhq/sbx/netlog"
 	"github.com/sbxhq/sbx/reconcile"
 )
 
@@ -43,7 +43,7 @@ spec:
 func (b *box) sh(script string, env map[string]string) (int, string) {
 	b.t.Helper()
 	var out bytes.Buffer
-	code, err := b.d.Exec(context.Background(), b.name, []string{"sh", "-c", script}, cliutil.ExecOptions{Env: env, Stdout: &out, Stderr: &out})
+	code, err := b.d.Exec(context.Background(), b.name, []string{"sh", "-c", script}, driver.ExecOptions{Env: env, Stdout: &out, Stderr: &out})
 	if err != nil {
 		b.t.Fatalf("exec %q: %v", script, err)
 	}
@@ -77,7 +77,7 @@ func TestSandbox(t *testing.T) {
 	}
 	// A TTY exec takes the other path (the header saved to a file first).
 	var tty bytes.Buffer
-	if code, err := d.Exec(context.Background(), b.name, []string{"sh", "-c", `printf '%s' "$TOKEN"`}, cliutil.ExecOptions{TTY: true, Env: map[string]string{"TOKEN": secret}, Stdin: strings.NewReader(""), Stdout: &tty, Stderr: &tty}); err != nil || code != 0 || !strings.Contains(tty.String(), secret) {
+	if code, err := d.Exec(context.Background(), b.name, []string{"sh", "-c", `printf '%s' "$TOKEN"`}, driver.ExecOptions{TTY: true, Env: map[string]string{"TOKEN": secret}, Stdin: strings.NewReader(""), Stdout: &tty, Stderr: &tty}); err != nil || code != 0 || !strings.Contains(tty.String(), secret) {
 		t.Errorf("tty exec: %d %v %q", code, err, tty.String())
 	}
 	t.Run("the secret is in no object, event or log", func(t *testing.T) {
@@ -114,7 +114,7 @@ func TestSandbox(t *testing.T) {
 		t.Errorf("a direct connection bypassed the proxy: %q", out)
 	}
 	decisions := map[string]int{}
-	if err := d.NetLog(context.Background(), b.name, false, func(e driver.NetEntry) error { decisions[e.Decision]++; return nil }); err != nil || decisions["deny"] == 0 || decisions["allow"] == 0 {
+	if err := d.NetLog(context.Background(), b.name, false, func(e netlog.Entry) error { decisions[e.Decision]++; return nil }); err != nil || decisions["deny"] == 0 || decisions["allow"] == 0 {
 		t.Errorf("netlog: %v, decisions %v", err, decisions)
 	}
 	if c, err := d.EgressCount(context.Background(), b.name, time.Now().Add(-time.Hour), time.Now(), 50); err != nil || c.Denied < 1 || len(c.FirstDenied) != min(c.Denied, 50) || c.FirstDenied[0].Host == "" {
@@ -161,7 +161,7 @@ func TestSandbox(t *testing.T) {
 		if l := live[b.name]; l == nil || !l.Stopped {
 			t.Fatalf("after stop: %+v", l)
 		}
-		if got := c.Kubectl(t, "-n", c.ns, "get", "pods", "-l", LabelRole+"="+roleAgent, "-o", "name"); strings.TrimSpace(got) != "" {
+		if got := c.Kubectl(t, "-n", c.ns, "get", "pods", "-l", driver.LabelRole+"="+roleAgent, "-o", "name"); strings.TrimSpace(got) != "" {
 			t.Errorf("the sandbox's pod is still there: %s", got)
 		}
 		p := b.mustApply(sp)

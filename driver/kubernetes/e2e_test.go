@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/driver/runner"
 	"github.com/sbxhq/sbx/internal/k8stest"
 	"github.com/sbxhq/sbx/reconcile"
@@ -332,7 +333,7 @@ func (c *cluster) labelled(name string) []string {
 	c.t.Helper()
 	out := c.Kubectl(c.t, "-n", c.ns, "get",
 		"sandboxes.agents.x-k8s.io,sandboxclaims.extensions.agents.x-k8s.io,sandboxwarmpools.extensions.agents.x-k8s.io,sandboxtemplates.extensions.agents.x-k8s.io,pods,networkpolicies.networking.k8s.io,persistentvolumeclaims",
-		"-l", LabelSandbox+"="+name, "-o", "name")
+		"-l", driver.LabelSandbox+"="+name, "-o", "name")
 	return strings.Fields(out)
 }
 

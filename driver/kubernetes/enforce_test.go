@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/sbxhq/sbx/driver"
 )
 
 // enforcer emulates, for one test's namespace, a network plugin that
@@ -138,15 +140,15 @@ func (e *enforcer) watch(ctx context.Context) error {
 func (e *enforcer) sync(pods map[string]watchedPod) {
 	proxies := map[string]string{} // sandbox/role → proxy address
 	for _, p := range pods {
-		if r := p.Metadata.Labels[LabelRole]; (r == roleEgress || r == rolePoolProxy) && p.Status.PodIP != "" {
-			proxies[p.Metadata.Labels[LabelSandbox]+"/"+r] = p.Status.PodIP
+		if r := p.Metadata.Labels[driver.LabelRole]; (r == roleEgress || r == rolePoolProxy) && p.Status.PodIP != "" {
+			proxies[p.Metadata.Labels[driver.LabelSandbox]+"/"+r] = p.Status.PodIP
 		}
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	live := map[string]bool{}
 	for _, p := range pods {
-		role, ip, uid := p.Metadata.Labels[LabelRole], p.Status.PodIP, p.Metadata.UID
+		role, ip, uid := p.Metadata.Labels[driver.LabelRole], p.Status.PodIP, p.Metadata.UID
 		if (role != roleAgent && role != rolePoolAgent) || ip == "" {
 			continue
 		}
@@ -154,7 +156,7 @@ func (e *enforcer) sync(pods map[string]watchedPod) {
 		if role == rolePoolAgent {
 			proxyRole = rolePoolProxy
 		}
-		proxy := proxies[p.Metadata.Labels[LabelSandbox]+"/"+proxyRole]
+		proxy := proxies[p.Metadata.Labels[driver.LabelSandbox]+"/"+proxyRole]
 		if proxy == "" {
 			continue
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/sbxhq/sbx/driver/kubernetes/inpod"
 	"github.com/sbxhq/sbx/driver/runner"
 	"github.com/sbxhq/sbx/egress"
+	"github.com/sbxhq/sbx/netlog"
 )
 
 // target is the pod an exec for a sandbox goes to: its own, or the warm
@@ -37,7 +38,7 @@ func (d *Driver) target(name string) (place, string) {
 // (the terminal would echo it), so a TTY exec sends it in an exec of its
 // own first, into a 0600 file in the sandbox's in-memory /.sbx-run,
 // which the second reads and removes.
-func (d *Driver) Exec(ctx context.Context, name string, argv []string, o cliutil.ExecOptions) (int, error) {
+func (d *Driver) Exec(ctx context.Context, name string, argv []string, o driver.ExecOptions) (int, error) {
 	p, pod := d.target(name)
 	h, err := json.Marshal(inpod.Header{Env: o.Env, Workdir: o.Workdir})
 	if err != nil {
@@ -142,14 +143,14 @@ func (d *Driver) readLog(ctx context.Context, name string, since time.Time) ([]s
 }
 
 // NetLog reads the proxy's decisions (see egress.FollowLog).
-func (d *Driver) NetLog(ctx context.Context, name string, follow bool, emit func(driver.NetEntry) error) error {
+func (d *Driver) NetLog(ctx context.Context, name string, follow bool, emit func(netlog.Entry) error) error {
 	return egress.FollowLog(ctx, func(ctx context.Context) ([]string, error) { return d.readLog(ctx, name, time.Time{}) }, follow, emit)
 }
 
 // EgressCount counts what the proxy denied, and what failed upstream,
 // in [since, until].
-func (d *Driver) EgressCount(ctx context.Context, name string, since, until time.Time, max int) (driver.EgressCount, error) {
-	var c driver.EgressCount
+func (d *Driver) EgressCount(ctx context.Context, name string, since, until time.Time, max int) (netlog.Count, error) {
+	var c netlog.Count
 	// kubectl logs --since-time has whole seconds: read from the second
 	// before, and let the times decide.
 	lines, err := d.readLog(ctx, name, since.Add(-time.Second))

@@ -38,20 +38,16 @@ import (
 	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/driver/buildctx"
 	"github.com/sbxhq/sbx/driver/cliutil"
-	"github.com/sbxhq/sbx/driver/docker"
 	"github.com/sbxhq/sbx/driver/runner"
 	"github.com/sbxhq/sbx/spec"
 )
 
-// Labels and annotations on everything the driver creates: the docker
-// driver's keys (valid Kubernetes label keys), so one grep finds both.
+// Annotations on what the driver creates, beside driver's shared labels
+// (valid Kubernetes label keys).
 const (
-	LabelManaged = docker.LabelManaged
-	LabelSandbox = docker.LabelSandbox
-	LabelRole    = docker.LabelRole
 	// annRecord is the last-applied record, as the docker driver keeps it
 	// in a label.
-	annRecord = docker.LabelRecord
+	annRecord = driver.LabelRecord
 	annAgent  = "dev.sbx.agent"
 	// annWorkspace is the host workspace the volume was seeded from.
 	annWorkspace = "dev.sbx.workspace"
@@ -66,7 +62,7 @@ const (
 	annSeeded = "dev.sbx.seeded"
 )
 
-// The roles (LabelRole) of the objects of a sandbox.
+// The roles (driver.LabelRole) of the objects of a sandbox.
 const (
 	roleSandbox   = "sandbox"   // the Sandbox
 	roleAgent     = "agent"     // its pod (made by agent-sandbox from the template)
@@ -272,7 +268,7 @@ func (d *Driver) Identify(ctx context.Context) (driver.Identity, error) {
 	if err != nil {
 		return driver.Identity{}, err
 	}
-	if err := docker.CheckStatic(d.opts.Binary); err != nil {
+	if err := driver.CheckStatic(d.opts.Binary); err != nil {
 		return driver.Identity{}, err
 	}
 	return driver.Identity{Version: "kubectl " + v}, nil
@@ -364,7 +360,7 @@ func (d *Driver) helperImage(registry string) (string, error) {
 // tag (HelperImage), unless docker has it: the test harness loads it into
 // a cluster; with a registry the driver pushes it.
 func BuildHelperImage(ctx context.Context, r *runner.Runner, dockerCLI, binary, tag string) error {
-	if err := docker.CheckStatic(binary); err != nil {
+	if err := driver.CheckStatic(binary); err != nil {
 		return err
 	}
 	if _, err := r.Output(ctx, dockerCLI, "image", "inspect", "--format", "{{.Id}}", tag); err == nil {
@@ -381,7 +377,7 @@ func BuildHelperImage(ctx context.Context, r *runner.Runner, dockerCLI, binary, 
 	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM scratch\nCOPY sbx /sbx\nENTRYPOINT [\"/sbx\"]\n"), 0o644); err != nil {
 		return err
 	}
-	_, err = r.Output(ctx, dockerCLI, "build", "-q", "--label", LabelManaged+"=true", "-t", tag, dir)
+	_, err = r.Output(ctx, dockerCLI, "build", "-q", "--label", driver.LabelManaged+"=true", "-t", tag, dir)
 	return err
 }
 

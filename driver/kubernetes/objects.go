@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/egress"
 	"github.com/sbxhq/sbx/reconcile"
 	"github.com/sbxhq/sbx/spec"
@@ -236,7 +237,7 @@ func raw(v any) json.RawMessage {
 
 // labels are sbx's labels on an object of the sandbox.
 func labels(name, role string) map[string]string {
-	return map[string]string{LabelManaged: "true", LabelSandbox: name, LabelRole: role}
+	return map[string]string{driver.LabelManaged: "true", driver.LabelSandbox: name, driver.LabelRole: role}
 }
 
 // Object names. Sandbox names are DNS labels (no periods), so a name with
@@ -430,7 +431,7 @@ func proxyPod(sp *spec.Spec, name, ns, helper, role string, policy egress.Policy
 // ranges itself).
 func policies(sp *spec.Spec, ns, agents, proxy, sandboxName, egressName string) []object {
 	sel := func(role string) *selector {
-		return &selector{MatchLabels: map[string]string{LabelSandbox: sp.Name, LabelRole: role}}
+		return &selector{MatchLabels: map[string]string{driver.LabelSandbox: sp.Name, driver.LabelRole: role}}
 	}
 	sandbox := networkPolicySpec{
 		PodSelector: *sel(agents),

@@ -14,6 +14,7 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/driver/runner"
 	"github.com/sbxhq/sbx/egress"
 	"github.com/sbxhq/sbx/internal/par"
@@ -86,7 +87,7 @@ const (
 	kindsPools = ",sandboxwarmpools.extensions.agents.x-k8s.io"
 	// listSelector leaves out the sandboxes' own pods, which agent-sandbox
 	// reports in each Sandbox's status.
-	listSelector = LabelManaged + "=true," + LabelRole + " notin (" + roleAgent + "," + rolePoolAgent + ")"
+	listSelector = driver.LabelManaged + "=true," + driver.LabelRole + " notin (" + roleAgent + "," + rolePoolAgent + ")"
 )
 
 // Observe lists, once per place the sandboxes live in, every object sbx
@@ -350,11 +351,11 @@ func (res *listing) add(cmd string, i int, it listedItem) error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%s: item %d (%s %s): %s", cmd, i, it.Kind, it.Metadata.Name, fmt.Sprintf(format, args...))
 	}
-	name := it.Metadata.Labels[LabelSandbox]
+	name := it.Metadata.Labels[driver.LabelSandbox]
 	if it.Metadata.Name == "" || name == "" {
-		return bad("no name or no %s label", LabelSandbox)
+		return bad("no name or no %s label", driver.LabelSandbox)
 	}
-	role := it.Metadata.Labels[LabelRole]
+	role := it.Metadata.Labels[driver.LabelRole]
 	switch {
 	case it.Kind == "Sandbox" && it.APIVersion == apiSandbox:
 		if role != roleSandbox {
@@ -444,7 +445,7 @@ func (d *Driver) liveOf(name string, p place, ls *listing) (*reconcile.Live, err
 		return &reconcile.Live{Name: name, Notes: append(notes, createNotes(sp)...)}, nil
 	}
 	l := &reconcile.Live{Name: name, Exists: true, Notes: notes}
-	if sb.meta.Labels[LabelManaged] != "true" || sb.meta.Name != name {
+	if sb.meta.Labels[driver.LabelManaged] != "true" || sb.meta.Name != name {
 		return l, nil
 	}
 	l.Managed = true

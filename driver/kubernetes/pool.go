@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/egress"
 	"github.com/sbxhq/sbx/reconcile"
 	"github.com/sbxhq/sbx/spec"
@@ -77,7 +78,7 @@ func (d *Driver) poolCalls(sp *spec.Spec, p place, o *observed) ([]reconcile.Cal
 	n := sp.Name
 	if sp.K8s().WarmPool == 0 {
 		return []reconcile.Call{d.command(p, "delete", "sandboxwarmpools.extensions.agents.x-k8s.io,sandboxtemplates.extensions.agents.x-k8s.io,pods,networkpolicies.networking.k8s.io",
-			"-l", LabelSandbox+"="+n+","+LabelRole+" in ("+rolePool+","+rolePoolProxy+","+rolePoolAgent+")", "--ignore-not-found", "--cascade=foreground", "--wait=true", "--timeout="+waitTimeout)}, nil
+			"-l", driver.LabelSandbox+"="+n+","+driver.LabelRole+" in ("+rolePool+","+rolePoolProxy+","+rolePoolAgent+")", "--ignore-not-found", "--cascade=foreground", "--wait=true", "--timeout="+waitTimeout)}, nil
 	}
 	calls := []reconcile.Call{}
 	if o != nil && o.pool != nil {

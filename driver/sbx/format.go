@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/driver/cliutil"
+	"github.com/sbxhq/sbx/netlog"
 )
 
 // The formats of Docker's sbx the driver reads, from live captures
@@ -138,7 +138,7 @@ func parseCheck(src cliutil.Source, out []byte) (check, error) {
 // logEntry is one host of `sbx policy log --json`.
 type logEntry struct {
 	Host, VMName string
-	Entry        driver.NetEntry
+	Entry        netlog.Entry
 }
 
 // parseLog reads `sbx policy log [NAME] --json` (evidence §1.6,
@@ -156,7 +156,7 @@ func parseLog(src cliutil.Source, out []byte) ([]logEntry, error) {
 		for _, e := range o.Field(key).Array(func(i int) string { return fmt.Sprintf("%s entry %d", strings.TrimSuffix(key, "_hosts"), i+1) }) {
 			eo := e.Object()
 			le := logEntry{Host: eo.Field("host").String(), VMName: eo.Field("vm_name").String()}
-			n := driver.NetEntry{Decision: decision, Host: le.Host}
+			n := netlog.Entry{Decision: decision, Host: le.Host}
 			if h, p, err := net.SplitHostPort(le.Host); err == nil {
 				if port, err := strconv.Atoi(p); err == nil {
 					n.Host, n.Port = h, port

@@ -23,6 +23,7 @@ import (
 	"github.com/sbxhq/sbx/driver/buildctx"
 	"github.com/sbxhq/sbx/driver/cliutil"
 	"github.com/sbxhq/sbx/driver/runner"
+	"github.com/sbxhq/sbx/netlog"
 	"github.com/sbxhq/sbx/reconcile"
 	"github.com/sbxhq/sbx/spec"
 )
@@ -307,13 +308,13 @@ func (d *Driver) buildCalls(sb *spec.Spec) []reconcile.Call {
 
 // Exec runs argv in the sandbox (`sbx exec`, which starts a stopped sandbox
 // first) and returns its exit status.
-func (d *Driver) Exec(ctx context.Context, name string, argv []string, o cliutil.ExecOptions) (int, error) {
+func (d *Driver) Exec(ctx context.Context, name string, argv []string, o driver.ExecOptions) (int, error) {
 	return d.cli.Exec(ctx, name, argv, o)
 }
 
 // NetLog reads the sandbox's network log (`sbx policy log NAME --json`,
 // evidence §1.6): one aggregate entry per host, denied ones first.
-func (d *Driver) NetLog(ctx context.Context, name string, follow bool, emit func(driver.NetEntry) error) error {
+func (d *Driver) NetLog(ctx context.Context, name string, follow bool, emit func(netlog.Entry) error) error {
 	if follow {
 		return errors.New("the sbx backend cannot follow its network log")
 	}
