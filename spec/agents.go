@@ -1,10 +1,5 @@
 package spec
 
-// Agents lists the agents a sandbox can run, in the order docs show them.
-// What sbx knows of each is AgentOf's; the schema's enum of agent repeats
-// this list (a test holds them equal).
-var Agents = []string{"claude", "codex", "copilot", "cursor", "devin", "gemini", "kiro", "opencode", "droid", "docker-agent", "shell"}
-
 // Agent is what sbx knows of one agent, in one place: where each fact
 // comes from is said beside it.
 type Agent struct {
@@ -29,7 +24,7 @@ type Agent struct {
 	Env map[string]string
 }
 
-// agents are the facts, from each agent's documentation and, for claude
+// agentTable holds the facts, in the order docs show the agents, from each agent's documentation and, for claude
 // and codex, from running the pinned releases the end-to-end tests run
 // (Claude Code 2.1.332, Codex CLI 0.171.0):
 //   - claude: `claude -p` (print mode) reads the prompt from stdin and
@@ -45,28 +40,50 @@ type Agent struct {
 //     URL from config.toml's openai_base_url (not OPENAI_BASE_URL).
 //   - gemini: non-interactive when stdin is not a terminal; opencode:
 //     `opencode run` reads piped input.
-var agents = map[string]Agent{
-	"claude": {
+var agentTable = []struct {
+	Name string
+	Agent
+}{
+	{"claude", Agent{
 		Template: "docker/sandbox-templates:claude-code", Preset: "anthropic",
 		Command: []string{"claude", "-p", "--dangerously-skip-permissions"},
 		Key:     "ANTHROPIC_API_KEY", HostKey: "ANTHROPIC_API_KEY",
 		Env: map[string]string{"IS_SANDBOX": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"},
-	},
-	"codex": {
+	}},
+	{"codex", Agent{
 		Template: "docker/sandbox-templates:codex", Preset: "openai",
 		Command: []string{"codex", "exec", "--dangerously-bypass-approvals-and-sandbox", "-"},
 		Key:     "CODEX_API_KEY", HostKey: "OPENAI_API_KEY",
-	},
-	"copilot":      {Template: "docker/sandbox-templates:copilot", Preset: "github-copilot", Key: "GITHUB_TOKEN", HostKey: "GITHUB_TOKEN"},
-	"cursor":       {Template: "docker/sandbox-templates:cursor-agent", Preset: "cursor", Key: "CURSOR_API_KEY", HostKey: "CURSOR_API_KEY"},
-	"devin":        {Template: "docker/sandbox-templates:devin"},
-	"gemini":       {Template: "docker/sandbox-templates:gemini", Preset: "google-gemini", Command: []string{"gemini", "--yolo"}, Key: "GEMINI_API_KEY", HostKey: "GEMINI_API_KEY"},
-	"kiro":         {Template: "docker/sandbox-templates:kiro", Preset: "kiro"},
-	"opencode":     {Template: "docker/sandbox-templates:opencode", Preset: "opencode", Command: []string{"opencode", "run"}},
-	"droid":        {Template: "docker/sandbox-templates:droid", Preset: "droid", Key: "FACTORY_API_KEY", HostKey: "FACTORY_API_KEY"},
-	"docker-agent": {Template: "docker/sandbox-templates:docker-agent"},
-	"shell":        {Template: "docker/sandbox-templates:shell"},
+	}},
+	{"copilot", Agent{Template: "docker/sandbox-templates:copilot", Preset: "github-copilot", Key: "GITHUB_TOKEN", HostKey: "GITHUB_TOKEN"}},
+	{"cursor", Agent{Template: "docker/sandbox-templates:cursor-agent", Preset: "cursor", Key: "CURSOR_API_KEY", HostKey: "CURSOR_API_KEY"}},
+	{"devin", Agent{Template: "docker/sandbox-templates:devin"}},
+	{"gemini", Agent{Template: "docker/sandbox-templates:gemini", Preset: "google-gemini", Command: []string{"gemini", "--yolo"}, Key: "GEMINI_API_KEY", HostKey: "GEMINI_API_KEY"}},
+	{"kiro", Agent{Template: "docker/sandbox-templates:kiro", Preset: "kiro"}},
+	{"opencode", Agent{Template: "docker/sandbox-templates:opencode", Preset: "opencode", Command: []string{"opencode", "run"}}},
+	{"droid", Agent{Template: "docker/sandbox-templates:droid", Preset: "droid", Key: "FACTORY_API_KEY", HostKey: "FACTORY_API_KEY"}},
+	{"docker-agent", Agent{Template: "docker/sandbox-templates:docker-agent"}},
+	{"shell", Agent{Template: "docker/sandbox-templates:shell"}},
 }
+
+// Agents lists the agents a sandbox can run, in the order docs show them:
+// agentTable's. The schema's enum of agent is tested against it.
+var Agents = func() []string {
+	names := make([]string, len(agentTable))
+	for i, a := range agentTable {
+		names[i] = a.Name
+	}
+	return names
+}()
+
+// agents indexes agentTable by name.
+var agents = func() map[string]Agent {
+	m := make(map[string]Agent, len(agentTable))
+	for _, a := range agentTable {
+		m[a.Name] = a.Agent
+	}
+	return m
+}()
 
 // AgentOf returns what sbx knows of an agent (the zero Agent for a name
 // it does not know).
