@@ -61,6 +61,7 @@ func uniq(name string) string { return name + "-" + runID }
 
 func TestMain(m *testing.M) {
 	code := func() int {
+		fixture.SweepDocker()
 		err := setup()
 		defer exec.Command("docker", "rmi", "-f", testImage).Run()
 		if err != nil {
@@ -106,7 +107,8 @@ COPY busybox /bin/busybox
 RUN ["/bin/busybox", "--install", "-s", "/bin"]
 ENV PATH=/bin
 `), 0o644)
-	if out, err := exec.Command("docker", "build", "-q", "-t", testImage, ctxDir).CombinedOutput(); err != nil {
+	imageArgs := append(append([]string{"build", "-q"}, fixture.Labels("docker")...), "-t", testImage, ctxDir)
+	if out, err := exec.Command("docker", imageArgs...).CombinedOutput(); err != nil {
 		return fmt.Errorf("building the test image: %v: %s", err, out)
 	}
 	exec.Command("docker", "rm", "-f", webName).Run()

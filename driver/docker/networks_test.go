@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -62,37 +61,15 @@ func TestRangesOf(t *testing.T) {
 	}
 }
 
-// testLabel marks what the network tests make beside sandboxes: a network
-// and a web server on it.
-const testLabel = "dev.sbx.test=named-network"
-
-// clearNetworkLeftovers removes what a killed run of the network tests
-// left: its containers and networks older than half an hour (a run in
-// progress is younger).
-func clearNetworkLeftovers(t *testing.T) {
-	t.Helper()
-	out, _ := exec.Command("docker", "ps", "-aq", "--filter", "label="+testLabel).Output()
-	for _, id := range strings.Fields(string(out)) {
-		created, err := exec.Command("docker", "inspect", "-f", "{{.Created}}", id).Output()
-		if err != nil {
-			continue
-		}
-		if at, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(string(created))); err == nil && time.Since(at) > 30*time.Minute {
-			exec.Command("docker", "rm", "-f", id).Run()
-		}
-	}
-	exec.Command("docker", "network", "prune", "-f", "--filter", "label="+testLabel, "--filter", "until=30m").Run()
-}
-
 // testNetwork makes a user-defined network for the test and a web server
 // on it, removed when the test ends, and returns the network's name and
 // gateway and the server's name and address on it.
 func testNetwork(t *testing.T, name string) (network, gateway, server, serverIP string) {
 	t.Helper()
 	requireDocker(t)
-	clearNetworkLeftovers(t)
 	network, server = uniq("sbx-test-"+name), uniq("sbx-test-"+name+"-web")
-	if out, err := exec.Command("docker", "network", "create", "--label", testLabel, network).CombinedOutput(); err != nil {
+	create := append(append([]string{"network", "create"}, fixture.Labels("named-network")...), network)
+	if out, err := exec.Command("docker", create...).CombinedOutput(); err != nil {
 		t.Fatalf("docker network create: %v: %s", err, out)
 	}
 	t.Cleanup(func() {
@@ -101,7 +78,7 @@ func testNetwork(t *testing.T, name string) (network, gateway, server, serverIP 
 		}
 	})
 	t.Cleanup(func() { exec.Command("docker", "rm", "-f", server).Run() })
-	ip, err := fixture.WebServerOn(server, testImage, network, map[string]string{"dev.sbx.test": "named-network"})
+	ip, err := fixture.WebServerOn(server, testImage, network)
 	if err != nil {
 		t.Fatal(err)
 	}

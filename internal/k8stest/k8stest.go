@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sbxhq/sbx/internal/proc"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -245,7 +246,7 @@ metadata:
     dev.sbx.test: k8stest
   annotations:
     %s: %q
-`, name, ownerAnnotation, owner()), "create", "-f", "-")
+`, name, ownerAnnotation, proc.Owner()), "create", "-f", "-")
 	t.Cleanup(func() {
 		ctx := context.WithoutCancel(t.Context())
 		if t.Failed() {

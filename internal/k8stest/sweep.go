@@ -3,9 +3,6 @@ package k8stest
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -27,24 +24,6 @@ const ownerAnnotation = "dev.sbx.test/owner"
 const staleUnowned = time.Hour
 
 var sweepOnce sync.Once
-
-// owner is this process as ownerAnnotation names it.
-func owner() string {
-	host, _ := os.Hostname()
-	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), proc.Start(os.Getpid()))
-}
-
-// ownerGone reports whether the owner a namespace records is a process of
-// this machine that is no longer running.
-func ownerGone(o string) bool {
-	host, _ := os.Hostname()
-	parts := strings.Split(o, "/")
-	if len(parts) != 3 || parts[0] != host {
-		return false
-	}
-	pid, err := strconv.Atoi(parts[1])
-	return err == nil && !proc.Running(pid, parts[2])
-}
 
 // sweep removes, once per process, the test namespaces killed runs left
 // on the cluster (their owner is gone, or they have none and are old) and
@@ -80,7 +59,7 @@ func (e *Env) sweepNow(t testing.TB) {
 		for _, ns := range list.Items {
 			m := ns.Metadata
 			o, ok := m.Annotations[ownerAnnotation]
-			if (ok && ownerGone(o)) || (!ok && time.Since(m.CreationTimestamp) > staleUnowned) {
+			if (ok && proc.Gone(o)) || (!ok && time.Since(m.CreationTimestamp) > staleUnowned) {
 				gone[m.Name] = true
 			}
 		}

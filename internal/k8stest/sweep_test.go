@@ -7,25 +7,9 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
-)
 
-// TestOwnerGone: a namespace's owner is gone when it is a process of this
-// machine that no longer runs; a live process, or another machine's, is
-// not.
-func TestOwnerGone(t *testing.T) {
-	host, _ := os.Hostname()
-	if ownerGone(owner()) {
-		t.Error("this process's own namespaces taken for leftovers")
-	}
-	if !ownerGone(fmt.Sprintf("%s/%d/x", host, deadPID(t))) {
-		t.Error("a dead process's namespace not taken for a leftover")
-	}
-	for _, o := range []string{"other-host/1/1", "garbage", host + "/notapid/1", ""} {
-		if ownerGone(o) {
-			t.Errorf("owner %q taken for gone", o)
-		}
-	}
-}
+	"github.com/sbxhq/sbx/internal/proc"
+)
 
 // TestSweep: a run removes the namespace a killed run left (its owner is
 // gone), and keeps one a live run owns.
@@ -45,7 +29,7 @@ func TestSweep(t *testing.T) {
 		return name
 	}
 	left := mk(fmt.Sprintf("%s/%d/x", host, deadPID(t)))
-	live := mk(owner())
+	live := mk(proc.Owner())
 	e.sweepNow(t)
 	phase := func(name string) string {
 		out, _ := e.kubectl(t.Context(), "", "get", "namespace", name, "--ignore-not-found", "-o", "jsonpath={.status.phase}")

@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/sbxhq/sbx/internal/agenttest"
+	"github.com/sbxhq/sbx/internal/fixture"
 	"github.com/sbxhq/sbx/spec"
 )
 
@@ -43,14 +44,12 @@ var env struct {
 	mock     string // the mock's container
 }
 
-// Every object a run creates carries its run id and the label testLabel,
-// so runs sharing a daemon never collide, and a run removes what killed
-// runs left (older than staleAfter).
+// Every object a run creates carries its run id and the test labels
+// (fixture.Labels), so runs sharing a daemon never collide, and a run
+// removes what killed runs left (fixture.SweepDocker).
 var runID = newRunID()
 
 const (
-	testLabel  = "dev.sbx.test=agents"
-	staleAfter = 2 * time.Hour
 	// mockAlias is the mock's name on the network, which the template's
 	// codex config and the files' ANTHROPIC_BASE_URL name.
 	mockAlias = "model-api"
@@ -97,7 +96,7 @@ func setup() error {
 	if out, err := exec.Command("docker", "version", "--format", "{{.Server.Version}}").CombinedOutput(); err != nil {
 		return fmt.Errorf("no Docker daemon: %v: %s", err, out)
 	}
-	sweep()
+	fixture.SweepDocker()
 	dir, err := os.MkdirTemp("", "sbx-agents-e2e-")
 	if err != nil {
 		return err
@@ -116,7 +115,7 @@ func setup() error {
 		return err
 	}
 	mockImage := "sbx-agents-mock:" + runID
-	if out, err := exec.Command("docker", "build", "-q", "--label", testLabel, "-t", mockImage, mockDir).CombinedOutput(); err != nil {
+	if out, err := exec.Command("docker", append(append([]string{"build", "-q"}, fixture.Labels("agents")...), "-t", mockImage, mockDir)...).CombinedOutput(); err != nil {
 		return fmt.Errorf("building the mock's image: %v: %s", err, out)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
@@ -125,51 +124,17 @@ func setup() error {
 		return fmt.Errorf("the agents' template: %v", err)
 	}
 	env.network = "sbx-agents-" + runID
-	if out, err := exec.Command("docker", "network", "create", "--label", testLabel, env.network).CombinedOutput(); err != nil {
+	if out, err := exec.Command("docker", append(append([]string{"network", "create"}, fixture.Labels("agents")...), env.network)...).CombinedOutput(); err != nil {
 		env.network = ""
 		return fmt.Errorf("docker network create: %v: %s", err, out)
 	}
 	env.mock = "sbx-agents-mock-" + runID
-	out, err := exec.Command("docker", "run", "-d", "--name", env.mock, "--label", testLabel,
+	out, err := exec.Command("docker", "run", "-d", "--name", env.mock,
 		"--network", env.network, "--network-alias", mockAlias, mockImage).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("starting the mock: %v: %s", err, out)
 	}
 	return waitLog(env.mock, "mockmodel: listening on", time.Minute)
-}
-
-// sweep removes what killed runs of this package left: containers and
-// networks with its label, and sandboxes it named, older than staleAfter.
-func sweep() {
-	cutoff := time.Now().Add(-staleAfter)
-	ids, _ := exec.Command("docker", "ps", "-aq", "--filter", "label="+testLabel).Output()
-	sb, _ := exec.Command("docker", "ps", "-aq", "--filter", "name=^sbx-agents-").Output()
-	for _, id := range strings.Fields(string(ids) + " " + string(sb)) {
-		if created(id, "container", cutoff) {
-			exec.Command("docker", "rm", "-f", id).Run()
-		}
-	}
-	nets, _ := exec.Command("docker", "network", "ls", "-q", "--filter", "label="+testLabel).Output()
-	for _, id := range strings.Fields(string(nets)) {
-		if created(id, "network", cutoff) {
-			exec.Command("docker", "network", "rm", id).Run()
-		}
-	}
-	vols, _ := exec.Command("docker", "volume", "ls", "-q", "--filter", "name=^sbx-agents-").Output()
-	for _, v := range strings.Fields(string(vols)) {
-		exec.Command("docker", "volume", "rm", v).Run() // in use: refused
-	}
-}
-
-// created reports whether the object was created before cutoff.
-func created(id, kind string, cutoff time.Time) bool {
-	format := "{{.Created}}"
-	out, err := exec.Command("docker", kind, "inspect", "--format", format, id).Output()
-	if err != nil {
-		return false
-	}
-	t, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(string(out)))
-	return err == nil && t.Before(cutoff)
 }
 
 func goBuild(out, pkg string) error {

@@ -50,6 +50,7 @@ func TestMain(m *testing.M) {
 		env.runID = hex.EncodeToString(b)
 		env.image = "sbx-hostile-busybox:" + env.runID
 		env.web = "sbx-hostile-web-" + env.runID
+		fixture.SweepDocker()
 		err := setup()
 		defer func() {
 			exec.Command("docker", "rm", "-f", env.web).Run()
@@ -97,7 +98,8 @@ func setup() error {
 	}
 	os.WriteFile(filepath.Join(img, "busybox"), data, 0o755)
 	os.WriteFile(filepath.Join(img, "Dockerfile"), []byte("FROM scratch\nCOPY busybox /bin/busybox\nRUN [\"/bin/busybox\", \"--install\", \"-s\", \"/bin\"]\nENV PATH=/bin\n"), 0o644)
-	if out, err := exec.Command("docker", "build", "-q", "-t", env.image, img).CombinedOutput(); err != nil {
+	imageArgs := append(append([]string{"build", "-q"}, fixture.Labels("hostile")...), "-t", env.image, img)
+	if out, err := exec.Command("docker", imageArgs...).CombinedOutput(); err != nil {
 		return fmt.Errorf("building the test image: %v: %s", err, out)
 	}
 	ip, err := fixture.WebServer(env.web, env.image)
@@ -361,9 +363,8 @@ func TestDeclarationIsReadOnly(t *testing.T) {
 func TestUnprotectedDeclaration(t *testing.T) {
 	runtimes(t, func(t *testing.T, runtime string) {
 		network := "sbx-hostile-net-" + runtime + "-" + env.runID
-		// What a killed run left (a run in progress is younger).
-		exec.Command("docker", "network", "prune", "-f", "--filter", "label=dev.sbx.test=hostile", "--filter", "until=30m").Run()
-		if out, err := exec.Command("docker", "network", "create", "--label", "dev.sbx.test=hostile", network).CombinedOutput(); err != nil {
+		create := append(append([]string{"network", "create"}, fixture.Labels("hostile")...), network)
+		if out, err := exec.Command("docker", create...).CombinedOutput(); err != nil {
 			t.Fatalf("docker network create: %v: %s", err, out)
 		}
 		t.Cleanup(func() {
