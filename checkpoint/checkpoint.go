@@ -20,12 +20,12 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/sbxhq/sbx/spec"
+	"github.com/sbxhq/sbx/state"
 )
 
 // FormatVersion is the version of catalog entries and of the documents of
@@ -109,11 +109,10 @@ func ConfigDigest(record any) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-// Catalog keeps sbx's records of checkpoints under a state directory:
-//
-//	DIR/checkpoints/DRIVER/NAME.json   0600, one Checkpoint
+// Catalog keeps sbx's records of checkpoints in a state directory, one
+// Checkpoint a file (state.Dir.Checkpoint).
 type Catalog struct {
-	Dir string // the state directory
+	Dir state.Dir
 }
 
 func (c Catalog) path(driver, name string) (string, error) {
@@ -123,7 +122,7 @@ func (c Catalog) path(driver, name string) (string, error) {
 	if driver == "" || strings.ContainsAny(driver, `/\.`) {
 		return "", fmt.Errorf("invalid driver name %q", driver)
 	}
-	return filepath.Join(c.Dir, "checkpoints", driver, name+".json"), nil
+	return c.Dir.Checkpoint(driver, name), nil
 }
 
 // ErrNotFound is the cause of a lookup of a checkpoint sbx has no record
@@ -156,7 +155,7 @@ func (c Catalog) Get(driver, name string) (*Checkpoint, error) {
 
 // List returns the records of a driver's checkpoints, oldest first.
 func (c Catalog) List(driver string) ([]Checkpoint, error) {
-	dir := filepath.Join(c.Dir, "checkpoints", driver)
+	dir := c.Dir.Checkpoints(driver)
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -185,38 +184,14 @@ func (c Catalog) List(driver string) ([]Checkpoint, error) {
 	return out, nil
 }
 
-// Put writes a record atomically (a synced temporary file renamed over the
-// old one), in a 0700 directory as a 0600 file.
+// Put writes a record (state.Write).
 func (c Catalog) Put(cp Checkpoint) error {
 	p, err := c.path(cp.Driver, cp.Name)
 	if err != nil {
 		return err
 	}
 	cp.FormatVersion = FormatVersion
-	b, err := json.MarshalIndent(cp, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(filepath.Dir(p), "."+cp.Name+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = f.Write(append(b, '\n'))
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, p)
-	}
-	if err != nil {
-		os.Remove(tmp)
+	if err := state.WriteJSON(p, cp); err != nil {
 		return fmt.Errorf("write checkpoint record: %w", err)
 	}
 	return nil

@@ -9,10 +9,11 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/sbxhq/sbx/state"
 )
 
 func TestCatalog(t *testing.T) {
-	c := Catalog{Dir: t.TempDir()}
+	c := Catalog{Dir: state.Dir(t.TempDir())}
 	t0 := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
 	a := Checkpoint{Name: "api-1", Driver: "docker", Sandbox: "api", Created: t0.Add(time.Minute), Kind: KindManual, Origin: OriginCreated, Image: Ref("api-1"), ID: "sha256:1"}
 	b := Checkpoint{Name: "api-0", Driver: "docker", Sandbox: "api", Created: t0, Kind: KindLoop, Origin: OriginCreated, Image: Ref("api-0")}
@@ -43,7 +44,7 @@ func TestCatalog(t *testing.T) {
 		t.Errorf("after delete: %v", got)
 	}
 	if runtime.GOOS != "windows" {
-		fi, err := os.Stat(filepath.Join(c.Dir, "checkpoints", "docker", "api-1.json"))
+		fi, err := os.Stat(c.Dir.Checkpoint("docker", "api-1"))
 		if err != nil || fi.Mode().Perm() != 0o600 {
 			t.Errorf("record mode: %v %v", fi.Mode(), err)
 		}
@@ -62,8 +63,8 @@ func TestCatalog(t *testing.T) {
 }
 
 func TestCatalogRefusesForeignRecords(t *testing.T) {
-	c := Catalog{Dir: t.TempDir()}
-	dir := filepath.Join(c.Dir, "checkpoints", "docker")
+	c := Catalog{Dir: state.Dir(t.TempDir())}
+	dir := c.Dir.Checkpoints("docker")
 	os.MkdirAll(dir, 0o700)
 	os.WriteFile(filepath.Join(dir, "x.json"), []byte(`{"format_version":"1","name":"y","driver":"docker"}`), 0o600)
 	if _, err := c.Get("docker", "x"); err == nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -15,29 +14,21 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sbxhq/sbx/internal/atomicfile"
-	"github.com/sbxhq/sbx/reconcile"
+	"github.com/sbxhq/sbx/state"
 )
 
-// Control is one sandbox's loop directory under sbx's state directory,
-// outside the workspace the agent can write:
-//
-//	loops/SANDBOX/locks/run.lock  held by the process of the sandbox's live run
-//	loops/SANDBOX/latest          where the sandbox's latest run is
-//	loops/SANDBOX/hints/*.txt     hints waiting for the sandbox's agent
-//	loops/SANDBOX/runs/RUN/       the runs it led: status.json, records.jsonl,
-//	                              run.log, iter-NNN.log, stop
-//
-// A multi-agent run lives under its first sandbox; every sandbox of it
-// points at it with latest.
+// Control is one sandbox's loop directory in sbx's state directory
+// (state.Dir.Loop, whose doc has its layout), outside the workspace the
+// agent can write. A multi-agent run lives under its first sandbox; every
+// sandbox of it points at it with latest.
 type Control struct {
 	Sandbox string
 	Dir     string
 }
 
 // NewControl returns the control directory of a sandbox's loop.
-func NewControl(stateDir, sandbox string) *Control {
-	return &Control{Sandbox: sandbox, Dir: filepath.Join(stateDir, "loops", sandbox)}
+func NewControl(stateDir state.Dir, sandbox string) *Control {
+	return &Control{Sandbox: sandbox, Dir: stateDir.Loop(sandbox)}
 }
 
 // loops is the directory of every sandbox's control directory.
@@ -89,16 +80,16 @@ func (c *Control) Live() (*Status, error) {
 var RunID = regexp.MustCompile(`^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{6}$`)
 
 // FindRun returns the run with the given id, whichever sandbox led it.
-func FindRun(stateDir, id string) (*Status, error) {
+func FindRun(stateDir state.Dir, id string) (*Status, error) {
 	if !RunID.MatchString(id) {
 		return nil, fmt.Errorf("%q is not a run id (they look like 20260102T150405Z-1a2b3c)", id)
 	}
-	dirs, err := filepath.Glob(filepath.Join(stateDir, "loops", "*", "runs", id))
+	dirs, err := filepath.Glob(filepath.Join(stateDir.Loops(), "*", "runs", id))
 	if err != nil {
 		return nil, err
 	}
 	if len(dirs) != 1 {
-		return nil, fmt.Errorf("no run %s in %s", id, filepath.Join(stateDir, "loops"))
+		return nil, fmt.Errorf("no run %s in %s", id, stateDir.Loops())
 	}
 	return ReadRun(dirs[0])
 }
@@ -115,16 +106,8 @@ func (c *Control) AddHint(runID, text string) error {
 	if runID == "" {
 		runID = hintNext
 	}
-	dir := filepath.Join(c.Dir, "hints")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
 	name := fmt.Sprintf("%s.%020d-%s.txt", runID, time.Now().UnixNano(), randomID(4))
-	tmp := filepath.Join(dir, "."+name)
-	if err := os.WriteFile(tmp, []byte(text), 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, filepath.Join(dir, name))
+	return state.Write(filepath.Join(c.Dir, "hints", name), []byte(text))
 }
 
 // hintFiles lists the queued hints, oldest first, with their targets.
@@ -236,7 +219,7 @@ func (c *Control) Stop(wait time.Duration) (*Status, error) {
 	case !s.Live():
 		return s, &NotRunningError{Sandbox: c.Sandbox, Last: s}
 	}
-	if err := writeFileAtomic(filepath.Join(s.RunDir, "stop"), []byte(s.RunID+"\n")); err != nil {
+	if err := state.Write(filepath.Join(s.RunDir, "stop"), []byte(s.RunID+"\n")); err != nil {
 		return s, fmt.Errorf("ask the loop to stop: %v", err)
 	}
 	deadline := time.Now().Add(wait)
@@ -255,8 +238,8 @@ func (c *Control) Stop(wait time.Duration) (*Status, error) {
 // records the run as interrupted. With nothing to reap it returns a
 // *NotRunningError (or a *BusyError when a run is live: stop that one).
 func (c *Control) Reap(kill func(Orphan) error) (*Status, []Orphan, error) {
-	l, err := reconcile.AcquireLock(context.Background(), c.Dir, "run", reconcile.LockOptions{Command: "sbx loop stop"})
-	var le *reconcile.LockedError
+	l, err := state.AcquireLock(context.Background(), state.Dir(c.Dir), "run", state.LockOptions{Command: "sbx loop stop"})
+	var le *state.LockedError
 	if errors.As(err, &le) {
 		live, _ := c.Live()
 		return nil, nil, &BusyError{Sandbox: c.Sandbox, Run: live, Holder: le.Holder}
@@ -285,22 +268,10 @@ func (c *Control) Reap(kill func(Orphan) error) (*Status, []Orphan, error) {
 	prev.Detail = "its sbx process died while its agent ran; sbx loop stop killed the agent"
 	prev.AgentPidfile, prev.Orphans, prev.IterationStarted, prev.PauseUntil = "", nil, nil, nil
 	prev.Updated = time.Now()
-	if err := writeAtomic(filepath.Join(prev.RunDir, "status.json"), prev); err != nil {
+	if err := state.WriteJSON(filepath.Join(prev.RunDir, "status.json"), prev); err != nil {
 		return prev, orphans, err
 	}
 	return prev, orphans, nil
-}
-
-func writeAtomic(path string, v any) error {
-	data, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	return writeFileAtomic(path, append(data, '\n'))
-}
-
-func writeFileAtomic(path string, data []byte) error {
-	return atomicfile.ReplaceBytes(path, data, 0o600)
 }
 
 func randomID(n int) string {

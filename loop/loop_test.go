@@ -18,6 +18,7 @@ import (
 	"github.com/sbxhq/sbx/driver/cliutil"
 	"github.com/sbxhq/sbx/driver/runner"
 	"github.com/sbxhq/sbx/spec"
+	"github.com/sbxhq/sbx/state"
 )
 
 // hostSandbox runs commands on the host: the loop's logic is the same
@@ -36,14 +37,14 @@ func (hostSandbox) Exec(ctx context.Context, argv []string, o driver.ExecOptions
 type fixture struct {
 	t       *testing.T
 	ws      string
-	state   string
+	state   state.Dir
 	control *Control
 	out     bytes.Buffer
 }
 
 func newFixture(t *testing.T, git bool) *fixture {
 	t.Helper()
-	f := &fixture{t: t, ws: t.TempDir(), state: t.TempDir()}
+	f := &fixture{t: t, ws: t.TempDir(), state: state.Dir(t.TempDir())}
 	f.control = NewControl(f.state, "box")
 	if git {
 		for _, args := range [][]string{{"init", "-q"}, {"config", "user.email", "a@b"}, {"config", "user.name", "a"}, {"commit", "-q", "--allow-empty", "-m", "init"}} {
@@ -288,7 +289,7 @@ func TestSecretVisibleToAgentButRedacted(t *testing.T) {
 	if strings.Contains(f.out.String(), secret) || !strings.Contains(f.out.String(), "token=[redacted]") {
 		t.Errorf("terminal output: %s", f.out.String())
 	}
-	filepath.Walk(f.state, func(p string, info os.FileInfo, err error) error {
+	filepath.Walk(string(f.state), func(p string, info os.FileInfo, err error) error {
 		if err == nil && !info.IsDir() {
 			if data, _ := os.ReadFile(p); bytes.Contains(data, []byte(secret)) {
 				t.Errorf("%s holds the secret", p)

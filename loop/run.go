@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/sbxhq/sbx/internal/proc"
-	"github.com/sbxhq/sbx/reconcile"
+	"github.com/sbxhq/sbx/state"
 )
 
 // Run is one run of the loop from its first instant: it holds each of its
@@ -24,7 +24,7 @@ type Run struct {
 	Dir string
 
 	controls []*Control // the run's sandboxes, in turn order
-	locks    []*reconcile.Lock
+	locks    []*state.Lock
 	log      *os.File
 
 	mu        sync.Mutex
@@ -65,7 +65,7 @@ const runLockCommand = "sbx loop"
 // Begin starts a run on the sandboxes: it takes their run locks without
 // waiting (a *BusyError when one has a live run), drops hints left for
 // runs that are over, and writes the run's first status: converging.
-func Begin(stateDir string, o BeginOptions) (*Run, error) {
+func Begin(stateDir state.Dir, o BeginOptions) (*Run, error) {
 	if len(o.Sandboxes) == 0 {
 		return nil, errors.New("a run needs a sandbox")
 	}
@@ -79,8 +79,8 @@ func Begin(stateDir string, o BeginOptions) (*Run, error) {
 	byName := append([]*Control(nil), r.controls...)
 	sort.Slice(byName, func(i, j int) bool { return byName[i].Sandbox < byName[j].Sandbox })
 	for _, c := range byName {
-		l, err := reconcile.AcquireLock(context.Background(), c.Dir, "run", reconcile.LockOptions{Command: runLockCommand})
-		var le *reconcile.LockedError
+		l, err := state.AcquireLock(context.Background(), state.Dir(c.Dir), "run", state.LockOptions{Command: runLockCommand})
+		var le *state.LockedError
 		if errors.As(err, &le) {
 			r.release()
 			live, _ := c.Live()
@@ -127,7 +127,7 @@ func Begin(stateDir string, o BeginOptions) (*Run, error) {
 			r.release()
 			return nil, err
 		}
-		if err := writeFileAtomic(filepath.Join(c.Dir, "latest"), ref); err != nil {
+		if err := state.Write(filepath.Join(c.Dir, "latest"), ref); err != nil {
 			r.release()
 			return nil, err
 		}
@@ -182,7 +182,7 @@ func (r *Run) HandOff() {
 // another: lockFiles are the run's lock files that process handed down
 // (LockFiles, same order). It checks that they are the sandboxes' lock
 // files and held, then records this process as the run's.
-func Resume(stateDir, id string, sandboxes []string, lockFiles []*os.File) (*Run, error) {
+func Resume(stateDir state.Dir, id string, sandboxes []string, lockFiles []*os.File) (*Run, error) {
 	if !RunID.MatchString(id) {
 		return nil, fmt.Errorf("%q is not a run id", id)
 	}
@@ -204,7 +204,7 @@ func Resume(stateDir, id string, sandboxes []string, lockFiles []*os.File) (*Run
 		if err != nil || !os.SameFile(want, got) {
 			return nil, fmt.Errorf("lock file %d is not the run lock of sandbox %q", i, c.Sandbox)
 		}
-		l, err := reconcile.AdoptLock(lockFiles[i], runLockCommand+" --detach")
+		l, err := state.AdoptLock(lockFiles[i], runLockCommand+" --detach")
 		if err != nil {
 			r.release()
 			return nil, err
@@ -263,7 +263,7 @@ func (r *Run) update(change func(*Status)) error {
 	change(&r.status)
 	r.status.Updated = time.Now()
 	r.status.ElapsedMS = r.status.Updated.Sub(r.status.Started).Milliseconds()
-	return writeAtomic(filepath.Join(r.Dir, "status.json"), &r.status)
+	return state.WriteJSON(filepath.Join(r.Dir, "status.json"), &r.status)
 }
 
 // SetPhase records what the run does now, outside its iterations

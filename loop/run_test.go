@@ -17,6 +17,7 @@ import (
 	"github.com/sbxhq/sbx/internal/proc"
 	"github.com/sbxhq/sbx/netlog"
 	"github.com/sbxhq/sbx/spec"
+	"github.com/sbxhq/sbx/state"
 )
 
 // waitFor polls cond until it holds: a handshake on what the run writes,
@@ -136,8 +137,8 @@ func TestMain(m *testing.M) {
 		// The helper as the sandbox runs it, command line and all.
 		os.Exit(RunGroupMain(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
 	}
-	if state := os.Getenv("SBX_LOOP_TEST_HOLD"); state != "" {
-		if _, err := Begin(state, BeginOptions{Sandboxes: []RunSandbox{{Name: "box"}}, MaxIterations: 3}); err != nil {
+	if dir := os.Getenv("SBX_LOOP_TEST_HOLD"); dir != "" {
+		if _, err := Begin(state.Dir(dir), BeginOptions{Sandboxes: []RunSandbox{{Name: "box"}}, MaxIterations: 3}); err != nil {
 			fmt.Println("begin:", err)
 			os.Exit(1)
 		}
@@ -153,7 +154,7 @@ func TestMain(m *testing.M) {
 func TestStaleRun(t *testing.T) {
 	f := newFixture(t, false)
 	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), "SBX_LOOP_TEST_HOLD="+f.state)
+	cmd.Env = append(os.Environ(), "SBX_LOOP_TEST_HOLD="+string(f.state))
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -196,7 +197,7 @@ func TestStaleRun(t *testing.T) {
 	if proc.Start(os.Getpid()) == "" {
 		t.Fatalf("this system reports no start time for pid %d", os.Getpid())
 	}
-	if err := writeAtomic(path, &st); err != nil {
+	if err := state.WriteJSON(path, &st); err != nil {
 		t.Fatal(err)
 	}
 	if s := f.latest(); s.State != StateVanished {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sbxhq/sbx/internal/golden"
 	"github.com/sbxhq/sbx/spec"
+	"github.com/sbxhq/sbx/state"
 )
 
 // fakeDriver simulates a backend in memory: Do changes what Observe reports.
@@ -109,7 +110,7 @@ func applyOpts(st *Store) ApplyOptions {
 
 func TestApplyRunsStepsInOrderAndConverges(t *testing.T) {
 	f := &fakeDriver{caps: sbxCaps(), live: map[string]*Live{}}
-	st, _ := OpenStore(t.TempDir())
+	st, _ := OpenStore(state.Dir(t.TempDir()))
 	sb := baseSpec()
 	p := plan(t, f, st, sb)
 	var progress []string
@@ -147,7 +148,7 @@ func TestApplyFailureNamesStepAndRerunConverges(t *testing.T) {
 	kinds := []StepKind{StepStop, StepRemove, StepCreate, StepSetNetwork, StepVerify}
 	for i, kind := range kinds {
 		t.Run(kind.String(), func(t *testing.T) {
-			st, _ := OpenStore(t.TempDir())
+			st, _ := OpenStore(state.Dir(t.TempDir()))
 			applied := baseSpec()
 			f := &fakeDriver{caps: sbxCaps(), live: map[string]*Live{"api": liveOf(applied, sbxCaps())}}
 			if err := st.Put(recordOf(t, f.caps, applied)); err != nil {
@@ -177,7 +178,7 @@ func TestApplyFailureNamesStepAndRerunConverges(t *testing.T) {
 }
 
 func TestApplyDidNotConverge(t *testing.T) {
-	st, _ := OpenStore(t.TempDir())
+	st, _ := OpenStore(state.Dir(t.TempDir()))
 	applied := baseSpec()
 	f := &fakeDriver{caps: sbxCaps(), live: map[string]*Live{"api": liveOf(applied, sbxCaps())}, lazy: true}
 	if err := st.Put(recordOf(t, f.caps, applied)); err != nil {
@@ -197,7 +198,7 @@ func TestApplyDidNotConverge(t *testing.T) {
 
 func TestApplyRefusesPlanWithErrors(t *testing.T) {
 	f := &fakeDriver{caps: sbxCaps(), live: map[string]*Live{"api": liveOf(baseSpec(), sbxCaps())}}
-	st, _ := OpenStore(t.TempDir())
+	st, _ := OpenStore(state.Dir(t.TempDir()))
 	p := plan(t, f, st, baseSpec())
 	err := Apply(context.Background(), f, p, applyOpts(st))
 	if err == nil || !strings.Contains(err.Error(), "use --adopt") {
@@ -209,7 +210,7 @@ func TestApplyRefusesPlanWithErrors(t *testing.T) {
 }
 
 func TestSavedPlan(t *testing.T) {
-	st, _ := OpenStore(t.TempDir())
+	st, _ := OpenStore(state.Dir(t.TempDir()))
 	applied := baseSpec()
 	f := &fakeDriver{caps: sbxCaps(), live: map[string]*Live{"api": liveOf(applied, sbxCaps())}}
 	if err := st.Put(recordOf(t, f.caps, applied)); err != nil {

@@ -269,10 +269,8 @@ func Plan(desired []Desired, live map[string]*Live, records map[string]*Record, 
 		if baseErr == nil {
 			r.base = base
 		}
-		l, rec := existing(live[name]), records[name]
-		if rec == nil && l != nil {
-			rec = l.Record
-		}
+		l := existing(live[name])
+		rec := RecordOf(records[name], l)
 		if l != nil && rec == nil && !l.Managed && !opts.Adopt {
 			r.errs = []string{fmt.Sprintf("sandbox %q exists but was not created by sbx; use --adopt to manage it", name)}
 			return
@@ -327,10 +325,8 @@ func PlanDestroy(names []string, live map[string]*Live, records map[string]*Reco
 	names = append([]string(nil), names...)
 	sort.Strings(names)
 	for _, name := range names {
-		l, rec := existing(live[name]), records[name]
-		if rec == nil && l != nil {
-			rec = l.Record
-		}
+		l := existing(live[name])
+		rec := RecordOf(records[name], l)
 		c := &SandboxChange{Sandbox: name, Action: ActionNoOp, Reasons: []string{}, Changes: []Diff{}, Drift: []Diff{}, Steps: []Step{}}
 		step := func(k StepKind, reason string) {
 			c.Steps = append(c.Steps, Step{Kind: k, Sandbox: name, Reason: reason})

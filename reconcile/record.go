@@ -2,7 +2,6 @@ package reconcile
 
 import (
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -10,7 +9,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/sbxhq/sbx/internal/par"
 	"github.com/sbxhq/sbx/spec"
+	"github.com/sbxhq/sbx/state"
 )
 
 // ManagedBy is sbx's identity marker, stored in every record (and, by the
@@ -57,7 +56,7 @@ type Record struct {
 type Key []byte
 
 // KeySize is the length of a Key in bytes.
-const KeySize = 32
+const KeySize = state.KeySize
 
 // Fingerprint returns HMAC-SHA256(key, path NUL value) as "hmac-sha256:<hex>".
 // The path is mixed in so one value in two fields does not link them.
@@ -329,128 +328,48 @@ func coversPath(p, path string) bool {
 	return within(path, p) || within(p, path)
 }
 
-// Store keeps records and the fingerprint key of the CLI drivers, whose
-// backends have no labels, under a state directory ($SBX_STATE_DIR, default
-// $XDG_STATE_HOME/sbx, else ~/.local/state/sbx; see DefaultStateDir):
-//
-//	DIR/            0700
-//	DIR/key         0600, 32 random bytes, hex, created once
-//	DIR/records/DRIVER/NAME.json  0600, one Record
-//	DIR/approved/NAME.json        0600, the last Record applied to NAME
-//	                              (any driver), kept by destroy: what
-//	                              the user last approved
-//	DIR/locks/NAME.lock           0600, see Lock
+// Store reads and writes the records, approvals and fingerprint key kept
+// in a state directory (package state has the layout).
 type Store struct {
-	Dir string
+	Dir state.Dir
 }
 
-// DefaultStateDir is where state lives when the caller has no
-// $SBX_STATE_DIR: $XDG_STATE_HOME/sbx, else HOME/.local/state/sbx.
-func DefaultStateDir(getenv func(string) string) (string, error) {
-	if d := getenv("SBX_STATE_DIR"); d != "" {
-		return d, nil
+// RecordOf is which record of a sandbox counts: this machine's (stored),
+// else the one the backend keeps in its labels (live's), for a sandbox
+// another machine or an earlier state directory applied; nil when there
+// is neither. It is decided here, once.
+func RecordOf(stored *Record, live *Live) *Record {
+	if stored == nil && live != nil {
+		return live.Record
 	}
-	if d := getenv("XDG_STATE_HOME"); d != "" {
-		return filepath.Join(d, "sbx"), nil
-	}
-	home := getenv("HOME")
-	if home == "" {
-		return "", errors.New("cannot find a state directory: set SBX_STATE_DIR, XDG_STATE_HOME or HOME")
-	}
-	return filepath.Join(home, ".local", "state", "sbx"), nil
+	return stored
 }
 
 // OpenStore creates dir (0700) when needed and returns its Store.
-func OpenStore(dir string) (*Store, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("state directory: %w", err)
+func OpenStore(dir state.Dir) (*Store, error) {
+	if err := dir.Create(); err != nil {
+		return nil, err
 	}
 	return &Store{Dir: dir}, nil
 }
 
-func (s *Store) keyPath() string { return filepath.Join(s.Dir, "key") }
-
-func (s *Store) recordPath(driver, name string) string {
-	return filepath.Join(s.Dir, "records", driver, name+".json")
-}
-
-func (s *Store) approvedPath(name string) string {
-	return filepath.Join(s.Dir, "approved", name+".json")
-}
-
-// Key returns the machine's fingerprint key, creating it on first use. The
-// key is written to a temporary file and linked into place, which fails if
-// the key exists (the O_EXCL guarantee without a window where another
-// process could read a half-written key); the loser reads the winner's key.
+// Key returns the machine's fingerprint key, creating it on first use
+// (state.Dir.ReadKey).
 func (s *Store) Key() (Key, error) {
-	if k, err := s.readKey(); err == nil || !errors.Is(err, fs.ErrNotExist) {
-		return k, err
-	}
-	k := make(Key, KeySize)
-	if _, err := rand.Read(k); err != nil {
-		return nil, err
-	}
-	tmp, err := s.writeTemp(s.Dir, "key", []byte(hex.EncodeToString(k)+"\n"))
-	if err != nil {
-		return nil, err
-	}
-	defer os.Remove(tmp)
-	if err := os.Link(tmp, s.keyPath()); err != nil && !errors.Is(err, fs.ErrExist) {
-		return nil, fmt.Errorf("create key: %w", err)
-	}
-	return s.readKey()
-}
-
-func (s *Store) readKey() (Key, error) {
-	b, err := os.ReadFile(s.keyPath())
-	if err != nil {
-		return nil, err
-	}
-	k, err := hex.DecodeString(strings.TrimSpace(string(b)))
-	if err != nil || len(k) != KeySize {
-		return nil, fmt.Errorf("key file %s is corrupt: want %d hex-encoded bytes", s.keyPath(), KeySize)
-	}
-	return k, nil
-}
-
-// writeTemp writes data to a new 0600 file in dir and syncs it.
-func (s *Store) writeTemp(dir, prefix string, data []byte) (string, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", err
-	}
-	f, err := os.CreateTemp(dir, "."+prefix+".tmp-*")
-	if err != nil {
-		return "", err
-	}
-	name := f.Name()
-	if err := f.Chmod(0o600); err == nil {
-		_, err = f.Write(data)
-		if err == nil {
-			err = f.Sync()
-		}
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err == nil {
-			return name, nil
-		}
-	} else {
-		f.Close()
-	}
-	os.Remove(name)
-	return "", err
+	k, err := s.Dir.ReadKey()
+	return Key(k), err
 }
 
 // Get returns the record of a sandbox, nil when there is none.
 func (s *Store) Get(driver, name string) (*Record, error) {
-	return s.read(s.recordPath(driver, name))
+	return s.read(s.Dir.Record(driver, name))
 }
 
 // Approved returns the record the user last approved for a sandbox (the
 // last one applied on this machine, whatever the driver, even if the
 // sandbox was destroyed since); nil when there is none.
 func (s *Store) Approved(name string) (*Record, error) {
-	return s.read(s.approvedPath(name))
+	return s.read(s.Dir.Approved(name))
 }
 
 func (s *Store) read(path string) (*Record, error) {
@@ -473,7 +392,7 @@ func (s *Store) read(path string) (*Record, error) {
 
 // Names lists the sandboxes of a driver that have a record, sorted.
 func (s *Store) Names(driver string) ([]string, error) {
-	entries, err := os.ReadDir(filepath.Join(s.Dir, "records", driver))
+	entries, err := os.ReadDir(s.Dir.Records(driver))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -508,7 +427,7 @@ func (s *Store) Records(driver string, names []string) (map[string]*Record, erro
 // ApprovedList returns every approval on this machine, sorted by name:
 // what ApprovalFor picks from and who Neighbours are.
 func (s *Store) ApprovedList() ([]*Record, error) {
-	entries, err := os.ReadDir(filepath.Join(s.Dir, "approved"))
+	entries, err := os.ReadDir(s.Dir.Approvals())
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -574,21 +493,12 @@ func readAll(names []string, read func(string) (*Record, error)) ([]*Record, err
 	return recs, nil
 }
 
-// Put writes r atomically: a synced temporary file renamed over the old
-// record, so an interrupted apply leaves the old record or the new one,
-// never half of one. The record also becomes what the user approved.
+// Put writes r (state.Write: an interrupted apply leaves the old record
+// or the new one, never half of one). The record also becomes what the
+// user approved.
 func (s *Store) Put(r *Record) error {
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return err
-	}
-	for _, path := range []string{s.recordPath(r.Driver, r.Name), s.approvedPath(r.Name)} {
-		tmp, err := s.writeTemp(filepath.Dir(path), r.Name, append(b, '\n'))
-		if err != nil {
-			return fmt.Errorf("write record: %w", err)
-		}
-		if err := os.Rename(tmp, path); err != nil {
-			os.Remove(tmp)
+	for _, path := range []string{s.Dir.Record(r.Driver, r.Name), s.Dir.Approved(r.Name)} {
+		if err := state.WriteJSON(path, r); err != nil {
 			return fmt.Errorf("write record: %w", err)
 		}
 	}
@@ -599,40 +509,9 @@ func (s *Store) Put(r *Record) error {
 // What the user approved stays: a sandbox created again is measured
 // against it.
 func (s *Store) Delete(driver, name string) error {
-	err := os.Remove(s.recordPath(driver, name))
+	err := os.Remove(s.Dir.Record(driver, name))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
 	return err
-}
-
-// Check reports state files that others could read or write: directories
-// must be 0700 and files 0600 (no group or other bits).
-func (s *Store) Check() error {
-	var problems []string
-	err := filepath.WalkDir(s.Dir, func(path string, e fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		info, err := e.Info()
-		if err != nil {
-			return err
-		}
-		mode := info.Mode().Perm()
-		if mode&0o077 != 0 {
-			want := fs.FileMode(0o600)
-			if e.IsDir() {
-				want = 0o700
-			}
-			problems = append(problems, fmt.Sprintf("%s has mode %04o, want %04o", path, mode, want))
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	if len(problems) > 0 {
-		return fmt.Errorf("state directory is not private: %s", strings.Join(problems, "; "))
-	}
-	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/sbxhq/sbx/spec"
+	"github.com/sbxhq/sbx/state"
 )
 
 func mode(t *testing.T, path string) os.FileMode {
@@ -27,7 +28,7 @@ func mode(t *testing.T, path string) os.FileMode {
 
 func TestStorePermissionsAndRoundTrip(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state")
-	st, err := OpenStore(dir)
+	st, err := OpenStore(state.Dir(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +50,7 @@ func TestStorePermissionsAndRoundTrip(t *testing.T) {
 			t.Errorf("%s: mode %04o, want %04o", path, got, want)
 		}
 	}
-	if err := st.Check(); err != nil {
+	if err := st.Dir.Check(); err != nil {
 		t.Errorf("Check: %v", err)
 	}
 	got, err := st.Get("sbx", "api")
@@ -66,20 +67,20 @@ func TestStorePermissionsAndRoundTrip(t *testing.T) {
 	if err := os.Chmod(filepath.Join(dir, "records", "sbx", "api.json"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Check(); err == nil || !strings.Contains(err.Error(), "api.json has mode 0644, want 0600") {
+	if err := st.Dir.Check(); err == nil || !strings.Contains(err.Error(), "api.json has mode 0644, want 0600") {
 		t.Errorf("Check after chmod: %v", err)
 	}
 }
 
 func TestStorePutIsAtomic(t *testing.T) {
-	st, _ := OpenStore(t.TempDir())
+	st, _ := OpenStore(state.Dir(t.TempDir()))
 	old := recordOf(t, sbxCaps(), baseSpec())
 	if err := st.Put(old); err != nil {
 		t.Fatal(err)
 	}
 	// A write interrupted before its rename leaves only a temporary file,
 	// which readers never see.
-	recDir := filepath.Join(st.Dir, "records", "sbx")
+	recDir := st.Dir.Records("sbx")
 	if err := os.WriteFile(filepath.Join(recDir, ".api.tmp-123"), []byte(`{"half`), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +109,7 @@ func TestStorePutIsAtomic(t *testing.T) {
 }
 
 func TestStoreKeyIsCreatedOnceAndReused(t *testing.T) {
-	dir := t.TempDir()
+	dir := state.Dir(t.TempDir())
 	st1, _ := OpenStore(dir)
 	k1, err := st1.Key()
 	if err != nil {
@@ -125,7 +126,7 @@ func TestStoreKeyIsCreatedOnceAndReused(t *testing.T) {
 	if !bytes.Equal(k1, k2) {
 		t.Error("second Key() made a new key")
 	}
-	other, _ := OpenStore(t.TempDir())
+	other, _ := OpenStore(state.Dir(t.TempDir()))
 	k3, _ := other.Key()
 	if bytes.Equal(k1, k3) {
 		t.Error("two machines share a key")
@@ -155,11 +156,11 @@ func TestRecordIsRedacted(t *testing.T) {
 	sb.Template.Image = "registry.internal/secret-team/agent:1"
 	sb.Sensitive["template.image"] = true
 	r := recordOf(t, sbxCaps(), sb)
-	st, _ := OpenStore(t.TempDir())
+	st, _ := OpenStore(state.Dir(t.TempDir()))
 	if err := st.Put(r); err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(filepath.Join(st.Dir, "records", "sbx", "api.json"))
+	b, err := os.ReadFile(st.Dir.Record("sbx", "api"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,26 +193,6 @@ func TestRecordIsRedacted(t *testing.T) {
 		var buf bytes.Buffer
 		Render(&buf, p, false)
 		t.Errorf("plan not empty:\n%s", buf.String())
-	}
-}
-
-func TestDefaultStateDir(t *testing.T) {
-	tests := []struct {
-		env  map[string]string
-		want string
-	}{
-		{map[string]string{"SBX_STATE_DIR": "/s", "XDG_STATE_HOME": "/x", "HOME": "/h"}, "/s"},
-		{map[string]string{"XDG_STATE_HOME": "/x", "HOME": "/h"}, "/x/sbx"},
-		{map[string]string{"HOME": "/h"}, "/h/.local/state/sbx"},
-	}
-	for _, tc := range tests {
-		got, err := DefaultStateDir(func(k string) string { return tc.env[k] })
-		if err != nil || got != tc.want {
-			t.Errorf("%v: got %q, %v; want %q", tc.env, got, err, tc.want)
-		}
-	}
-	if _, err := DefaultStateDir(func(string) string { return "" }); err == nil {
-		t.Error("no error without HOME")
 	}
 }
 

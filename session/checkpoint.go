@@ -14,6 +14,7 @@ import (
 	"github.com/sbxhq/sbx/internal/atomicfile"
 	"github.com/sbxhq/sbx/reconcile"
 	"github.com/sbxhq/sbx/spec"
+	"github.com/sbxhq/sbx/state"
 )
 
 // Checkpoints are the checkpoints of one backend: sbx's catalog of them
@@ -37,7 +38,7 @@ func (e *NoCheckpointsError) Error() string {
 
 // OpenCheckpoints makes and identifies the named driver for checkpoint
 // work without a sandbox file (sbx checkpoint ls --driver NAME).
-func OpenCheckpoints(ctx context.Context, env driver.Env, stateDir, name string) (*Checkpoints, error) {
+func OpenCheckpoints(ctx context.Context, env driver.Env, stateDir state.Dir, name string) (*Checkpoints, error) {
 	c, err := Choose(ctx, env, stateDir, name)
 	if err != nil {
 		return nil, err

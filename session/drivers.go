@@ -19,6 +19,7 @@ import (
 	"github.com/sbxhq/sbx/driver/sbx"
 	"github.com/sbxhq/sbx/reconcile"
 	"github.com/sbxhq/sbx/spec"
+	"github.com/sbxhq/sbx/state"
 )
 
 // Driver is one entry of the registry: a backend sbx can drive.
@@ -128,7 +129,7 @@ type Chosen struct {
 
 // Choose makes and identifies the driver name names, or for "auto" the
 // first usable one in the registry's order.
-func Choose(ctx context.Context, env driver.Env, stateDir, name string) (Chosen, error) {
+func Choose(ctx context.Context, env driver.Env, stateDir state.Dir, name string) (Chosen, error) {
 	if name != "auto" {
 		d, err := lookup(name)
 		if err != nil {
@@ -166,7 +167,7 @@ type cachedIdentity struct {
 // identify makes a driver and probes it, remembering the answer in the
 // state directory for the same executable (path, size, modification
 // time), so a no-op plan costs only the listing and policy reads.
-func identify(ctx context.Context, env driver.Env, stateDir string, d Driver) (Chosen, error) {
+func identify(ctx context.Context, env driver.Env, stateDir state.Dir, d Driver) (Chosen, error) {
 	b, err := d.New(env)
 	if err != nil {
 		return Chosen{}, err
@@ -180,7 +181,7 @@ func identify(ctx context.Context, env driver.Env, stateDir string, d Driver) (C
 		return Chosen{}, err
 	}
 	key := fmt.Sprintf("%s|%s|%d|%d", d.Name, path, fi.Size(), fi.ModTime().UnixNano())
-	cache := filepath.Join(stateDir, "identities.json")
+	cache := stateDir.Identities()
 	entries := map[string]cachedIdentity{}
 	if stateDir != "" {
 		if data, err := os.ReadFile(cache); err == nil {
@@ -197,11 +198,8 @@ func identify(ctx context.Context, env driver.Env, stateDir string, d Driver) (C
 	}
 	if stateDir != "" {
 		entries[key] = cachedIdentity{Identity: id, Checked: time.Now()}
-		if data, err := json.Marshal(entries); err == nil && os.MkdirAll(stateDir, 0o700) == nil {
-			tmp := cache + ".tmp"
-			if os.WriteFile(tmp, data, 0o600) == nil {
-				os.Rename(tmp, cache)
-			}
+		if data, err := json.Marshal(entries); err == nil {
+			state.Write(cache, data) // a cache: one that cannot be written is asked again
 		}
 	}
 	return Chosen{Backend: b, Identity: id, Entry: d}, nil

@@ -3,9 +3,11 @@ package session
 import (
 	"context"
 	"fmt"
-	"github.com/sbxhq/sbx/spec"
 	"sort"
 	"strings"
+
+	"github.com/sbxhq/sbx/spec"
+	"github.com/sbxhq/sbx/state"
 
 	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/reconcile"
@@ -45,7 +47,7 @@ type Listed struct {
 // ListOptions say where to look.
 type ListOptions struct {
 	Env      driver.Env
-	StateDir string
+	StateDir state.Dir
 	// Driver limits the listing to one driver ("" for all).
 	Driver string
 	// HostValue hears every value the listed sandboxes' files read from

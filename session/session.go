@@ -21,6 +21,7 @@ import (
 	"github.com/sbxhq/sbx/reconcile"
 	"github.com/sbxhq/sbx/schema"
 	"github.com/sbxhq/sbx/spec"
+	"github.com/sbxhq/sbx/state"
 )
 
 // DefaultFile is the sandbox file sbx reads when none is named: the
@@ -47,12 +48,12 @@ type Options struct {
 	// whom it waits for.
 	Lock        string
 	LockTimeout time.Duration
-	OnLockWait  func(e *reconcile.LockedError)
+	OnLockWait  func(e *state.LockedError)
 	// Env is what the driver runs with; its runner's environment is the
 	// only one backend commands and host secret commands see.
 	Env driver.Env
-	// StateDir is sbx's state directory (reconcile.DefaultStateDir).
-	StateDir string
+	// StateDir is sbx's state directory (state.Default).
+	StateDir state.Dir
 	// HostValue hears every value the files read from the host
 	// environment (spec.Options.HostValue).
 	HostValue func(spec.HostValue)
@@ -70,10 +71,10 @@ type Session struct {
 	Records map[string]*reconcile.Record
 
 	env      driver.Env
-	stateDir string
+	stateDir state.Dir
 	// approvals are every approval on this machine (Store.ApprovedList).
 	approvals []*reconcile.Record
-	locks     []*reconcile.Lock
+	locks     []*state.Lock
 }
 
 // NoFileError is a directory tree with no sandbox file.
@@ -271,13 +272,13 @@ func (s *Session) lock(ctx context.Context, opts Options) error {
 	names := s.Names()
 	sort.Strings(names)
 	for _, n := range names {
-		l, err := reconcile.AcquireLock(ctx, opts.StateDir, n, reconcile.LockOptions{Command: opts.Lock})
-		var le *reconcile.LockedError
+		l, err := state.AcquireLock(ctx, opts.StateDir, n, state.LockOptions{Command: opts.Lock})
+		var le *state.LockedError
 		if errors.As(err, &le) {
 			if opts.OnLockWait != nil {
 				opts.OnLockWait(le)
 			}
-			l, err = reconcile.AcquireLock(ctx, opts.StateDir, n, reconcile.LockOptions{Timeout: opts.LockTimeout, Command: opts.Lock})
+			l, err = state.AcquireLock(ctx, opts.StateDir, n, state.LockOptions{Timeout: opts.LockTimeout, Command: opts.Lock})
 		}
 		if err != nil {
 			s.Release()
@@ -330,8 +331,8 @@ func (s *Session) Observe(ctx context.Context) error {
 	}
 	records := st.records
 	for n, l := range live {
-		if records[n] == nil && l != nil && l.Record != nil {
-			records[n] = l.Record
+		if r := reconcile.RecordOf(records[n], l); r != nil {
+			records[n] = r
 		}
 	}
 	s.Live, s.Records = live, records

@@ -9,8 +9,8 @@ import (
 	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/driver/runner"
 	"github.com/sbxhq/sbx/internal/untrusted"
-	"github.com/sbxhq/sbx/reconcile"
 	"github.com/sbxhq/sbx/session"
+	"github.com/sbxhq/sbx/state"
 )
 
 // runner returns the invocation's command runner, in the environment sbx
@@ -50,8 +50,8 @@ func (a *app) getenv(name string) string {
 }
 
 // stateDir is sbx's state directory.
-func (a *app) stateDir() (string, error) {
-	return reconcile.DefaultStateDir(a.getenv)
+func (a *app) stateDir() (state.Dir, error) {
+	return state.Default(a.getenv)
 }
 
 // open starts a session on the sandboxes t names; with lock it takes
@@ -64,7 +64,7 @@ func (a *app) open(ctx context.Context, t *target, lock string) (*session.Sessio
 	return session.Open(ctx, session.Options{
 		Files: t.files, Driver: t.driver, NoLocal: t.noLocal,
 		Lock: lock, LockTimeout: t.lockTimeout,
-		OnLockWait: func(e *reconcile.LockedError) {
+		OnLockWait: func(e *state.LockedError) {
 			fmt.Fprintf(a.stderr, "sbx: sandbox %q is locked by %s; waiting up to %s\n", e.Sandbox, e.Holder, t.lockTimeout)
 		},
 		Env: a.driverEnv(), StateDir: dir, HostValue: a.hostValues.add,

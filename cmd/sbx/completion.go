@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 
@@ -200,7 +199,7 @@ func (a *app) sandboxNames() []string {
 	if err != nil {
 		return nil
 	}
-	if _, err := os.Stat(dir); err != nil {
+	if !dir.Exists() {
 		return nil
 	}
 	store := &reconcile.Store{Dir: dir}

@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/sbxhq/sbx/driver"
-	"github.com/sbxhq/sbx/reconcile"
 	"github.com/sbxhq/sbx/session"
 )
 
@@ -98,9 +97,9 @@ func (a *app) doctor(ctx context.Context) int {
 	dir, err := a.stateDir()
 	if err != nil {
 		fmt.Fprintf(a.stdout, "  %v\n", err)
-	} else if _, err := os.Stat(dir); err != nil {
+	} else if !dir.Exists() {
 		fmt.Fprintf(a.stdout, "  %s does not exist yet (created on first apply)\n", dir)
-	} else if err := (&reconcile.Store{Dir: dir}).Check(); err != nil {
+	} else if err := dir.Check(); err != nil {
 		fmt.Fprintf(a.stdout, "  %s: %v\n", dir, err)
 	} else {
 		fmt.Fprintf(a.stdout, "  %s: permissions ok (0700 directories, 0600 files)\n", dir)

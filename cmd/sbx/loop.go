@@ -24,6 +24,7 @@ import (
 	"github.com/sbxhq/sbx/reconcile"
 	"github.com/sbxhq/sbx/session"
 	"github.com/sbxhq/sbx/spec"
+	"github.com/sbxhq/sbx/state"
 )
 
 func loopVerb() *verb {
@@ -290,7 +291,7 @@ func (a *app) loopLogs(ctx context.Context, t *target, follow bool, args []strin
 	case 0:
 		s, err = a.loopLatest(t)
 	case 1:
-		var dir string
+		var dir state.Dir
 		if dir, err = a.stateDir(); err == nil {
 			s, err = loop.FindRun(dir, args[0])
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/sbxhq/sbx/reconcile"
 	"github.com/sbxhq/sbx/schema"
 	"github.com/sbxhq/sbx/spec"
+	"github.com/sbxhq/sbx/state"
 )
 
 // The tests run against a real Docker daemon. They skip when none is
@@ -150,7 +151,7 @@ func newBox(t *testing.T, name string) *box {
 	r := &runner.Runner{Trace: &b.trace}
 	b.d = New(Options{Runner: r, Binary: env.binary})
 	var err error
-	if b.store, err = reconcile.OpenStore(filepath.Join(b.dir, "state")); err != nil {
+	if b.store, err = reconcile.OpenStore(state.Dir(filepath.Join(b.dir, "state"))); err != nil {
 		t.Fatal(err)
 	}
 	if b.key, err = b.store.Key(); err != nil {

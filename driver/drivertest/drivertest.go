@@ -26,6 +26,7 @@ import (
 	"github.com/sbxhq/sbx/reconcile"
 	"github.com/sbxhq/sbx/schema"
 	"github.com/sbxhq/sbx/spec"
+	"github.com/sbxhq/sbx/state"
 )
 
 // Harness is what a driver's test gives the suite.
@@ -245,7 +246,7 @@ func sameCommand(shown, ran string) bool {
 
 func lifecycle(t *testing.T, h Harness) {
 	d := h.New(t)
-	store, err := reconcile.OpenStore(t.TempDir())
+	store, err := reconcile.OpenStore(state.Dir(t.TempDir()))
 	if err != nil {
 		t.Fatal(err)
 	}

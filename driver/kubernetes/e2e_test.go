@@ -20,6 +20,7 @@ import (
 	"github.com/sbxhq/sbx/reconcile"
 	"github.com/sbxhq/sbx/schema"
 	"github.com/sbxhq/sbx/spec"
+	"github.com/sbxhq/sbx/state"
 )
 
 // The e2e tests run against the repository's test cluster
@@ -200,7 +201,7 @@ type box struct {
 
 func newBox(t testing.TB, d *Driver, name string) *box {
 	t.Helper()
-	store, err := reconcile.OpenStore(t.TempDir())
+	store, err := reconcile.OpenStore(state.Dir(t.TempDir()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/sbxhq/sbx/driver/runner"
 	"github.com/sbxhq/sbx/internal/k8stest"
 	"github.com/sbxhq/sbx/reconcile"
+	"github.com/sbxhq/sbx/state"
 )
 
 // fleet is n sandboxes on the kwok fake node, made as the driver makes
@@ -71,8 +72,8 @@ func newFleet(tb testing.TB, n int) *fleet {
 	})
 	made := time.Now()
 	dir := tb.TempDir()
-	state := filepath.Join(dir, "state")
-	store, err := reconcile.OpenStore(state)
+	stateDir := filepath.Join(dir, "state")
+	store, err := reconcile.OpenStore(state.Dir(stateDir))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -89,7 +90,7 @@ func newFleet(tb testing.TB, n int) *fleet {
 		tb.Fatal(err)
 	}
 	f.env = append(os.Environ(), "KUBECONFIG="+e.Kubeconfig, "SBX_KUBECTL="+wrapper, "SBX_K8S_HELPER_IMAGE="+env.helper,
-		"SBX_STATE_DIR="+state, "SBX_DOCKER_SBX=", "HOME="+dir, "NO_COLOR=1")
+		"SBX_STATE_DIR="+stateDir, "SBX_DOCKER_SBX=", "HOME="+dir, "NO_COLOR=1")
 
 	// The cluster's kubeconfig, whatever the environment says (as the
 	// e2e tests' driver).

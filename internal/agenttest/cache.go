@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/sbxhq/sbx/driver/runner"
-	"github.com/sbxhq/sbx/reconcile"
+	"github.com/sbxhq/sbx/state"
 )
 
 // DefaultDir is the cache when SBX_AGENT_CACHE is unset.
@@ -79,11 +79,11 @@ const latestFile = "latest"
 // and makes the key's directory, clear of what killed runs left in it and
 // in the base's. With the newest releases it records their key first, so
 // that no pruning from now on removes what it is about to make.
-func (c *Cache) lock(ctx context.Context) (*reconcile.Lock, error) {
+func (c *Cache) lock(ctx context.Context) (*state.Lock, error) {
 	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("agent cache (set SBX_AGENT_CACHE to a writable directory): %w", err)
 	}
-	l, err := reconcile.AcquireLock(ctx, c.Dir, "agents", reconcile.LockOptions{Timeout: lockWait, Poll: 250 * time.Millisecond, Command: "agenttest"})
+	l, err := state.AcquireLock(ctx, state.Dir(c.Dir), "agents", state.LockOptions{Timeout: lockWait, Poll: 250 * time.Millisecond, Command: "agenttest"})
 	if err != nil {
 		return nil, err
 	}

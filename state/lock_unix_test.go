@@ -1,10 +1,11 @@
 //go:build unix
 
-package reconcile
+package state
 
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,7 +16,7 @@ import (
 // after the first holder closes its copy with Disown; a descriptor of the
 // lock file that does not hold it cannot be adopted.
 func TestLockHandedDown(t *testing.T) {
-	dir := t.TempDir()
+	dir := Dir(t.TempDir())
 	ctx := context.Background()
 	first, err := AcquireLock(ctx, dir, "api", LockOptions{Command: "sbx loop"})
 	if err != nil {
@@ -36,11 +37,11 @@ func TestLockHandedDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b, _ := os.ReadFile(dir + "/locks/api.lock"); !strings.Contains(string(b), "(sbx loop --detach)") {
+	if b, _ := os.ReadFile(filepath.Join(dir.Locks(), "api.lock")); !strings.Contains(string(b), "(sbx loop --detach)") {
 		t.Errorf("lock file names %q", b)
 	}
 	// Another open file of the lock does not hold it.
-	f, err := os.Open(dir + "/locks/api.lock")
+	f, err := os.Open(filepath.Join(dir.Locks(), "api.lock"))
 	if err != nil {
 		t.Fatal(err)
 	}

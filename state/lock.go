@@ -1,4 +1,4 @@
-package reconcile
+package state
 
 import (
 	"context"
@@ -39,11 +39,12 @@ type LockOptions struct {
 	Command string
 }
 
-// AcquireLock takes the lock of sandbox name under the state directory
-// dir, retrying until opts.Timeout, and writes the holder's pid, host and
-// command into the lock file. On timeout the error names the holder.
-func AcquireLock(ctx context.Context, dir, name string, opts LockOptions) (*Lock, error) {
-	ldir := filepath.Join(dir, "locks")
+// AcquireLock takes the lock name under dir (dir.Locks(): a sandbox's in
+// the state directory, a loop's run lock in its loop directory), retrying
+// until opts.Timeout, and writes the holder's pid, host and command into
+// the lock file. On timeout the error names the holder.
+func AcquireLock(ctx context.Context, dir Dir, name string, opts LockOptions) (*Lock, error) {
+	ldir := dir.Locks()
 	if err := os.MkdirAll(ldir, 0o700); err != nil {
 		return nil, fmt.Errorf("lock sandbox %q: %w", name, err)
 	}

@@ -1,16 +1,17 @@
-package reconcile
+package state
 
 import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 )
 
 func TestLockWaitsThenNamesHolder(t *testing.T) {
-	dir := t.TempDir()
+	dir := Dir(t.TempDir())
 	ctx := context.Background()
 	first, err := AcquireLock(ctx, dir, "api", LockOptions{Command: "sbx apply"})
 	if err != nil {
@@ -44,14 +45,14 @@ func TestLockWaitsThenNamesHolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer second.Release()
-	b, _ := os.ReadFile(dir + "/locks/api.lock")
+	b, _ := os.ReadFile(filepath.Join(dir.Locks(), "api.lock"))
 	if !strings.Contains(string(b), "(sbx apply -y)") {
 		t.Errorf("lock file names %q", b)
 	}
 }
 
 func TestLockHonoursContext(t *testing.T) {
-	dir := t.TempDir()
+	dir := Dir(t.TempDir())
 	first, err := AcquireLock(context.Background(), dir, "api", LockOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,6 @@
 //go:build windows
 
-package reconcile
+package state
 
 import (
 	"errors"

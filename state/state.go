@@ -1,0 +1,232 @@
+// Package state owns sbx's state directory: what sbx remembers on this
+// machine, outside any workspace the agent can write. Every path in it is
+// spelled here and every file is replaced whole through Write, so a crash
+// leaves the old content or the new, never half of one; the packages that
+// give the files their meaning (reconcile's records, checkpoint's catalog,
+// the loop's runs) read and write them through this package.
+//
+// The layout, every directory 0700 and every file 0600:
+//
+//	DIR/key                        32 random bytes, hex: the machine's
+//	                               fingerprint key (reconcile.Key), made
+//	                               once, never replaced
+//	DIR/records/DRIVER/NAME.json   the record of sandbox NAME on DRIVER
+//	                               (reconcile.Record): what sbx last applied
+//	DIR/approved/NAME.json         the last record applied to NAME on any
+//	                               driver, kept by destroy: what the user
+//	                               last approved
+//	DIR/locks/NAME.lock            sandbox NAME's lock (Lock): held by the
+//	                               sbx that changes it, with who holds it
+//	DIR/identities.json            the backends' identities (version and
+//	                               capabilities) by CLI path, size and
+//	                               modification time, kept a while so that
+//	                               every command need not ask (session)
+//	DIR/checkpoints/DRIVER/NAME.json  sbx's record of checkpoint NAME
+//	                               (checkpoint.Catalog)
+//	DIR/loops/SANDBOX/             the loop of a sandbox (loop.Control):
+//	    locks/run.lock             held by the process of its live run
+//	    latest                     where its latest run is
+//	    hints/*.txt                hints waiting for its agent
+//	    runs/RUN/                  the runs it led: status.json,
+//	                               records.jsonl, run.log, iter-NNN.log, stop
+//
+// Which record of a sandbox counts, this machine's or the one a backend
+// keeps in its labels, is reconcile.RecordOf's rule: this machine's.
+package state
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/sbxhq/sbx/internal/atomicfile"
+)
+
+// Dir is a state directory.
+type Dir string
+
+// Default is where state lives: $SBX_STATE_DIR, else $XDG_STATE_HOME/sbx,
+// else HOME/.local/state/sbx.
+func Default(getenv func(string) string) (Dir, error) {
+	if d := getenv("SBX_STATE_DIR"); d != "" {
+		return Dir(d), nil
+	}
+	if d := getenv("XDG_STATE_HOME"); d != "" {
+		return Dir(filepath.Join(d, "sbx")), nil
+	}
+	home := getenv("HOME")
+	if home == "" {
+		return "", errors.New("cannot find a state directory: set SBX_STATE_DIR, XDG_STATE_HOME or HOME")
+	}
+	return Dir(filepath.Join(home, ".local", "state", "sbx")), nil
+}
+
+// Create makes the directory (0700) when it does not exist.
+func (d Dir) Create() error {
+	if err := os.MkdirAll(string(d), 0o700); err != nil {
+		return fmt.Errorf("state directory: %w", err)
+	}
+	return nil
+}
+
+// Exists reports whether the directory exists: commands that only read
+// state (completion, ls without a backend) do not create it.
+func (d Dir) Exists() bool {
+	_, err := os.Stat(string(d))
+	return err == nil
+}
+
+func (d Dir) path(elem ...string) string {
+	return filepath.Join(append([]string{string(d)}, elem...)...)
+}
+
+// Key is the path of the machine's fingerprint key.
+func (d Dir) Key() string { return d.path("key") }
+
+// Records is the directory of a driver's records.
+func (d Dir) Records(driver string) string { return d.path("records", driver) }
+
+// Record is the path of a sandbox's record on a driver.
+func (d Dir) Record(driver, name string) string { return d.path("records", driver, name+".json") }
+
+// Approvals is the directory of what the user last approved.
+func (d Dir) Approvals() string { return d.path("approved") }
+
+// Approved is the path of what the user last approved of a sandbox.
+func (d Dir) Approved(name string) string { return d.path("approved", name+".json") }
+
+// Locks is the directory of the sandboxes' locks.
+func (d Dir) Locks() string { return d.path("locks") }
+
+// Identities is the path of the backends' identities.
+func (d Dir) Identities() string { return d.path("identities.json") }
+
+// Checkpoints is the directory of a driver's checkpoint records.
+func (d Dir) Checkpoints(driver string) string { return d.path("checkpoints", driver) }
+
+// Checkpoint is the path of sbx's record of a checkpoint.
+func (d Dir) Checkpoint(driver, name string) string {
+	return d.path("checkpoints", driver, name+".json")
+}
+
+// Loops is the directory of every sandbox's loop.
+func (d Dir) Loops() string { return d.path("loops") }
+
+// Loop is the directory of a sandbox's loop.
+func (d Dir) Loop(sandbox string) string { return d.path("loops", sandbox) }
+
+// Write replaces the file at path, in a state directory, with data: a
+// synced temporary file in the same directory renamed over it (created
+// 0600, its directories 0700), so a reader or a crash sees the old
+// content or the new. It is the one way sbx writes state.
+func Write(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	return atomicfile.Replace(path, 0o600, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// WriteJSON is Write of v as indented JSON and a newline.
+func WriteJSON(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return Write(path, append(data, '\n'))
+}
+
+// KeySize is the size of the machine's fingerprint key.
+const KeySize = 32
+
+// ReadKey returns the machine's fingerprint key, making it on first use.
+// A new key is written to a temporary file and linked into place, which
+// fails if the key exists (the O_EXCL guarantee without a window where
+// another process could read a half-written key); the loser reads the
+// winner's key.
+func (d Dir) ReadKey() ([]byte, error) {
+	if k, err := d.readKey(); err == nil || !errors.Is(err, fs.ErrNotExist) {
+		return k, err
+	}
+	k := make([]byte, KeySize)
+	if _, err := rand.Read(k); err != nil {
+		return nil, err
+	}
+	if err := d.Create(); err != nil {
+		return nil, err
+	}
+	f, err := os.CreateTemp(string(d), ".key.tmp-*")
+	if err != nil {
+		return nil, err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	_, err = f.WriteString(hex.EncodeToString(k) + "\n")
+	if err == nil {
+		err = f.Chmod(0o600)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Link(tmp, d.Key()); err != nil && !errors.Is(err, fs.ErrExist) {
+		return nil, fmt.Errorf("create key: %w", err)
+	}
+	return d.readKey()
+}
+
+func (d Dir) readKey() ([]byte, error) {
+	b, err := os.ReadFile(d.Key())
+	if err != nil {
+		return nil, err
+	}
+	k, err := hex.DecodeString(strings.TrimSpace(string(b)))
+	if err != nil || len(k) != KeySize {
+		return nil, fmt.Errorf("key file %s is corrupt: want %d hex-encoded bytes", d.Key(), KeySize)
+	}
+	return k, nil
+}
+
+// Check reports state files that others could read or write: directories
+// must be 0700 and files 0600 (no group or other bits).
+func (d Dir) Check() error {
+	var problems []string
+	err := filepath.WalkDir(string(d), func(path string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := e.Info()
+		if err != nil {
+			return err
+		}
+		if mode := info.Mode().Perm(); mode&0o077 != 0 {
+			want := fs.FileMode(0o600)
+			if e.IsDir() {
+				want = 0o700
+			}
+			problems = append(problems, fmt.Sprintf("%s has mode %04o, want %04o", path, mode, want))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("state directory is not private: %s", strings.Join(problems, "; "))
+	}
+	return nil
+}
