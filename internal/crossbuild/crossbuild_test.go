@@ -1,4 +1,4 @@
-// Package crossbuild holds one test: sbx builds, and its tests compile, for
+// Package crossbuild holds one test: sbx and its tests type-check for
 // every OS it is released for. CI runs on Linux; this is how it notices a
 // Unix-only call (a lock, a signal, a process group) leaking into code
 // that macOS or Windows users run.
@@ -12,6 +12,12 @@ import (
 	"testing"
 )
 
+// TestCrossCompile runs go vet over every package, tests included, once
+// per OS other than Linux: vet type-checks each package for that OS (and
+// compiles what it imports), which is what an OS-only call breaks; the
+// link of a build would find nothing more (sbx has no cgo, no assembly).
+// One architecture per OS: sbx has no architecture-specific file, so a
+// second one would compile the same code again.
 func TestCrossCompile(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cross-compiling takes a while; skipped with -short")
@@ -21,25 +27,16 @@ func TestCrossCompile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	build := []string{"build", "-o", os.DevNull, "./cmd/sbx"}
-	vet := []string{"vet", "./..."} // type-checks the tests too
-	for _, target := range []struct {
-		goos, goarch string
-		steps        [][]string
-	}{
-		{"darwin", "arm64", [][]string{build, vet}},
-		{"darwin", "amd64", [][]string{build}},
-		{"windows", "amd64", [][]string{build, vet}},
-		{"linux", "arm64", [][]string{build}},
+	for _, target := range []struct{ goos, goarch string }{
+		{"darwin", "arm64"},
+		{"windows", "amd64"},
 	} {
 		t.Run(target.goos+"/"+target.goarch, func(t *testing.T) {
-			for _, args := range target.steps {
-				cmd := exec.Command(goTool, args...)
-				cmd.Dir = root
-				cmd.Env = append(os.Environ(), "GOOS="+target.goos, "GOARCH="+target.goarch, "CGO_ENABLED=0")
-				if out, err := cmd.CombinedOutput(); err != nil {
-					t.Errorf("go %v for %s/%s: %v\n%s", args, target.goos, target.goarch, err, out)
-				}
+			cmd := exec.Command(goTool, "vet", "./...")
+			cmd.Dir = root
+			cmd.Env = append(os.Environ(), "GOOS="+target.goos, "GOARCH="+target.goarch, "CGO_ENABLED=0")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Errorf("go vet ./... for %s/%s: %v\n%s", target.goos, target.goarch, err, out)
 			}
 		})
 	}
