@@ -82,6 +82,11 @@ type Live struct {
 	Network    LiveNetwork    `json:"network"`
 	Resources  spec.Resources `json:"resources"`
 	Runtime    string         `json:"runtime,omitempty"`
+	// DefaultRuntime is the runtime the backend gives a sandbox whose
+	// file names none (the docker daemon's DefaultRuntime), which Runtime
+	// reports as "": a file that names it explicitly (docker: {runtime:
+	// runc}) asks for what runs (liveRuntime).
+	DefaultRuntime string `json:"-"`
 	// NoNewPrivileges, Protect and Hardening are the docker driver's
 	// safeguards as the sandbox was created: no-new-privileges, the
 	// declaration mounted read-only, and the version of its defaults

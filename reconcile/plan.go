@@ -423,7 +423,7 @@ func planOne(d Desired, live *Live, rec *Record, caps Caps, base *Record, baseEr
 	pl.scalar(FieldResources, "resources.memory", memoryString(want.Memory), memoryString(l.Resources.Memory), memoryString(recRes.Memory))
 	pl.scalar(FieldPids, "resources.pids", pidsString(want.Pids), pidsString(l.Resources.Pids), pidsString(recRes.Pids))
 	pl.set(FieldPorts, FieldPorts, "ports", portItems(sb), portStrings(livePorts), portStrings(rc.Ports), true, false, false)
-	pl.scalar(FieldRuntime, "docker.runtime", sb.Docker.Runtime, l.Runtime, rc.Docker.Runtime)
+	pl.scalar(FieldRuntime, "docker.runtime", sb.Docker.Runtime, liveRuntime(sb.Docker.Runtime, l), rc.Docker.Runtime)
 	pl.set(FieldDockerNetworks, FieldDockerNetworks, "docker.networks", plainItems(sb.Docker.Networks), l.DockerNetworks, rc.Docker.Networks, true, true, false)
 	pl.scalar(FieldNoNewPrivileges, "docker.noNewPrivileges", boolString(sb.Docker.NoNewPrivileges), boolString(l.NoNewPrivileges), boolString(rc.Docker.NoNewPrivileges))
 	pl.scalar(FieldProtect, "workspace.protect", boolString(sb.Protect), boolString(l.Protect), boolString(rc.Protect))
@@ -685,6 +685,17 @@ func (pl *planner) add(d Diff) {
 		d.Before, d.After = "", ""
 	}
 	pl.diffs = append(pl.diffs, d)
+}
+
+// liveRuntime is the sandbox's runtime as the file would name it: the
+// backend's default reads as the file's name for it when the file names
+// it, and as "" (the file names none) otherwise, so both spellings of the
+// default converge.
+func liveRuntime(desired string, l Live) string {
+	if l.Runtime == "" && desired != "" && desired == l.DefaultRuntime {
+		return desired
+	}
+	return l.Runtime
 }
 
 // capOf is the driver's row for f, under the sandbox's runtime when the

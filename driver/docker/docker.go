@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"math/big"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -84,6 +85,12 @@ type Driver struct {
 	// pruneAfter is pruneAfter, but in tests.
 	pruneAfter time.Duration
 	api        *engine
+	// defaultRuntime is the daemon's DefaultRuntime, asked once
+	// (runtimeOf).
+	defaultRuntime struct {
+		sync.Mutex
+		name string
+	}
 
 	mu sync.Mutex // guards networks and specs
 	// networks are each sandbox's docker.networks (Configure).
@@ -279,8 +286,8 @@ func (d *Driver) Observe(ctx context.Context, names []string) (map[string]*recon
 		if p := in.HostConfig.PidsLimit; p != nil && *p > 0 {
 			l.Resources.Pids = int(*p)
 		}
-		if rt := in.HostConfig.Runtime; rt != "runc" && rt != "" {
-			l.Runtime = rt
+		if l.Runtime, l.DefaultRuntime, err = d.runtimeOf(ctx, in); err != nil {
+			return nil, err
 		}
 		for _, o := range in.HostConfig.SecurityOpt {
 			if o == "no-new-privileges" || o == "no-new-privileges:true" || o == "no-new-privileges=true" {
@@ -630,6 +637,46 @@ func together(fns ...func() error) error {
 // labels are the labels of everything sbx creates for a sandbox.
 func labels(name, role string) map[string]string {
 	return map[string]string{driver.LabelManaged: "true", driver.LabelSandbox: name, driver.LabelRole: role}
+}
+
+// runtimeOf is the runtime a sandbox's container runs with, "" for the
+// daemon's default, and that default's name. The daemon fills
+// HostConfig.Runtime with its default when create names none (moby
+// daemon/daemon_unix.go adaptContainerSettings), so the container alone
+// cannot tell "the file named runc" from "the file named none": the plan
+// compares the two (reconcile's liveRuntime).
+func (d *Driver) runtimeOf(ctx context.Context, in *inspect) (string, string, error) {
+	def, err := d.daemonDefaultRuntime(ctx)
+	if err != nil {
+		return "", "", err
+	}
+	if rt := in.HostConfig.Runtime; rt != "" && rt != def {
+		return rt, def, nil
+	}
+	return "", def, nil
+}
+
+// daemonDefaultRuntime is the daemon's DefaultRuntime (Engine API v1.41
+// GET /info, SystemInfo.DefaultRuntime), asked once per driver.
+func (d *Driver) daemonDefaultRuntime(ctx context.Context) (string, error) {
+	d.defaultRuntime.Lock()
+	defer d.defaultRuntime.Unlock()
+	if d.defaultRuntime.name != "" {
+		return d.defaultRuntime.name, nil
+	}
+	data, err := d.api.do(ctx, http.MethodGet, "/info", nil, nil, "")
+	if err != nil {
+		return "", err
+	}
+	var info struct{ DefaultRuntime string }
+	if err := json.Unmarshal(data, &info); err != nil {
+		return "", fmt.Errorf("reading the daemon's default runtime: %v", err)
+	}
+	if info.DefaultRuntime == "" {
+		info.DefaultRuntime = "runc" // Docker's built-in default
+	}
+	d.defaultRuntime.name = info.DefaultRuntime
+	return info.DefaultRuntime, nil
 }
 
 // sandboxContainer is the sandbox's container: no network but loopback,

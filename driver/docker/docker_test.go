@@ -291,6 +291,22 @@ func TestIsolationRunsc(t *testing.T) {
 	isolation(t, "runsc")
 }
 
+// TestDefaultRuntimeNamed: a file that names the daemon's default runtime
+// (docker: {runtime: runc}) converges: the container runs it, and the
+// plan after apply is empty (apply checks), though the daemon reports
+// the default whether or not create named it.
+func TestDefaultRuntimeNamed(t *testing.T) {
+	b := newBox(t, "e2e-runc")
+	b.apply(b.spec("docker: {runtime: runc}\n"))
+	out, err := exec.Command("docker", "inspect", "-f", "{{.HostConfig.Runtime}}", containerName(b.name)).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(string(out)); got != "runc" {
+		t.Errorf("the container runs %q, want runc", got)
+	}
+}
+
 // isolation is the set of properties the sandbox must have, whatever its
 // runtime.
 func isolation(t *testing.T, runtime string) {
