@@ -1,184 +1,28 @@
 package main
 
 import (
-	"encoding/json"
-	"fmt"
+	"maps"
 	"os"
-	"path/filepath"
-	"regexp"
-	"slices"
-	"strings"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
-
-	"github.com/sbxhq/sbx/internal/fakecli"
-	"github.com/sbxhq/sbx/internal/fakecli/fakedocker"
-	"github.com/sbxhq/sbx/internal/fakecli/fakesbx"
+	"github.com/sbxhq/sbx/internal/clitest"
 )
 
 func TestMain(m *testing.M) {
-	testscript.Main(m, map[string]func(){
-		"sbx": func() { os.Exit(run()) },
-		// Fakes of Docker's CLIs (internal/fakecli): Docker's own sbx is
-		// docker-sbx here, so it never shadows ours; docker has the sandbox
-		// plugin.
-		"docker-sbx": func() { os.Exit(fakesbx.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv)) },
-		"docker":     func() { os.Exit(fakedocker.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv)) },
-	})
+	cmds := map[string]func(){"sbx": func() { os.Exit(run()) }}
+	maps.Copy(cmds, clitest.Commands)
+	testscript.Main(m, cmds)
 }
-
-// sbxVersions are the releases of Docker's sbx the sbx driver's scenarios
-// (testdata/script/*_sbx.txtar) run against: the oldest supported, the
-// one the v0.47.0 captures record, and the newest (docker-sbx-evidence.md
-// §4). The fake reproduces how they differ (internal/fakecli/fakesbx).
-// A script about sbx's own logic that only happens to drive the fake sbx
-// (approval, what is printed) is named without the suffix and runs once,
-// at the fake's default version.
-var sbxVersions = []string{"0.42.0", "0.47.0", "0.53.0"}
 
 // TestScripts runs the end-to-end CLI scripts in testdata/script, one per
-// behaviour, named after the verb: the sbx driver's at every version of
-// sbxVersions, the others once. Each script gets its own state dir and
-// fake backends; argv logs are in $WORK/sbx.log and $WORK/docker.log.
+// behaviour, named after the verb: the others once, and the sbx driver's
+// at the newest of clitest.Versions (cmd/sbx/versions runs them at the
+// older ones). Each script gets its own state dir and fake backends; argv
+// logs are in $WORK/sbx.log and $WORK/docker.log.
 func TestScripts(t *testing.T) {
-	all, err := filepath.Glob("testdata/script/*.txtar")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sbxFiles, others []string
-	for _, f := range all {
-		if strings.HasSuffix(f, "_sbx.txtar") {
-			sbxFiles = append(sbxFiles, f)
-		} else {
-			others = append(others, f)
-		}
-	}
-	t.Run("default", func(t *testing.T) { testscript.Run(t, scriptParams(t, others, "")) })
-	for _, v := range sbxVersions {
-		t.Run("sbx-"+v, func(t *testing.T) { testscript.Run(t, scriptParams(t, sbxFiles, v)) })
-	}
-}
-
-// scriptParams runs files with the fake sbx at version ("" for its
-// default). SBX_NOINPUT tells argvCmd whether that sbx has --no-input.
-// The condition [sbx:X.Y.Z] holds when that sbx is X.Y.Z or newer, for
-// the few commands that differ by version.
-//
-// The scripts' work directories live in t's temporary directory, removed
-// with it: testscript's own (go-test-script* in $TMPDIR) is left behind
-// whenever -run selects only some of the scripts.
-func scriptParams(t *testing.T, files []string, version string) testscript.Params {
-	v, err := fakecli.ParseVersion(version)
-	if version == "" {
-		v, err = fakecli.ParseVersion(fakesbx.DefaultVersion)
-	}
-	if err != nil {
-		panic(err)
-	}
-	noInput := "0"
-	if v.AtLeast("0.53.0") {
-		noInput = "1"
-	}
-	return testscript.Params{
-		Files:       files,
-		WorkdirRoot: t.TempDir(),
-		Condition: func(cond string) (bool, error) {
-			min, ok := strings.CutPrefix(cond, "sbx:")
-			if !ok {
-				return false, fmt.Errorf("unknown condition %q", cond)
-			}
-			if _, err := fakecli.ParseVersion(min); err != nil {
-				return false, err
-			}
-			return v.AtLeast(min), nil
-		},
-		Setup: func(e *testscript.Env) error {
-			bin := strings.Split(e.Getenv("PATH"), string(os.PathListSeparator))[0]
-			e.Setenv("HOME", filepath.Join(e.WorkDir, "home"))
-			e.Setenv("SBX_STATE_DIR", filepath.Join(e.WorkDir, ".sbx-state"))
-			e.Setenv("SBX_DOCKER_SBX", filepath.Join(bin, "docker-sbx"))
-			e.Setenv("OWN_SBX", filepath.Join(bin, "sbx")) // this sbx, by path
-			e.Setenv("FAKE_SBX_STATE", filepath.Join(e.WorkDir, ".fake", "sbx.json"))
-			e.Setenv("FAKE_SBX_LOG", filepath.Join(e.WorkDir, "sbx.log"))
-			e.Setenv("FAKE_SBX_VERSION", version)
-			e.Setenv("SBX_NOINPUT", noInput)
-			e.Setenv("FAKE_DOCKER_STATE", filepath.Join(e.WorkDir, ".fake", "docker.json"))
-			e.Setenv("FAKE_DOCKER_LOG", filepath.Join(e.WorkDir, "docker.log"))
-			return os.MkdirAll(filepath.Join(e.WorkDir, ".fake"), 0o755)
-		},
-		Cmds:          map[string]func(ts *testscript.TestScript, neg bool, args []string){"argv": argvCmd},
-		UpdateScripts: os.Getenv("SBX_UPDATE_SCRIPTS") == "1",
-	}
-}
-
-// argvCmd prints a fake CLI's argv log (one JSON array per line) as one
-// shell-quoted command per line, with $WORK and temporary env-file names,
-// the loop's per-iteration pid files and the private archives of
-// checkpoints ($ARCHIVE) replaced so scripts can cmp the
-// exact, ordered commands sbx issued:
-//
-//	argv sbx.log
-//
-// It leaves out sbx's global --no-input, so one expected list serves every
-// version, after checking where it stands: first, on exactly the commands
-// the driver runs that change something, and only when the version has the
-// flag ($SBX_NOINPUT, set per version by scriptParams).
-func argvCmd(ts *testscript.TestScript, neg bool, args []string) {
-	if neg || len(args) != 1 {
-		ts.Fatalf("usage: argv LOGFILE")
-	}
-	data := ts.ReadFile(args[0])
-	work := ts.Getenv("WORK")
-	expectNoInput := ts.Getenv("SBX_NOINPUT") == "1"
-	tmpEnv := regexp.MustCompile(`^.*/sbx-env-[0-9]+$`)
-	archive := regexp.MustCompile(`^.*/sbx-(checkpoint|import)-[0-9]+/checkpoint\.tar$`)
-	pidfile := regexp.MustCompile(`^/tmp/sbx-loop-[0-9TZ]+-[0-9a-f]+-([0-9]+)\.pid$`)
-	for _, line := range strings.Split(strings.TrimSpace(data), "\n") {
-		if line == "" {
-			continue
-		}
-		var argv []string
-		if err := json.Unmarshal([]byte(line), &argv); err != nil {
-			ts.Fatalf("%s: %v", args[0], err)
-		}
-		has := len(argv) > 0 && argv[0] == "--no-input"
-		if has {
-			argv = argv[1:]
-		}
-		switch {
-		case slices.Contains(argv, "--no-input"):
-			ts.Fatalf("%s: --no-input is not the first argument", line)
-		case has && !expectNoInput:
-			ts.Fatalf("%s: --no-input sent to an sbx without it", line)
-		case has != (expectNoInput && changes(argv)):
-			ts.Fatalf("%s: --no-input on a read, or missing on a change", line)
-		}
-		for i, a := range argv {
-			a = strings.ReplaceAll(a, work, "$WORK")
-			a = pidfile.ReplaceAllString(a, "$$PIDFILE$1")
-			a = archive.ReplaceAllString(a, "$$ARCHIVE")
-			argv[i] = tmpEnv.ReplaceAllString(a, "$$ENVFILE")
-		}
-		ts.Stdout().Write([]byte(strings.Join(argv, " ") + "\n"))
-	}
-}
-
-// changes reports whether an argv of Docker's sbx is one of the commands
-// the sbx driver runs that change something.
-func changes(argv []string) bool {
-	if len(argv) == 0 {
-		return false
-	}
-	switch argv[0] {
-	case "create", "stop", "rm", "run":
-		return true
-	case "ports":
-		return slices.Contains(argv, "--publish") || slices.Contains(argv, "--unpublish")
-	case "policy":
-		return len(argv) > 1 && (argv[1] == "allow" || argv[1] == "deny" || argv[1] == "rm")
-	case "template":
-		return len(argv) > 1 && (argv[1] == "load" || argv[1] == "save" || argv[1] == "rm")
-	}
-	return false
+	sbxFiles, others := clitest.Scripts(t, "testdata/script")
+	t.Run("default", func(t *testing.T) { testscript.Run(t, clitest.Params(t, others, "")) })
+	v := clitest.Versions[len(clitest.Versions)-1]
+	t.Run("sbx-"+v, func(t *testing.T) { testscript.Run(t, clitest.Params(t, sbxFiles, v)) })
 }
