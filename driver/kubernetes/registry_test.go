@@ -100,12 +100,14 @@ template:
   build:
     context: template
     dockerfile: Dockerfile
+resources:
+  memory: %s
 kubernetes:
   namespace: %s
   registry: %s
   storageClass: %s
   workspaceSize: 64Mi
-`, name, c.ns, repo, c.class), 0o644)
+`, name, testMemory, c.ns, repo, c.class), 0o644)
 
 	// No SBX_K8S_HELPER_IMAGE: the helper image is the one sbx builds
 	// and pushes to the registry.
