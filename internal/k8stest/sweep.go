@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sbxhq/sbx/internal/fixture"
 	"github.com/sbxhq/sbx/internal/proc"
 )
 
@@ -19,25 +20,30 @@ import (
 // scheduled.
 const ownerAnnotation = "dev.sbx.test/owner"
 
-// staleUnowned is how old a test namespace without an owner (made before
-// owners were recorded) must be to be taken for a leftover.
-const staleUnowned = time.Hour
-
 var sweepOnce sync.Once
 
 // sweep removes, once per process, the test namespaces killed runs left
-// on the cluster (their owner is gone, or they have none and are old) and
-// the test volumes that were bound in them.
+// on the cluster (their owner is gone, or they are older than
+// fixture.StaleAfter: an owner of another machine, or none, says nothing)
+// and the test volumes that were bound in them or are as old, and waits
+// until the namespaces are gone: until then their sandboxes hold the
+// node's memory, and this run's pods could not be scheduled.
 func (e *Env) sweep(t testing.TB) {
 	sweepOnce.Do(func() { e.sweepNow(t) })
 }
 
 // sweepNow is sweep's work.
 func (e *Env) sweepNow(t testing.TB) {
+	e.sweepAt(t, "dev.sbx.test", time.Now().Add(-fixture.StaleAfter))
+}
+
+// sweepAt removes the namespaces and volumes that carry the label
+// selector and are leftovers at cutoff.
+func (e *Env) sweepAt(t testing.TB, selector string, cutoff time.Time) {
 	{
 		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 		defer cancel()
-		out, err := e.kubectl(ctx, "", "get", "namespaces", "-l", "dev.sbx.test=k8stest", "-o", "json")
+		out, err := e.kubectl(ctx, "", "get", "namespaces", "-l", selector, "-o", "json")
 		if err != nil {
 			t.Logf("listing leftover test namespaces: %v", err)
 			return
@@ -59,10 +65,11 @@ func (e *Env) sweepNow(t testing.TB) {
 		for _, ns := range list.Items {
 			m := ns.Metadata
 			o, ok := m.Annotations[ownerAnnotation]
-			if (ok && proc.Gone(o)) || (!ok && time.Since(m.CreationTimestamp) > staleUnowned) {
+			if (ok && proc.Gone(o)) || m.CreationTimestamp.Before(cutoff) {
 				gone[m.Name] = true
 			}
 		}
+		e.sweepVolumes(ctx, t, selector, gone, cutoff)
 		if len(gone) == 0 {
 			return
 		}
@@ -71,17 +78,22 @@ func (e *Env) sweepNow(t testing.TB) {
 			names = append(names, n)
 		}
 		t.Logf("removing test namespaces killed runs left: %s", strings.Join(names, ", "))
-		if _, err := e.kubectl(ctx, "", append([]string{"delete", "namespaces", "--wait=false"}, names...)...); err != nil {
+		wait, cancel := context.WithTimeout(context.Background(), sweepWait+callTimeout)
+		defer cancel()
+		if _, err := e.kubectl(wait, "", append([]string{"delete", "namespaces", "--ignore-not-found", "--wait=true", "--timeout=" + sweepWait.String()}, names...)...); err != nil {
 			t.Logf("removing them: %v", err)
 		}
-		e.sweepVolumes(ctx, t, gone)
 	}
 }
 
-// sweepVolumes deletes the test volumes (labelled dev.sbx.test) that were
-// bound in the namespaces gone.
-func (e *Env) sweepVolumes(ctx context.Context, t testing.TB, gone map[string]bool) {
-	out, err := e.kubectl(ctx, "", "get", "persistentvolumes", "-l", "dev.sbx.test", "-o", "json")
+// sweepWait bounds how long a sweep waits for the leftover namespaces to
+// go (a killed scale test leaves hundreds of Sandboxes).
+const sweepWait = 5 * time.Minute
+
+// sweepVolumes deletes the test volumes (labelled selector) that were
+// bound in the namespaces gone, or were made before cutoff.
+func (e *Env) sweepVolumes(ctx context.Context, t testing.TB, selector string, gone map[string]bool, cutoff time.Time) {
+	out, err := e.kubectl(ctx, "", "get", "persistentvolumes", "-l", selector, "-o", "json")
 	if err != nil {
 		t.Logf("listing test volumes: %v", err)
 		return
@@ -89,7 +101,8 @@ func (e *Env) sweepVolumes(ctx context.Context, t testing.TB, gone map[string]bo
 	var list struct {
 		Items []struct {
 			Metadata struct {
-				Name string `json:"name"`
+				Name              string    `json:"name"`
+				CreationTimestamp time.Time `json:"creationTimestamp"`
 			} `json:"metadata"`
 			Spec struct {
 				ClaimRef *struct {
@@ -104,7 +117,7 @@ func (e *Env) sweepVolumes(ctx context.Context, t testing.TB, gone map[string]bo
 	}
 	var pvs []string
 	for _, pv := range list.Items {
-		if c := pv.Spec.ClaimRef; c != nil && gone[c.Namespace] {
+		if c := pv.Spec.ClaimRef; (c != nil && gone[c.Namespace]) || pv.Metadata.CreationTimestamp.Before(cutoff) {
 			pvs = append(pvs, pv.Metadata.Name)
 		}
 	}
