@@ -317,8 +317,15 @@ func resolve(layers []*document, opts Options) (*Spec, Diagnostics, Diagnostics)
 		s.Files = append(s.Files, d.name)
 		s.Declarations = append(s.Declarations, Declaration{Path: d.abs, SHA256: d.digest})
 	}
-	s.Origins = make(map[string]Origin, countNodes(root))
-	st.provenance(root, "", s)
+	// Where every value came from is for planning, which a sandbox with
+	// problems never reaches; only a valid document is known to nest no
+	// deeper than the schema (a hostile one may nest as deep as go-yaml
+	// takes, 10,000 levels, and every value's path spelled out costs the
+	// square of that: TestHostileOverlayBounded).
+	if len(st.diags) == 0 {
+		s.Origins = make(map[string]Origin, countNodes(root))
+		st.provenance(root, "", s)
+	}
 	s.HostValues = st.hostValues
 	return s, st.redact(st.needed), st.redact(st.diags)
 }
