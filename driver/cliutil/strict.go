@@ -133,10 +133,6 @@ func (v Value) expected(what string) {
 	v.d.fail(v.where, "expected %s, got %s", what, kind(v.v))
 }
 
-// IsArray reports whether the value is an array (for documents whose top
-// level the evidence shows in more than one shape).
-func (v Value) IsArray() bool { _, ok := v.v.([]any); return ok && v.ok() }
-
 // String reads a string.
 func (v Value) String() string {
 	s, isString := v.v.(string)
@@ -274,6 +270,3 @@ func (o Object) Opt(name string) (Value, bool) {
 	v := o.m[name]
 	return Value{d: o.d, where: o.fieldWhere(name), v: v}, v != nil
 }
-
-// Raw is the object as decoded, to pass through (numbers as json.Number).
-func (o Object) Raw() map[string]any { return o.m }

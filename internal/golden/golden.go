@@ -15,9 +15,6 @@ import (
 
 var update = flag.Bool("update", false, "rewrite golden files and generated sources from the current output")
 
-// Updating reports whether the test runs under -update.
-func Updating() bool { return *update }
-
 // Check fails t, with a diff, when the file at path does not hold got.
 // Under -update it writes got there instead (making its directory).
 func Check(t testing.TB, path string, got []byte) {
