@@ -1,9 +1,11 @@
 // Package clitest runs sbx's CLI scripts (testdata/script/*.txtar of
 // cmd/sbx) with testscript against the fakes of Docker's CLIs: the
 // parameters every script runs with, the argv command, and the versions of
-// Docker's sbx the sbx driver's scripts run against. cmd/sbx runs them
-// with its own binary as sbx; cmd/sbx/versions runs the older versions'
-// with sbx built, so that neither package comes near go test's limit.
+// Docker's sbx the sbx driver's scripts run against. cmd/sbx runs the
+// scripts that are not the sbx driver's, with its own binary as sbx; the
+// packages under cmd/sbx/driverscripts run the sbx driver's, one version
+// of Docker's sbx each, with sbx built, so that no package comes near go
+// test's per-package limit.
 package clitest
 
 import (
@@ -60,6 +62,39 @@ func Scripts(t *testing.T, dir string) (sbxFiles, others []string) {
 
 // builtEnv names a built sbx binary that scripts run as sbx (Build).
 const builtEnv = "SBX_CLITEST_BINARY"
+
+// MainBuilt is the TestMain of a package that runs scripts with sbx
+// built from cmd/sbx (Build) and the fakes of Docker's CLIs.
+func MainBuilt(m *testing.M) {
+	testscript.Main(built{m}, Commands)
+}
+
+// built builds sbx before the tests run (not in the processes testscript
+// starts as the fakes), and removes it after.
+type built struct{ m *testing.M }
+
+func (b built) Run() int {
+	dir, err := os.MkdirTemp("", "sbx-clitest-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	if err := Build(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return b.m.Run()
+}
+
+// DriverScripts runs the sbx driver's scripts of cmd/sbx (dir is its
+// testdata/script) against Docker's sbx at version, with sbx built
+// (MainBuilt): one package per version, so that none comes near go
+// test's per-package limit.
+func DriverScripts(t *testing.T, dir, version string) {
+	sbxFiles, _ := Scripts(t, dir)
+	t.Run("sbx-"+version, func(t *testing.T) { testscript.Run(t, Params(t, sbxFiles, version)) })
+}
 
 // Build builds sbx into dir and makes it the sbx of the scripts Params
 // runs in this process.
