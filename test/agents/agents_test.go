@@ -96,7 +96,7 @@ func setup() error {
 	if out, err := exec.Command("docker", "version", "--format", "{{.Server.Version}}").CombinedOutput(); err != nil {
 		return fmt.Errorf("no Docker daemon: %v: %s", err, out)
 	}
-	fixture.SweepDocker()
+	fixture.SweepDocker("sbx-agents-") // its sandboxes come from the cached template, which has no test label
 	dir, err := os.MkdirTemp("", "sbx-agents-e2e-")
 	if err != nil {
 		return err
