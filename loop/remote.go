@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sbxhq/sbx/driver"
+	"github.com/sbxhq/sbx/internal/gitdir"
 	"github.com/sbxhq/sbx/internal/untrusted"
 )
 
@@ -98,7 +99,7 @@ func CountCommits(ctx context.Context, sb Sandbox, dir, before, after string, ti
 	if after == "" || before == after {
 		return 0, nil
 	}
-	if !isObjectName(after) || before != "" && !isObjectName(before) {
+	if !gitdir.IsObjectName(after) || before != "" && !gitdir.IsObjectName(before) {
 		return 0, fmt.Errorf("counting commits from %q to %q: not object names", before, after)
 	}
 	rng := after
@@ -122,20 +123,6 @@ func CountCommits(ctx context.Context, sb Sandbox, dir, before, after string, ti
 		return nil
 	})
 	return n, err
-}
-
-// isObjectName reports whether s is a full SHA-1 or SHA-256 object name
-// in lower-case hex, as a snapshot's HEAD is.
-func isObjectName(s string) bool {
-	if len(s) != 40 && len(s) != 64 {
-		return false
-	}
-	for _, c := range []byte(s) {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // measure runs argv in the sandbox, in dir ("": where the sandbox's

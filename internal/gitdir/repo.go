@@ -109,7 +109,7 @@ func (r *Repo) Head() (string, error) {
 			name = target
 			continue
 		}
-		if !isObjectName(line) {
+		if !IsObjectName(line) {
 			return "", fmt.Errorf("%s: neither an object name nor a symbolic ref: %q", name, truncate(line))
 		}
 		return line, nil
@@ -133,7 +133,7 @@ func (r *Repo) packedRef(name string) (string, error) {
 			continue
 		}
 		id, ref, ok := bytes.Cut(line, []byte(" "))
-		if !ok || !isObjectName(string(id)) {
+		if !ok || !IsObjectName(string(id)) {
 			return "", fmt.Errorf("packed-refs:%d: not \"OBJECT-NAME REFNAME\": %q", n+1, truncate(string(line)))
 		}
 		if string(ref) == name {
@@ -164,9 +164,9 @@ func checkRefName(name string) error {
 	return nil
 }
 
-// isObjectName reports a full object name: 40 (SHA-1) or 64 (SHA-256)
+// IsObjectName reports a full object name: 40 (SHA-1) or 64 (SHA-256)
 // lower-case hex digits.
-func isObjectName(s string) bool {
+func IsObjectName(s string) bool {
 	if len(s) != 40 && len(s) != 64 {
 		return false
 	}
