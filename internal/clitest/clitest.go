@@ -60,11 +60,11 @@ func Scripts(t *testing.T, dir string) (sbxFiles, others []string) {
 	return sbxFiles, others
 }
 
-// builtEnv names a built sbx binary that scripts run as sbx (Build).
+// builtEnv names a built sbx binary that scripts run as sbx (build).
 const builtEnv = "SBX_CLITEST_BINARY"
 
 // MainBuilt is the TestMain of a package that runs scripts with sbx
-// built from cmd/sbx (Build) and the fakes of Docker's CLIs.
+// built from cmd/sbx (build) and the fakes of Docker's CLIs.
 func MainBuilt(m *testing.M) {
 	testscript.Main(built{m}, Commands)
 }
@@ -80,7 +80,7 @@ func (b built) Run() int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	if err := Build(dir); err != nil {
+	if err := build(dir); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -96,9 +96,9 @@ func DriverScripts(t *testing.T, dir, version string) {
 	t.Run("sbx-"+version, func(t *testing.T) { testscript.Run(t, Params(t, sbxFiles, version)) })
 }
 
-// Build builds sbx into dir and makes it the sbx of the scripts Params
+// build builds sbx into dir and makes it the sbx of the scripts Params
 // runs in this process.
-func Build(dir string) error {
+func build(dir string) error {
 	out := filepath.Join(dir, "sbx")
 	if b, err := exec.Command("go", "build", "-o", out, "github.com/sbxhq/sbx/cmd/sbx").CombinedOutput(); err != nil {
 		return fmt.Errorf("building sbx: %v: %s", err, b)
