@@ -2,9 +2,12 @@
 // declare: load the files, pick and identify the driver, take the
 // sandboxes' locks, observe them, plan (with the backend calls each step
 // will make), approve, apply and check that it converged, report their
-// status, and read their secrets for an exec. cmd/sbx parses flags and
-// prints; what is decided, is decided here or below, and failures come
-// back as typed errors, never as text to parse.
+// status, and read their secrets for an exec; and a run of the agent
+// loop's life around package loop (RunLoop): converging its sandboxes,
+// ephemeral ones and warm-pool claims, approval when nobody is there to
+// ask, checkpoints, the hand-over to a detached process. cmd/sbx parses
+// flags and prints; what is decided, is decided here or below, and
+// failures come back as typed errors, never as text to parse.
 package session
 
 import (

@@ -212,55 +212,53 @@ func (a *app) approve(p *reconcile.Changes, ap *approval, what string) (int, boo
 		fmt.Fprintf(a.stderr, "sbx: %s refused: %v\n", what, err)
 		return exitError, false
 	}
-	return a.confirm(what)
+	if err := a.confirm(what); err != nil {
+		return a.errorf("%v", err), false
+	}
+	return exitOK, true
 }
 
 // execute runs a prepared plan and reports how it ended.
 func (a *app) execute(ctx context.Context, s *session.Session, p *reconcile.Changes, adopt bool) int {
+	if err := a.applyPlan(ctx, s, p, adopt); err != nil {
+		return a.fail(err)
+	}
+	return exitOK
+}
+
+// applyPlan runs a prepared plan, showing its steps, then how it ended
+// when it succeeded; the caller reports an error (fail).
+func (a *app) applyPlan(ctx context.Context, s *session.Session, p *reconcile.Changes, adopt bool) error {
 	pr := &stepPrinter{w: a.stdout, tty: isTerminal(a.stdout)}
 	err := s.Apply(ctx, p, adopt, pr.options())
 	pr.finish()
-	var se *reconcile.StepError
-	switch {
-	case errors.As(err, &se) && se.Interrupted:
-		fmt.Fprintf(a.stderr, "sbx: %v; what ran before it is done, nothing after it was started; run the same command to finish\n", se)
-		return exitInterrupted
-	case errors.As(err, &se):
-		a.errorf("%v", se)
-		cause := "the cause"
-		if k := se.Step.Kind.Key(); k != "" {
-			cause += " (" + k + " in sandbox.yaml, or the backend)"
-		}
-		fmt.Fprintf(a.stderr, "sbx: nothing after the failed step was done; fix %s and run the same command again to finish\n", cause)
-		return exitError
-	case err != nil:
-		return a.fail(err)
+	if err != nil {
+		return err
 	}
 	c, u, r, d := p.Count()
 	if p.Kind == "destroy" {
 		fmt.Fprintf(a.stdout, "\nDestroy complete: %d destroyed.\n", d)
-		return exitOK
+		return nil
 	}
 	fmt.Fprintf(a.stdout, "\nApply complete: %d created, %d updated, %d replaced, %d destroyed.\n", c, u, r, d)
 	for _, n := range s.UnsetSecrets() {
 		fmt.Fprintf(a.stderr, "sbx: note: %s\n", n)
 	}
-	return exitOK
+	return nil
 }
 
 // confirm asks for "yes" on a terminal; off a terminal only -y approves.
-func (a *app) confirm(what string) (int, bool) {
+// The error says why the plan does not run.
+func (a *app) confirm(what string) error {
 	if !isTerminal(a.stdin) {
-		fmt.Fprintf(a.stderr, "sbx: %s needs approval: run it on a terminal to answer, or pass -y (--auto-approve)\n", what)
-		return exitError, false
+		return fmt.Errorf("%s needs approval: run it on a terminal to answer, or pass -y (--auto-approve)", what)
 	}
 	fmt.Fprintf(a.stdout, "\nDo you want to %s these changes? Only 'yes' will be accepted: ", what)
 	line, _ := bufio.NewReader(a.stdin).ReadString('\n')
 	if strings.TrimSpace(line) != "yes" {
-		fmt.Fprintf(a.stderr, "sbx: %s cancelled; nothing was changed\n", what)
-		return exitError, false
+		return fmt.Errorf("%s cancelled; nothing was changed", what)
 	}
-	return exitOK, true
+	return nil
 }
 
 func destroyVerb() *verb {
@@ -308,7 +306,9 @@ alone unless --adopt is given.`,
 				}
 				code := a.execute(ctx, s, p, t.adopt)
 				if code == exitOK {
-					a.forgetHints(s.Names())
+					for _, n := range s.ForgetHints() {
+						fmt.Fprintf(a.stderr, "sbx: note: %s\n", n)
+					}
 				}
 				return code
 			}
@@ -371,20 +371,44 @@ func (a *app) diagnostic(d spec.Diagnostic) {
 	fmt.Fprintln(a.stderr, untrusted.Line(d.String()))
 }
 
-// fail prints an error; problems in the files print one per line.
+// fail prints an error and returns the exit code it means.
 func (a *app) fail(err error) int {
+	code, _ := a.failure(err)
+	return code
+}
+
+// failure prints an error: problems in the files one per line, a failed
+// step of an apply with what was done. It returns the exit code the error
+// means and, in a line, why (what a run records as why it ended).
+func (a *app) failure(err error) (int, string) {
 	var ds spec.Diagnostics
-	if errors.As(err, &ds) {
+	var se *reconcile.StepError
+	switch {
+	case errors.As(err, &ds) && len(ds) > 0:
 		for _, d := range ds {
 			a.diagnostic(d)
 		}
-		return exitError
+		return exitError, untrusted.Line(ds[0].String())
+	case errors.As(err, &se) && se.Interrupted:
+		why := fmt.Sprintf("%v; what ran before it is done, nothing after it was started; run the same command to finish", se)
+		fmt.Fprintf(a.stderr, "sbx: %s\n", why)
+		return exitInterrupted, why
+	case errors.As(err, &se):
+		a.errorf("%v", se)
+		cause := "the cause"
+		if k := se.Step.Kind.Key(); k != "" {
+			cause += " (" + k + " in sandbox.yaml, or the backend)"
+		}
+		fmt.Fprintf(a.stderr, "sbx: nothing after the failed step was done; fix %s and run the same command again to finish\n", cause)
+		return exitError, se.Error()
+	case errors.Is(err, context.Canceled):
+		const why = "interrupted; nothing was changed"
+		fmt.Fprintln(a.stderr, "sbx: "+why)
+		return exitInterrupted, why
 	}
-	if errors.Is(err, context.Canceled) {
-		fmt.Fprintln(a.stderr, "sbx: interrupted; nothing was changed")
-		return exitInterrupted
-	}
-	return a.errorf("%s", untrusted.Visible(err.Error()))
+	why := untrusted.Visible(err.Error())
+	a.errorf("%s", why)
+	return exitError, why
 }
 
 // color reports whether output to w may be coloured: a terminal, and no

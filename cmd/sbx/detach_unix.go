@@ -39,25 +39,25 @@ const detachTimeout = time.Minute
 // arguments are the hidden verb, the run's id and the flags the user gave
 // (loopFlags.argv); its environment is sbx's own. Nothing the agent can
 // write becomes either.
-func (a *app) detach(ctx context.Context, run *loop.Run, o *loopFlags, term stdio) int {
+func (a *app) detach(ctx context.Context, run *loop.Run, o *loopFlags, term stdio) error {
 	exe, err := selfExecutable()
 	if err != nil {
-		return a.errorf("--detach: finding sbx's own binary: %v", err)
+		return fmt.Errorf("--detach: finding sbx's own binary: %v", err)
 	}
 	st := run.Status()
 	logf, err := os.OpenFile(st.Log, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
-		return a.errorf("%v", err)
+		return err
 	}
 	defer logf.Close()
 	devnull, err := os.Open(os.DevNull)
 	if err != nil {
-		return a.errorf("%v", err)
+		return err
 	}
 	defer devnull.Close()
 	ready, readyW, err := os.Pipe()
 	if err != nil {
-		return a.errorf("%v", err)
+		return err
 	}
 	defer ready.Close()
 	cmd := &exec.Cmd{
@@ -73,7 +73,7 @@ func (a *app) detach(ctx context.Context, run *loop.Run, o *loopFlags, term stdi
 	err = cmd.Start()
 	readyW.Close()
 	if err != nil {
-		return a.errorf("--detach: starting the background loop: %v", err)
+		return fmt.Errorf("--detach: starting the background loop: %v", err)
 	}
 	said := make(chan string, 1)
 	go func() {
@@ -90,10 +90,9 @@ func (a *app) detach(ctx context.Context, run *loop.Run, o *loopFlags, term stdi
 		cmd.Process.Kill()
 		cmd.Wait()
 		if ctx.Err() != nil {
-			fmt.Fprintln(a.stderr, "sbx: interrupted; the background loop was not started")
-			return exitInterrupted
+			return errDetachInterrupted
 		}
-		return a.errorf("the background loop did not start; its log: %s", st.Log)
+		return fmt.Errorf("the background loop did not start; its log: %s", st.Log)
 	}
 	run.HandOff()
 	pid := cmd.Process.Pid
@@ -104,7 +103,7 @@ func (a *app) detach(ctx context.Context, run *loop.Run, o *loopFlags, term stdi
   its state:  sbx loop status
   end it:     sbx loop stop
 `, run.ID, pid)
-	return exitOK
+	return nil
 }
 
 // inheritedFiles are the files the process that began the run handed to

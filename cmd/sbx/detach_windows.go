@@ -16,8 +16,8 @@ var errNoDetach = errors.New("--detach needs Linux or macOS: on Windows, run sbx
 // not Windows, where a run's lock cannot be handed to another process.
 func canDetach() error { return errNoDetach }
 
-func (a *app) detach(ctx context.Context, run *loop.Run, o *loopFlags, term stdio) int {
-	return a.errorf("%v", errNoDetach)
+func (a *app) detach(ctx context.Context, run *loop.Run, o *loopFlags, term stdio) error {
+	return errNoDetach
 }
 
 func inheritedFiles(n int) ([]*os.File, *os.File, error) { return nil, nil, errNoDetach }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,17 +9,14 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/spf13/pflag"
 
-	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/egress"
 	"github.com/sbxhq/sbx/internal/untrusted"
 	"github.com/sbxhq/sbx/loop"
-	"github.com/sbxhq/sbx/netlog"
 	"github.com/sbxhq/sbx/reconcile"
 	"github.com/sbxhq/sbx/session"
 	"github.com/sbxhq/sbx/spec"
@@ -430,15 +426,7 @@ func (a *app) loopReap(ctx context.Context, t *target, c *loop.Control) int {
 			}
 			sess = s
 		}
-		for _, sp := range sess.Specs {
-			if sp.Name == o.Sandbox {
-				exec := execFunc(func(ctx context.Context, argv []string, o driver.ExecOptions) (int, error) {
-					return sess.Exec(ctx, sp, argv, o)
-				})
-				return loop.KillOrphan(ctx, exec, grouper(sess), o.Pidfile)
-			}
-		}
-		return fmt.Errorf("the files do not declare sandbox %q", o.Sandbox)
+		return sess.KillOrphan(ctx, o)
 	})
 	if err != nil {
 		return a.fail(err)
@@ -447,16 +435,6 @@ func (a *app) loopReap(ctx context.Context, t *target, c *loop.Control) int {
 		fmt.Fprintf(a.stdout, "run %s of sandbox %q had ended without its process (pid %d); killed the agent it left running\n", o.RunID, o.Sandbox, run.PID)
 	}
 	return exitOK
-}
-
-// grouper is how the loop starts and kills agents in the session's
-// sandboxes: with sbx's own binary inside where the backend puts it
-// there, else with the image's shell.
-func grouper(s *session.Session) loop.Grouper {
-	if h, ok := s.Backend.(driver.Helper); ok {
-		return loop.HelperGrouper{Binary: h.SandboxHelper()}
-	}
-	return loop.ShellGrouper{}
 }
 
 // loopWait waits for the sandbox's latest run to end and exits with its
@@ -524,9 +502,6 @@ func (a *app) loopRun(ctx context.Context, o *loopFlags) int {
 	if err != nil {
 		return a.fail(err)
 	}
-	if err := checkLoopSpecs(specs); err != nil {
-		return a.errorf("%v", err)
-	}
 	if o.detach {
 		if err := canDetach(); err != nil {
 			return a.errorf("%v", err)
@@ -536,17 +511,9 @@ func (a *app) loopRun(ctx context.Context, o *loopFlags) int {
 	if err != nil {
 		return a.errorf("%v", err)
 	}
-	maxIter := specs[0].Loop.MaxIterations
-	if o.maxIter > 0 {
-		maxIter = o.maxIter
-	}
-	var sbs []loop.RunSandbox
-	for _, sp := range specs {
-		sbs = append(sbs, loop.RunSandbox{Name: sp.Name, Agent: sp.Agent, File: sp.Files[0]})
-	}
-	run, err := loop.Begin(dir, loop.BeginOptions{Sandboxes: sbs, MaxIterations: maxIter, Detached: o.detach})
+	run, err := session.BeginLoop(dir, specs, o.maxIter, o.detach)
 	if err != nil {
-		return a.errorf("%v", err)
+		return a.fail(err)
 	}
 	// A run in the foreground ends with its terminal (SIGHUP) as with
 	// Ctrl-C: its agent is killed, not left running without a run. (Only
@@ -555,12 +522,9 @@ func (a *app) loopRun(ctx context.Context, o *loopFlags) int {
 	ctx, stopHangup := signal.NotifyContext(ctx, syscall.SIGHUP)
 	defer stopHangup()
 	term := stdio{out: a.stdout, err: a.stderr}
-	last := &lastError{}
 	a.stdout = io.MultiWriter(term.out, loop.Quiet{W: run.Log()})
-	a.stderr = io.MultiWriter(term.err, loop.Quiet{W: run.Log()}, last)
-	code := a.loopDrive(run.Watch(ctx), run, specs, o, term, false)
-	run.Close(code, last.String())
-	return code
+	a.stderr = io.MultiWriter(term.err, loop.Quiet{W: run.Log()})
+	return a.loopDrive(run.Watch(ctx), run, o, term, false)
 }
 
 // loopResume is the detached process's side of --detach: it takes over
@@ -592,347 +556,77 @@ func (a *app) loopResume(ctx context.Context, o *loopFlags, runID string) int {
 	}
 	io.WriteString(ready, "ok\n")
 	ready.Close()
-	last := &lastError{}
-	a.stderr = io.MultiWriter(a.stderr, last)
-	code := a.loopDrive(run.Watch(ctx), run, specs, o, stdio{out: io.Discard, err: io.Discard}, true)
-	run.Close(code, last.String())
-	return code
+	return a.loopDrive(run.Watch(ctx), run, o, stdio{out: io.Discard, err: io.Discard}, true)
 }
 
 type stdio struct{ out, err io.Writer }
 
-// checkLoopSpecs checks what a run needs of its files: a loop section in
-// each, and one workspace for a multi-agent run.
-func checkLoopSpecs(specs []*spec.Spec) error {
-	for _, sp := range specs {
-		if sp.Loop == nil {
-			return fmt.Errorf("sandbox %q has no loop section in %s", sp.Name, sp.Files[0])
-		}
-		if sp.Workspace.Path != specs[0].Workspace.Path {
-			return fmt.Errorf("a multi-agent run has one workspace: %s works in %s, %s in %s",
-				specs[0].Files[0], specs[0].Workspace.Path, sp.Files[0], sp.Workspace.Path)
-		}
-	}
-	return nil
-}
-
-// loopDrive converges the run's sandboxes and runs the loop in them (or,
-// with --detach in the process that began the run, hands it on once
-// converged). resumed says this is the detached process: it asks nobody
-// for approval and does not create what the first process created.
-func (a *app) loopDrive(ctx context.Context, run *loop.Run, specs []*spec.Spec, o *loopFlags, term stdio, resumed bool) int {
-	s, err := a.open(ctx, &o.t, "sbx loop")
-	if err != nil {
-		return a.fail(err)
-	}
-	defer s.Release()
-	// The files were read twice: the run's sandboxes are the ones it
-	// converges.
-	if got, want := strings.Join(s.Names(), ","), strings.Join(namesOf(specs), ","); got != want {
-		return a.errorf("the files changed while the run began: they declared %s, now %s", want, got)
-	}
-	lead := s.Specs[0]
-	if err := checkLoopSpecs(s.Specs); err != nil {
-		return a.errorf("%v", err)
-	}
-	ephemeral := o.ephemeral || lead.Loop.Ephemeral
-	// A sandbox with a warm pool (kubernetes.warmPool) runs an ephemeral
-	// loop in a sandbox claimed from the pool, which sbx apply made.
-	cl, pooled := s.Backend.(driver.Claimer)
-	pooled = pooled && ephemeral && len(s.Specs) == 1 && cl.Pooled(lead)
-	if pooled {
-		ephemeral = false
-	}
-	if ephemeral && !resumed {
-		for _, sp := range s.Specs {
-			if lv := s.Live[sp.Name]; lv != nil && lv.Exists {
-				return a.errorf("sandbox %q already exists; --ephemeral creates its own for the run and destroys it after (run 'sbx destroy' first, or drop --ephemeral)", sp.Name)
-			}
-		}
-	}
-	handedOff := false
-	if ephemeral {
-		defer func() {
-			if handedOff {
-				return // the detached process destroys it at its end
-			}
-			if code := a.destroyEphemeral(s); code != exitOK {
-				fmt.Fprintf(a.stderr, "sbx: the ephemeral sandbox may be left behind; remove it with 'sbx destroy -y'\n")
-			}
-		}()
-	}
-	p, err := s.Plan(o.t.adopt)
-	if err != nil {
-		return a.fail(err)
-	}
-	if err := p.Err(); err != nil {
-		return a.errorf("%v", err)
-	}
-	if pooled && !p.Empty() {
-		return a.errorf("sandbox %q has a warm pool, made by 'sbx apply' from the files, and the files differ from what was applied: run 'sbx apply', then the ephemeral loop", lead.Name)
-	}
-	if !p.Empty() {
-		if err := reconcile.Render(a.stdout, p, false); err != nil {
-			return a.errorf("%v", err)
-		}
-		if lost := lostProtection(p); lost != "" && (resumed || o.ap.Yes) {
-			return a.errorf("sandbox %s lost the protection of its declaration since it was made (the plan above says how); a run does not restore it unattended: run 'sbx apply' to restore it, then the loop", lost)
-		}
-		if resumed {
-			// Nobody to ask: only what the flags approve applies.
-			if err := session.Approve(p, o.ap.Approval); err != nil {
-				return a.errorf("the sandbox changed after the run was approved, and %v", err)
-			}
-		} else if code, ok := a.approve(p, &o.ap, "apply"); !ok {
-			return code
-		}
-		if code := a.execute(ctx, s, p, o.t.adopt); code != exitOK {
-			return code
-		}
-	}
-	if o.detach && !resumed {
-		s.Release() // the detached process takes the sandboxes' locks again
-		code := a.detach(ctx, run, o, term)
-		handedOff = code == exitOK
-		return code
-	}
-	if pooled {
-		// Claimed here, in the process that runs the loop (the detached
-		// one after --detach), and given back when it ends.
-		release, err := cl.Claim(ctx, lead, term.err)
-		if err != nil {
-			return a.errorf("claiming a warm sandbox: %v", err)
-		}
-		defer func() {
-			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
-			defer cancel()
-			if err := release(ctx); err != nil {
-				a.errorf("giving the warm sandbox back: %v", err)
-			}
-		}()
-	}
-	cfg, err := a.loopConfig(ctx, s, o, term)
-	if err != nil {
-		return a.errorf("%v", err)
-	}
-	if pooled {
-		cfg.Agents[0].Pull = nil // the claim's release pulls the work home
-	}
-	if lead.Loop.Checkpoint.When != spec.CheckpointNever {
-		cfg.Checkpoint = &loopCheckpointer{s: s, runID: run.ID, l: lead.Loop.Checkpoint, w: term.err}
-	}
-	return run.Loop(ctx, cfg).ExitCode
-}
-
-// lostProtection names (quoted, comma-separated) the sandboxes whose plan
-// finds their declaration's protection lost since they were made
-// (workspace.protect changed outside sbx).
-func lostProtection(p *reconcile.Changes) string {
-	var names []string
-	for _, c := range p.Sandboxes {
-		for _, d := range c.Drift {
-			if d.Field == reconcile.FieldProtect {
-				names = append(names, fmt.Sprintf("%q", c.Sandbox))
-				break
-			}
-		}
-	}
-	return strings.Join(names, ", ")
-}
-
-// loopCheckpointer saves the run's sandboxes as loop.checkpoint says:
-// before each iteration (every-iteration), and at the end of a completed
-// run (on-complete, every-iteration). A checkpoint is a convenience, not a
-// bound: one that fails is said and the run goes on.
-type loopCheckpointer struct {
-	s     *session.Session
-	runID string
-	l     spec.LoopCheckpoint
-	w     io.Writer
-}
-
-func (c *loopCheckpointer) BeforeIteration(ctx context.Context, sandbox string, i int) error {
-	if c.l.When == spec.CheckpointEveryIteration {
-		c.save(ctx, sandbox, fmt.Sprint(i))
-	}
-	return nil
-}
-
-func (c *loopCheckpointer) AfterRun(ctx context.Context, res *loop.Result) error {
-	if res.State == loop.StateCompleted && (c.l.When == spec.CheckpointOnComplete || c.l.When == spec.CheckpointEveryIteration) {
-		for _, sp := range c.s.Specs {
-			c.save(ctx, sp.Name, "done")
-		}
-	}
-	return nil
-}
-
-func (c *loopCheckpointer) save(ctx context.Context, sandbox, when string) {
-	if ctx.Err() != nil {
-		return
-	}
-	for _, sp := range c.s.Specs {
-		if sp.Name != sandbox {
-			continue
-		}
-		cp, pruned, err := c.s.LoopCheckpoint(ctx, sp, c.runID, when, c.l.Keep)
-		if cp != nil {
-			fmt.Fprintf(c.w, "sbx loop: saved checkpoint %q\n", cp.Name)
-		}
-		if len(pruned) > 0 {
-			fmt.Fprintf(c.w, "sbx loop: removed older loop checkpoints %s (keep: %d)\n", strings.Join(pruned, ", "), c.l.Keep)
-		}
-		if err != nil {
-			fmt.Fprintf(c.w, "sbx loop: checkpoint (%s) failed, the run goes on: %v\n", when, err)
-		}
-	}
-}
-
-// loopConfig is the run's configuration: one agent per sandbox, bounds
-// from the first file's loop section.
-func (a *app) loopConfig(ctx context.Context, s *session.Session, o *loopFlags, term stdio) (loop.Config, error) {
-	if _, ok := s.Backend.(driver.Execer); !ok {
-		return loop.Config{}, fmt.Errorf("the %s driver cannot run commands in a sandbox", s.Backend.Name())
-	}
-	lead := s.Specs[0]
-	cfg := loop.Config{Workspace: lead.Workspace.Path, Loop: *lead.Loop, Stdout: term.out, Stderr: term.err}
-	if u, ok := s.Backend.(driver.Unprotecter); ok {
-		cfg.Unprotected = u.Unprotected
-	}
-	if o.maxIter > 0 {
-		cfg.Loop.MaxIterations = o.maxIter
-	}
-	for _, sp := range s.Specs {
-		secrets, err := s.Secrets(ctx, sp)
-		if err != nil {
-			return loop.Config{}, err
-		}
-		for _, v := range secrets {
-			cfg.Redact = append(cfg.Redact, v)
-		}
-		name, sp := sp.Name, sp
-		ag := loop.Agent{
-			Sandbox: name, Agent: sp.Agent, File: sp.Files[0], Template: templateText(sp), Loop: *sp.Loop,
-			Env: s.ExecEnv(sp, secrets),
-			Exec: execFunc(func(ctx context.Context, argv []string, o driver.ExecOptions) (int, error) {
-				return s.Exec(ctx, sp, argv, o) // as sp's user
-			}),
-		}
-		ag.Group = grouper(s)
-		if ec, ok := s.Backend.(driver.EgressCounter); ok {
-			ag.Egress = egressFunc(func(ctx context.Context, since, until time.Time, max int) (netlog.Count, error) {
-				return ec.EgressCount(ctx, name, since, until, max)
-			})
-		}
-		ag.WorkspaceReadOnly = sp.Workspace.ReadOnly
-		if err := workOnCopy(s, sp, &ag); err != nil {
-			return loop.Config{}, err
-		}
-		cfg.Agents = append(cfg.Agents, ag)
-	}
-	return cfg, nil
-}
-
-// templateText says what a sandbox is made from.
-func templateText(sp *spec.Spec) string {
-	switch {
-	case sp.Template.Build != nil:
-		return fmt.Sprintf("built from %s/%s", sp.Template.Build.Context, sp.Template.Build.Dockerfile)
-	case sp.Template.Image != "":
-		return sp.Template.Image
-	}
-	return spec.DefaultTemplate(sp.Agent) + ", the " + sp.Agent + " agent's default"
-}
-
-func namesOf(specs []*spec.Spec) []string {
-	var names []string
-	for _, sp := range specs {
-		names = append(names, sp.Name)
-	}
-	return names
-}
-
-// destroyEphemeral removes the run's sandboxes whatever happened.
-func (a *app) destroyEphemeral(s *session.Session) int {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if err := s.Observe(ctx); err != nil {
-		return a.errorf("ephemeral sandbox: %v", err)
-	}
-	p, err := s.PlanDestroy(false)
-	if err != nil {
-		return a.errorf("ephemeral sandbox: %v", err)
-	}
-	if p.Empty() {
-		return exitOK
-	}
-	fmt.Fprintf(a.stderr, "sbx loop: destroying the ephemeral sandbox\n")
-	code := a.execute(ctx, s, p, false)
-	if code == exitOK {
-		a.forgetHints(s.Names())
-	}
+// loopDrive has the session converge the run's sandboxes and run the loop
+// in them (session.RunLoop), then records how the run ended: the loop's
+// end, or the error that ended it before (a run handed to the detached
+// process records nothing here). resumed says this is the detached
+// process.
+func (a *app) loopDrive(ctx context.Context, run *loop.Run, o *loopFlags, term stdio, resumed bool) int {
+	code, why := a.loopConverge(ctx, run, o, term, resumed)
+	run.Close(code, why)
 	return code
 }
 
-// forgetHints drops the hints queued for destroyed sandboxes: a hint for
-// the agent of a sandbox that is gone must not reach the next sandbox
-// of that name.
-func (a *app) forgetHints(names []string) {
-	dir, err := a.stateDir()
+// loopConverge opens the run's sandboxes, taking their locks, and runs
+// the run in them; it returns the exit code and why the run ended.
+func (a *app) loopConverge(ctx context.Context, run *loop.Run, o *loopFlags, term stdio, resumed bool) (int, string) {
+	s, err := a.open(ctx, &o.t, "sbx loop")
 	if err != nil {
-		return
+		return a.failure(err)
 	}
-	for _, n := range names {
-		if err := loop.NewControl(dir, n).ClearHints(); err != nil {
-			fmt.Fprintf(a.stderr, "sbx: note: the loop hints queued for sandbox %q were not removed: %v\n", n, err)
-		}
+	defer s.Release()
+	lo := session.LoopOptions{
+		MaxIterations: o.maxIter, Ephemeral: o.ephemeral, Adopt: o.t.adopt, Approval: o.ap.Approval,
+		Resumed: resumed, UI: loopUI{a}, Stdout: term.out, Stderr: term.err, Messages: a.stderr,
 	}
-}
-
-type execFunc func(ctx context.Context, argv []string, o driver.ExecOptions) (int, error)
-
-func (f execFunc) Exec(ctx context.Context, argv []string, o driver.ExecOptions) (int, error) {
-	return f(ctx, argv, o)
-}
-
-type egressFunc func(ctx context.Context, since, until time.Time, max int) (netlog.Count, error)
-
-func (f egressFunc) EgressCount(ctx context.Context, since, until time.Time, max int) (netlog.Count, error) {
-	return f(ctx, since, until, max)
-}
-
-// lastError keeps the last error sbx printed ("sbx: ..."), which a run
-// that ends before its loop records as why.
-type lastError struct {
-	mu   sync.Mutex
-	buf  []byte
-	last string
-}
-
-func (l *lastError) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.buf = append(l.buf, p...)
-	for {
-		i := bytes.IndexByte(l.buf, '\n')
-		if i < 0 {
-			break
-		}
-		if line, ok := strings.CutPrefix(string(l.buf[:i]), "sbx: "); ok {
-			l.last = line
-		}
-		l.buf = l.buf[i+1:]
+	if o.detach && !resumed {
+		lo.Detach = func(ctx context.Context) error { return a.detach(ctx, run, o, term) }
 	}
-	if len(l.buf) > 4<<10 {
-		l.buf = l.buf[:0]
+	res, err := s.RunLoop(ctx, run, lo)
+	if err != nil {
+		return a.loopFailure(err)
 	}
-	return len(p), nil
+	if res == nil {
+		return exitOK, "" // handed to the detached process
+	}
+	return res.ExitCode, res.Detail
 }
 
-func (l *lastError) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.last
+// errDetachInterrupted is Ctrl-C while the detached process of a run
+// starts: it is killed, and the run ends here.
+var errDetachInterrupted = errors.New("interrupted; the background loop was not started")
+
+// loopFailure prints why a run ended before its loop and returns the
+// exit code and, in a line, the why.
+func (a *app) loopFailure(err error) (int, string) {
+	var ae *session.ApprovalError
+	var changed *session.ChangedSinceApprovalError
+	switch {
+	case errors.Is(err, errDetachInterrupted):
+		a.errorf("%v", err)
+		return exitInterrupted, err.Error()
+	case errors.As(err, &ae) && ae.Widens && !errors.As(err, &changed):
+		why := fmt.Sprintf("apply refused: %v", err)
+		a.errorf("%s", why)
+		return exitError, why
+	}
+	return a.failure(err)
+}
+
+// loopUI is how a run converging in this process shows its plan and asks
+// for approval, as sbx apply does.
+type loopUI struct{ a *app }
+
+func (u loopUI) ShowPlan(p *reconcile.Changes) error { return reconcile.Render(u.a.stdout, p, false) }
+func (u loopUI) Confirm(p *reconcile.Changes) error  { return u.a.confirm("apply") }
+func (u loopUI) Warn(err error)                      { u.a.failure(err) }
+func (u loopUI) Apply(ctx context.Context, s *session.Session, p *reconcile.Changes, adopt bool) error {
+	return u.a.applyPlan(ctx, s, p, adopt)
 }
 
 // hiddenVerbs are the in-sandbox helpers of the static binary and the
