@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -63,8 +64,12 @@ func Load(paths []string, opts Options) (*Result, error) {
 		problems  Diagnostics
 	}
 	var reads []*read
+	abs, err := absFunc()
+	if err != nil {
+		return nil, err
+	}
 	for _, p := range expandLocal(paths) {
-		abs, err := filepath.Abs(p)
+		abs, err := abs(p)
 		if err != nil {
 			return nil, err
 		}
@@ -105,7 +110,7 @@ func Load(paths []string, opts Options) (*Result, error) {
 		r := &results[i]
 		if !opts.NoLocal {
 			local := localPath(g[0].name)
-			abs, _ := filepath.Abs(local)
+			abs, _ := abs(local)
 			if !seen[abs] {
 				data, err := readFile(local)
 				switch {
@@ -160,6 +165,24 @@ func Parse(name, dir string, data []byte, opts Options) (*Result, error) {
 		return res, ds.Sort()
 	}
 	return res, nil
+}
+
+// absFunc returns filepath.Abs with the working directory read once, not
+// once a file (on Unix, Abs asks the kernel twice each time).
+func absFunc() (func(string) (string, error), error) {
+	if runtime.GOOS == "windows" {
+		return filepath.Abs, nil
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return nil, err
+	}
+	return func(p string) (string, error) {
+		if filepath.IsAbs(p) {
+			return filepath.Clean(p), nil
+		}
+		return filepath.Join(wd, p), nil
+	}, nil
 }
 
 func readError(err error) string {

@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -339,9 +340,11 @@ const DefaultCheckpointKeep = 3
 const CheckpointNamePattern = `^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`
 
 // ValidCheckpointName reports whether name follows CheckpointNamePattern.
-func ValidCheckpointName(name string) bool { return checkpointNameRE.MatchString(name) }
+func ValidCheckpointName(name string) bool { return checkpointNameRE().MatchString(name) }
 
-var checkpointNameRE = regexp.MustCompile(CheckpointNamePattern)
+// checkpointNameRE is compiled on first use: its counted repetition takes
+// milliseconds to compile, which every sbx process would otherwise pay.
+var checkpointNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(CheckpointNamePattern) })
 
 // Completion says when the loop is done: an iteration that exits 0, whose
 // answer holds the promise (when one is named), after which every verify
