@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -23,16 +22,14 @@ import (
 // sandbox of it points at it with latest.
 type Control struct {
 	Sandbox string
-	Dir     string
+	Dir     state.LoopDir
+	state   state.Dir
 }
 
 // NewControl returns the control directory of a sandbox's loop.
 func NewControl(stateDir state.Dir, sandbox string) *Control {
-	return &Control{Sandbox: sandbox, Dir: stateDir.Loop(sandbox)}
+	return &Control{Sandbox: sandbox, Dir: stateDir.Loop(sandbox), state: stateDir}
 }
-
-// loops is the directory of every sandbox's control directory.
-func (c *Control) loops() string { return filepath.Dir(c.Dir) }
 
 // NoRunError says a sandbox has had no run (that this machine knows of).
 type NoRunError struct{ Sandbox string }
@@ -47,7 +44,7 @@ var runRef = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.-]*/runs/[0-9]{8}T[0-9]{
 // Latest returns the sandbox's latest run, live or not (*NoRunError when
 // it has had none).
 func (c *Control) Latest() (*Status, error) {
-	data, err := os.ReadFile(filepath.Join(c.Dir, "latest"))
+	data, err := os.ReadFile(c.Dir.Latest())
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, &NoRunError{Sandbox: c.Sandbox}
 	}
@@ -56,9 +53,9 @@ func (c *Control) Latest() (*Status, error) {
 	}
 	ref := strings.TrimSpace(string(data))
 	if !runRef.MatchString(ref) {
-		return nil, fmt.Errorf("%s: not a run: %q", filepath.Join(c.Dir, "latest"), ref)
+		return nil, fmt.Errorf("%s: not a run: %q", c.Dir.Latest(), ref)
 	}
-	return ReadRun(filepath.Join(c.loops(), filepath.FromSlash(ref)))
+	return ReadRun(c.state.RunAt(ref))
 }
 
 // Live returns the sandbox's live run, or nil when none is.
@@ -84,7 +81,7 @@ func FindRun(stateDir state.Dir, id string) (*Status, error) {
 	if !RunID.MatchString(id) {
 		return nil, fmt.Errorf("%q is not a run id (they look like 20260102T150405Z-1a2b3c)", id)
 	}
-	dirs, err := filepath.Glob(filepath.Join(stateDir.Loops(), "*", "runs", id))
+	dirs, err := stateDir.RunsWithID(id)
 	if err != nil {
 		return nil, err
 	}
@@ -107,12 +104,12 @@ func (c *Control) AddHint(runID, text string) error {
 		runID = hintNext
 	}
 	name := fmt.Sprintf("%s.%020d-%s.txt", runID, time.Now().UnixNano(), randomID(4))
-	return state.Write(filepath.Join(c.Dir, "hints", name), []byte(text))
+	return state.Write(c.Dir.Hint(name), []byte(text))
 }
 
 // hintFiles lists the queued hints, oldest first, with their targets.
 func (c *Control) hintFiles() (names, targets []string, err error) {
-	entries, err := os.ReadDir(filepath.Join(c.Dir, "hints"))
+	entries, err := os.ReadDir(c.Dir.Hints())
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil, nil
 	}
@@ -146,7 +143,7 @@ func (c *Control) takeHints(runID string) ([]string, error) {
 		if targets[i] != runID && targets[i] != hintNext {
 			continue
 		}
-		p := filepath.Join(c.Dir, "hints", n)
+		p := c.Dir.Hint(n)
 		data, err := os.ReadFile(p)
 		if err != nil {
 			return hints, err
@@ -168,7 +165,7 @@ func (c *Control) dropHints(drop func(target string) bool) (int, error) {
 	n := 0
 	for i, name := range names {
 		if drop(targets[i]) {
-			if err := os.Remove(filepath.Join(c.Dir, "hints", name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if err := os.Remove(c.Dir.Hint(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return n, err
 			}
 			n++
@@ -181,7 +178,7 @@ func (c *Control) dropHints(drop func(target string) bool) (int, error) {
 // hint for an agent of a sandbox that is gone must not reach a later
 // one).
 func (c *Control) ClearHints() error {
-	err := os.RemoveAll(filepath.Join(c.Dir, "hints"))
+	err := os.RemoveAll(c.Dir.Hints())
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -219,13 +216,13 @@ func (c *Control) Stop(wait time.Duration) (*Status, error) {
 	case !s.Live():
 		return s, &NotRunningError{Sandbox: c.Sandbox, Last: s}
 	}
-	if err := state.Write(filepath.Join(s.RunDir, "stop"), []byte(s.RunID+"\n")); err != nil {
+	if err := state.Write(state.RunDir(s.RunDir).Stop(), []byte(s.RunID+"\n")); err != nil {
 		return s, fmt.Errorf("ask the loop to stop: %v", err)
 	}
 	deadline := time.Now().Add(wait)
 	for time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
-		if s2, err := ReadRun(s.RunDir); err == nil && s2.State != StateRunning {
+		if s2, err := ReadRun(state.RunDir(s.RunDir)); err == nil && s2.State != StateRunning {
 			return s2, nil
 		}
 	}
@@ -238,7 +235,7 @@ func (c *Control) Stop(wait time.Duration) (*Status, error) {
 // records the run as interrupted. With nothing to reap it returns a
 // *NotRunningError (or a *BusyError when a run is live: stop that one).
 func (c *Control) Reap(kill func(Orphan) error) (*Status, []Orphan, error) {
-	l, err := state.AcquireLock(context.Background(), state.Dir(c.Dir), "run", state.LockOptions{Command: "sbx loop stop"})
+	l, err := c.Dir.AcquireRunLock(context.Background(), state.LockOptions{Command: "sbx loop stop"})
 	var le *state.LockedError
 	if errors.As(err, &le) {
 		live, _ := c.Live()
@@ -268,7 +265,7 @@ func (c *Control) Reap(kill func(Orphan) error) (*Status, []Orphan, error) {
 	prev.Detail = "its sbx process died while its agent ran; sbx loop stop killed the agent"
 	prev.AgentPidfile, prev.Orphans, prev.IterationStarted, prev.PauseUntil = "", nil, nil, nil
 	prev.Updated = time.Now()
-	if err := state.WriteJSON(filepath.Join(prev.RunDir, "status.json"), prev); err != nil {
+	if err := state.WriteJSON(state.RunDir(prev.RunDir).Status(), prev); err != nil {
 		return prev, orphans, err
 	}
 	return prev, orphans, nil

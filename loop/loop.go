@@ -20,7 +20,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -228,7 +227,7 @@ func (r *Run) Loop(ctx context.Context, cfg Config) *Result {
 	}
 	it.log = Quiet{r.log}
 	res := it.loop(ctx)
-	res.ExitCode, res.RunDir = exitCodes[res.State], r.Dir
+	res.ExitCode, res.RunDir = exitCodes[res.State], string(r.Dir)
 	r.update(func(s *Status) { s.Iteration = res.Iterations })
 	if it.started {
 		it.pullHome(ctx, res)
@@ -313,7 +312,7 @@ func (it *iterator) loop(ctx context.Context) *Result {
 		}
 	}
 	it.cfg = cfg
-	records, err := os.OpenFile(filepath.Join(it.run.Dir, "records.jsonl"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	records, err := os.OpenFile(it.run.Dir.Records(), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -538,7 +537,7 @@ func (it *iterator) iteration(ctx, runCtx context.Context, i, turn int) (*Record
 		}
 		before = &b
 	}
-	logPath := filepath.Join(it.run.Dir, fmt.Sprintf("iter-%03d.log", i))
+	logPath := it.run.Dir.IterationLog(i)
 	logFile, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return nil, err

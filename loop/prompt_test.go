@@ -66,7 +66,7 @@ if [ $n -eq 1 ]; then ` + tt.replace + `; fi`
 				t.Error("the agent ran a second iteration")
 			}
 			// Nothing sbx wrote holds the host file.
-			for _, dir := range []string{f.ws, f.control.Dir} {
+			for _, dir := range []string{f.ws, string(f.control.Dir)} {
 				filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 					if err == nil && d.Type().IsRegular() {
 						if data, _ := os.ReadFile(p); bytes.Contains(data, []byte(secretText)) {

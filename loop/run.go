@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sort"
 	"sync"
 	"time"
@@ -21,7 +20,7 @@ import (
 // loop itself is Run.Loop.
 type Run struct {
 	ID  string
-	Dir string
+	Dir state.RunDir
 
 	controls []*Control // the run's sandboxes, in turn order
 	locks    []*state.Lock
@@ -79,7 +78,7 @@ func Begin(stateDir state.Dir, o BeginOptions) (*Run, error) {
 	byName := append([]*Control(nil), r.controls...)
 	sort.Slice(byName, func(i, j int) bool { return byName[i].Sandbox < byName[j].Sandbox })
 	for _, c := range byName {
-		l, err := state.AcquireLock(context.Background(), state.Dir(c.Dir), "run", state.LockOptions{Command: runLockCommand})
+		l, err := c.Dir.AcquireRunLock(context.Background(), state.LockOptions{Command: runLockCommand})
 		var le *state.LockedError
 		if errors.As(err, &le) {
 			r.release()
@@ -94,13 +93,13 @@ func Begin(stateDir state.Dir, o BeginOptions) (*Run, error) {
 	}
 	r.ID = time.Now().UTC().Format("20060102T150405Z") + "-" + randomID(3)
 	lead := r.controls[0]
-	r.Dir = filepath.Join(lead.Dir, "runs", r.ID)
-	if err := os.MkdirAll(r.Dir, 0o700); err != nil {
+	r.Dir = lead.Dir.Run(r.ID)
+	if err := os.MkdirAll(string(r.Dir), 0o700); err != nil {
 		r.release()
 		return nil, err
 	}
 	var err error
-	if r.log, err = os.OpenFile(filepath.Join(r.Dir, "run.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600); err != nil {
+	if r.log, err = os.OpenFile(r.Dir.Log(), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600); err != nil {
 		r.release()
 		return nil, err
 	}
@@ -113,7 +112,7 @@ func Begin(stateDir state.Dir, o BeginOptions) (*Run, error) {
 		FormatVersion: StatusFormat, RunID: r.ID, Sandbox: lead.Sandbox, Sandboxes: o.Sandboxes,
 		PID: os.Getpid(), PIDStart: proc.Start(os.Getpid()), Detached: o.Detached,
 		State: StateRunning, Phase: PhaseConverging, Started: time.Now(), MaxIterations: o.MaxIterations,
-		Denials: []int{}, UpstreamErrors: []int{}, RunDir: r.Dir, Log: r.log.Name(),
+		Denials: []int{}, UpstreamErrors: []int{}, RunDir: string(r.Dir), Log: r.log.Name(),
 	}
 	if err := r.update(func(*Status) {}); err != nil {
 		r.release()
@@ -127,7 +126,7 @@ func Begin(stateDir state.Dir, o BeginOptions) (*Run, error) {
 			r.release()
 			return nil, err
 		}
-		if err := state.Write(filepath.Join(c.Dir, "latest"), ref); err != nil {
+		if err := state.Write(c.Dir.Latest(), ref); err != nil {
 			r.release()
 			return nil, err
 		}
@@ -196,7 +195,7 @@ func Resume(stateDir state.Dir, id string, sandboxes []string, lockFiles []*os.F
 	byName := append([]*Control(nil), r.controls...)
 	sort.Slice(byName, func(i, j int) bool { return byName[i].Sandbox < byName[j].Sandbox })
 	for i, c := range byName {
-		want, err := os.Stat(filepath.Join(c.Dir, "locks", "run.lock"))
+		want, err := os.Stat(c.Dir.RunLock())
 		if err != nil {
 			return nil, err
 		}
@@ -211,7 +210,7 @@ func Resume(stateDir state.Dir, id string, sandboxes []string, lockFiles []*os.F
 		}
 		r.locks = append(r.locks, l)
 	}
-	r.Dir = filepath.Join(r.controls[0].Dir, "runs", id)
+	r.Dir = r.controls[0].Dir.Run(id)
 	s, err := ReadRun(r.Dir)
 	if err != nil {
 		r.release()
@@ -227,7 +226,7 @@ func Resume(stateDir state.Dir, id string, sandboxes []string, lockFiles []*os.F
 			return nil, fmt.Errorf("run %s is not a run of the files' sandboxes", id)
 		}
 	}
-	if r.log, err = os.OpenFile(filepath.Join(r.Dir, "run.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600); err != nil {
+	if r.log, err = os.OpenFile(r.Dir.Log(), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600); err != nil {
 		r.release()
 		return nil, err
 	}
@@ -263,7 +262,7 @@ func (r *Run) update(change func(*Status)) error {
 	change(&r.status)
 	r.status.Updated = time.Now()
 	r.status.ElapsedMS = r.status.Updated.Sub(r.status.Started).Milliseconds()
-	return state.WriteJSON(filepath.Join(r.Dir, "status.json"), &r.status)
+	return state.WriteJSON(r.Dir.Status(), &r.status)
 }
 
 // SetPhase records what the run does now, outside its iterations
@@ -280,7 +279,7 @@ func (r *Run) Watch(ctx context.Context) context.Context {
 	go func() {
 		t := time.NewTicker(100 * time.Millisecond)
 		defer t.Stop()
-		stop := filepath.Join(r.Dir, "stop")
+		stop := r.Dir.Stop()
 		for {
 			select {
 			case <-ctx.Done():

@@ -191,7 +191,7 @@ func TestStaleRun(t *testing.T) {
 	r := f.begin(spec.Loop{MaxIterations: 1}, "box")
 
 	// A live pid that started at another time is another process.
-	path := filepath.Join(r.Dir, "status.json")
+	path := r.Dir.Status()
 	st := r.Status()
 	st.PID, st.PIDStart = os.Getpid(), "1"
 	if proc.Start(os.Getpid()) == "" {

@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/sbxhq/sbx/internal/proc"
+	"github.com/sbxhq/sbx/state"
 )
 
 // StatusFormat is the version of a run's status.json and of `sbx loop
@@ -128,10 +128,10 @@ func (s *Status) Live() bool {
 	return s.State == StateRunning && proc.Running(s.PID, s.PIDStart)
 }
 
-// ReadRun reads the status.json of the run in runDir. A run that says it
-// is running but whose process is gone reads as vanished.
-func ReadRun(runDir string) (*Status, error) {
-	path := filepath.Join(runDir, "status.json")
+// ReadRun reads the status of the run in runDir. A run that says it is
+// running but whose process is gone reads as vanished.
+func ReadRun(runDir state.RunDir) (*Status, error) {
+	path := runDir.Status()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -156,7 +156,7 @@ func ReadRun(runDir string) (*Status, error) {
 
 // ReadRecords fills s.Records from the run's records.jsonl.
 func (s *Status) ReadRecords() error {
-	f, err := os.Open(filepath.Join(s.RunDir, "records.jsonl"))
+	f, err := os.Open(state.RunDir(s.RunDir).Records())
 	if errors.Is(err, fs.ErrNotExist) {
 		s.Records = []Record{}
 		return nil

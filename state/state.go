@@ -1,9 +1,11 @@
 // Package state owns sbx's state directory: what sbx remembers on this
 // machine, outside any workspace the agent can write. Every path in it is
-// spelled here and every file is replaced whole through Write, so a crash
-// leaves the old content or the new, never half of one; the packages that
-// give the files their meaning (reconcile's records, checkpoint's catalog,
-// the loop's runs) read and write them through this package.
+// spelled here, and every file is replaced whole through Write (only a
+// loop run's logs are appended to), so a crash leaves the old content or
+// the new, never half of one. The packages that give the files their
+// meaning (reconcile's records and approvals, session's identities,
+// checkpoint's catalog, the loop's runs and hints) find them and write
+// them through this package.
 //
 // The layout, every directory 0700 and every file 0600:
 //
@@ -23,18 +25,21 @@
 //	                               every command need not ask (session)
 //	DIR/checkpoints/DRIVER/NAME.json  sbx's record of checkpoint NAME
 //	                               (checkpoint.Catalog)
-//	DIR/loops/SANDBOX/             the loop of a sandbox (loop.Control):
+//	DIR/loops/SANDBOX/             the loop of a sandbox (LoopDir;
+//	                               loop.Control):
 //	    locks/run.lock             held by the process of its live run
-//	    latest                     where its latest run is
-//	    hints/*.txt                hints waiting for its agent
-//	    runs/RUN/                  the runs it led: status.json,
-//	                               records.jsonl, run.log, iter-NNN.log, stop
+//	    latest                     where its latest run is: LEAD/runs/RUN
+//	    hints/TARGET.STAMP.txt     hints waiting for its agent
+//	    runs/RUN/                  the runs it led (RunDir): status.json,
+//	                               stop; appended to: run.log,
+//	                               records.jsonl, iter-NNN.log
 //
 // Which record of a sandbox counts, this machine's or the one a backend
 // keeps in its labels, is reconcile.RecordOf's rule: this machine's.
 package state
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -120,7 +125,69 @@ func (d Dir) Checkpoint(driver, name string) string {
 func (d Dir) Loops() string { return d.path("loops") }
 
 // Loop is the directory of a sandbox's loop.
-func (d Dir) Loop(sandbox string) string { return d.path("loops", sandbox) }
+func (d Dir) Loop(sandbox string) LoopDir { return LoopDir(d.path("loops", sandbox)) }
+
+// RunAt is the run that a sandbox's latest file names ("LEAD/runs/RUN",
+// relative to Loops; the caller checks its form).
+func (d Dir) RunAt(ref string) RunDir { return RunDir(d.path("loops", filepath.FromSlash(ref))) }
+
+// RunsWithID lists the directories of the runs with the given id,
+// whichever sandbox led them.
+func (d Dir) RunsWithID(id string) ([]RunDir, error) {
+	dirs, err := filepath.Glob(d.path("loops", "*", "runs", id))
+	runs := make([]RunDir, len(dirs))
+	for i, dir := range dirs {
+		runs[i] = RunDir(dir)
+	}
+	return runs, err
+}
+
+// LoopDir is the directory of a sandbox's loop (Dir.Loop).
+type LoopDir string
+
+func (l LoopDir) path(elem ...string) string { return Dir(l).path(elem...) }
+
+// Latest is the file naming the sandbox's latest run.
+func (l LoopDir) Latest() string { return l.path("latest") }
+
+// Hints is the directory of the hints waiting for the sandbox's agent.
+func (l LoopDir) Hints() string { return l.path("hints") }
+
+// Hint is the path of one hint.
+func (l LoopDir) Hint(name string) string { return l.path("hints", name) }
+
+// RunLock is the path of the lock held by the process of the sandbox's
+// live run.
+func (l LoopDir) RunLock() string { return l.path("locks", "run.lock") }
+
+// AcquireRunLock takes the lock at RunLock (AcquireLock).
+func (l LoopDir) AcquireRunLock(ctx context.Context, opts LockOptions) (*Lock, error) {
+	return AcquireLock(ctx, Dir(l), "run", opts)
+}
+
+// Run is the directory of a run the sandbox led.
+func (l LoopDir) Run(id string) RunDir { return RunDir(l.path("runs", id)) }
+
+// RunDir is the directory of one loop run.
+type RunDir string
+
+func (r RunDir) path(elem ...string) string { return Dir(r).path(elem...) }
+
+// Status is the run's status (loop.Status), replaced on every change.
+func (r RunDir) Status() string { return r.path("status.json") }
+
+// Stop is the file that asks the run to stop.
+func (r RunDir) Stop() string { return r.path("stop") }
+
+// Log is the run's log, appended to.
+func (r RunDir) Log() string { return r.path("run.log") }
+
+// Records is the run's iteration records, one JSON object a line,
+// appended to.
+func (r RunDir) Records() string { return r.path("records.jsonl") }
+
+// IterationLog is the log of iteration i, from 1.
+func (r RunDir) IterationLog(i int) string { return r.path(fmt.Sprintf("iter-%03d.log", i)) }
 
 // Write replaces the file at path, in a state directory, with data: a
 // synced temporary file in the same directory renamed over it (created

@@ -38,9 +38,16 @@ func TestDefault(t *testing.T) {
 func TestLayout(t *testing.T) {
 	d := Dir("/s")
 	got := []string{d.Key(), d.Record("sbx", "api"), d.Records("sbx"), d.Approved("api"), d.Approvals(), d.Locks(),
-		d.Identities(), d.Checkpoint("docker", "c1"), d.Checkpoints("docker"), d.Loops(), d.Loop("api")}
+		d.Identities(), d.Checkpoint("docker", "c1"), d.Checkpoints("docker"), d.Loops(), string(d.Loop("api"))}
+	l := d.Loop("api")
+	r := l.Run("R")
+	got = append(got, l.Latest(), l.Hints(), l.Hint("h.txt"), l.RunLock(), string(r), string(d.RunAt("api/runs/R")),
+		r.Status(), r.Stop(), r.Log(), r.Records(), r.IterationLog(7))
 	want := []string{"/s/key", "/s/records/sbx/api.json", "/s/records/sbx", "/s/approved/api.json", "/s/approved", "/s/locks",
-		"/s/identities.json", "/s/checkpoints/docker/c1.json", "/s/checkpoints/docker", "/s/loops", "/s/loops/api"}
+		"/s/identities.json", "/s/checkpoints/docker/c1.json", "/s/checkpoints/docker", "/s/loops", "/s/loops/api",
+		"/s/loops/api/latest", "/s/loops/api/hints", "/s/loops/api/hints/h.txt", "/s/loops/api/locks/run.lock",
+		"/s/loops/api/runs/R", "/s/loops/api/runs/R", "/s/loops/api/runs/R/status.json", "/s/loops/api/runs/R/stop",
+		"/s/loops/api/runs/R/run.log", "/s/loops/api/runs/R/records.jsonl", "/s/loops/api/runs/R/iter-007.log"}
 	for i := range want {
 		want[i] = filepath.FromSlash(want[i])
 	}

@@ -474,7 +474,7 @@ func (a *app) runEnd(ctx context.Context, s *loop.Status, tick func() error) (*l
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	for {
-		now, err := loop.ReadRun(s.RunDir)
+		now, err := loop.ReadRun(state.RunDir(s.RunDir))
 		if err != nil {
 			return s, err
 		}
