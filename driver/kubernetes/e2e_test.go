@@ -16,6 +16,7 @@ import (
 
 	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/driver/runner"
+	"github.com/sbxhq/sbx/internal/fixture"
 	"github.com/sbxhq/sbx/internal/k8stest"
 	"github.com/sbxhq/sbx/reconcile"
 	"github.com/sbxhq/sbx/schema"
@@ -53,6 +54,7 @@ var runID = func() string {
 }()
 
 func TestMain(m *testing.M) {
+	fixture.SweepDocker()
 	code := m.Run()
 	if env.loadedInto != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -87,7 +89,7 @@ func setup(t testing.TB) {
 			return
 		}
 		env.helper = "sbx-helper-test:" + runID
-		env.err = BuildHelperImage(context.Background(), &runner.Runner{}, "docker", env.binary, env.helper)
+		env.err = BuildHelperImage(context.Background(), &runner.Runner{}, "docker", env.binary, env.helper, fixture.Labels("driver/kubernetes")...)
 	})
 	if env.err != nil {
 		t.Fatal(env.err)

@@ -358,8 +358,10 @@ func (d *Driver) helperImage(registry string) (string, error) {
 
 // BuildHelperImage builds the helper image for binary with docker, under
 // tag (HelperImage), unless docker has it: the test harness loads it into
-// a cluster; with a registry the driver pushes it.
-func BuildHelperImage(ctx context.Context, r *runner.Runner, dockerCLI, binary, tag string) error {
+// a cluster; with a registry the driver pushes it. labels are more
+// --label flags for docker build (the test harness marks its image so
+// that a killed run's is swept).
+func BuildHelperImage(ctx context.Context, r *runner.Runner, dockerCLI, binary, tag string, labels ...string) error {
 	if err := driver.CheckStatic(binary); err != nil {
 		return err
 	}
@@ -377,7 +379,8 @@ func BuildHelperImage(ctx context.Context, r *runner.Runner, dockerCLI, binary, 
 	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM scratch\nCOPY sbx /sbx\nENTRYPOINT [\"/sbx\"]\n"), 0o644); err != nil {
 		return err
 	}
-	_, err = r.Output(ctx, dockerCLI, "build", "-q", "--label", driver.LabelManaged+"=true", "-t", tag, dir)
+	args := append([]string{dockerCLI, "build", "-q", "--label", driver.LabelManaged + "=true"}, labels...)
+	_, err = r.Output(ctx, append(args, "-t", tag, dir)...)
 	return err
 }
 
