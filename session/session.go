@@ -43,6 +43,9 @@ type Options struct {
 	// Driver overrides the files' driver when set.
 	Driver  string
 	NoLocal bool
+	// NoOrigins loads the files without where each value came from
+	// (spec.Options.NoOrigins): for validate, not for a plan.
+	NoOrigins bool
 	// Offline loads the files without failing on unset required
 	// variables (spec.Options.Offline); nothing is observed.
 	Offline bool
@@ -181,7 +184,7 @@ func Load(opts Options, lookupEnv func(string) (string, bool)) (*spec.Result, er
 	if err != nil {
 		return &spec.Result{}, err
 	}
-	return spec.Load(files, spec.Options{Schema: sch, LookupEnv: lookupEnv, NoLocal: opts.NoLocal, Offline: opts.Offline, HostValue: opts.HostValue})
+	return spec.Load(files, spec.Options{Schema: sch, LookupEnv: lookupEnv, NoLocal: opts.NoLocal, NoOrigins: opts.NoOrigins, Offline: opts.Offline, HostValue: opts.HostValue})
 }
 
 // CheckError is what the chosen backend cannot do for the sandboxes

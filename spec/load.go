@@ -31,6 +31,11 @@ type Options struct {
 	Offline bool
 	// NoLocal skips the sandbox.local.yaml overlay.
 	NoLocal bool
+	// NoOrigins skips recording where every value came from
+	// (Spec.Origins): planning needs it, a check that only reports
+	// problems does not, and for a thousand files it is a fifth of the
+	// time.
+	NoOrigins bool
 	// HostUser is the uid:gid of the user running sbx, for user: host
 	// (default: this process's; an error where the OS has none).
 	HostUser func() (string, error)
@@ -80,59 +85,73 @@ func Load(paths []string, opts Options) (*Result, error) {
 		reads = append(reads, &read{path: p, dir: filepath.Dir(abs)})
 	}
 	// The files are independent until they are grouped: they are read and
-	// parsed on every CPU, and their results taken in order.
-	par.Each(len(reads), func(i int) {
-		r := reads[i]
-		data, err := readFile(r.path)
-		if err != nil {
-			r.problems = Diagnostics{{File: r.path, Message: readError(err)}}
-			return
-		}
-		r.doc, r.problems = readDocument(r.path, r.dir, data)
-	})
-	var docs []*document
-	for _, r := range reads {
-		ds = append(ds, r.problems...)
-		if r.doc != nil {
-			docs = append(docs, r.doc)
-		}
-	}
-	groups := group(docs)
-	// So are the sandboxes: each one's overlay is read, and the sandbox
-	// resolved, beside the others.
+	// parsed on every CPU, and their results taken in order. So are the
+	// sandboxes: each one's overlay is read, and the sandbox resolved,
+	// beside the others. Both go a batch of files at a time, each sandbox
+	// resolved once its last layer is read: a parsed file is garbage once
+	// its sandbox is resolved, so a pre-commit hook's thousand files never
+	// hold a thousand parse trees at once (memory that a machine where a
+	// fresh page is costly pays for in time: bench/validate.sh).
 	type resolved struct {
 		spec             *Spec
 		needed, problems Diagnostics
 	}
-	results := make([]resolved, len(groups))
-	par.Each(len(groups), func(i int) {
-		g := groups[i]
-		r := &results[i]
-		if !opts.NoLocal {
-			local := localPath(g[0].name)
-			abs, _ := abs(local)
-			if !seen[abs] {
-				data, err := readFile(local)
-				switch {
-				case errors.Is(err, fs.ErrNotExist):
-				case err != nil:
-					r.problems = append(r.problems, Diagnostic{File: local, Message: readError(err)})
-				case blank(data):
-					// An overlay with nothing in it (comments at most) is
-					// no overlay: the docker driver leaves one so that the
-					// sandbox cannot create its own.
-				default:
-					doc, problems := readDocument(local, filepath.Dir(abs), data)
-					r.problems = append(r.problems, problems...)
-					if doc != nil {
-						g = append(slices.Clip(g), doc)
+	var results []resolved
+	var pending []*document // the layers of a sandbox the next batch may continue
+	for first := 0; first < len(reads); first += loadBatch {
+		batch := reads[first:min(first+loadBatch, len(reads))]
+		par.Each(len(batch), func(i int) {
+			r := batch[i]
+			data, err := readFile(r.path)
+			if err != nil {
+				r.problems = Diagnostics{{File: r.path, Message: readError(err)}}
+				return
+			}
+			r.doc, r.problems = readDocument(r.path, r.dir, data)
+		})
+		for _, r := range batch {
+			ds = append(ds, r.problems...)
+			if r.doc != nil {
+				pending = append(pending, r.doc)
+			}
+			r.doc = nil
+		}
+		groups := group(pending)
+		pending = nil
+		if more := first+loadBatch < len(reads); more && len(groups) > 0 {
+			pending, groups = groups[len(groups)-1], groups[:len(groups)-1]
+		}
+		out := make([]resolved, len(groups))
+		par.Each(len(groups), func(i int) {
+			g := groups[i]
+			r := &out[i]
+			if !opts.NoLocal {
+				local := localPath(g[0].name)
+				abs, _ := abs(local)
+				if !seen[abs] {
+					data, err := readFile(local)
+					switch {
+					case errors.Is(err, fs.ErrNotExist):
+					case err != nil:
+						r.problems = append(r.problems, Diagnostic{File: local, Message: readError(err)})
+					case blank(data):
+						// An overlay with nothing in it (comments at most) is
+						// no overlay: the docker driver leaves one so that the
+						// sandbox cannot create its own.
+					default:
+						doc, problems := readDocument(local, filepath.Dir(abs), data)
+						r.problems = append(r.problems, problems...)
+						if doc != nil {
+							g = append(slices.Clip(g), doc)
+						}
 					}
 				}
 			}
-		}
-		s, needed, problems := resolve(g, opts)
-		r.spec, r.needed, r.problems = s, needed, append(r.problems, problems...)
-	})
+			s, needed, problems := resolve(g, opts)
+			r.spec, r.needed, r.problems = s, needed, append(r.problems, problems...)
+		})
+		results = append(results, out...)
+	}
 	res := &Result{}
 	for _, r := range results {
 		ds = append(ds, r.problems...)
@@ -184,6 +203,11 @@ func absFunc() (func(string) (string, error), error) {
 		return filepath.Join(wd, p), nil
 	}, nil
 }
+
+// loadBatch is how many files Load parses before it resolves the
+// sandboxes they complete: enough to keep every CPU busy, few enough that
+// their parse trees stay small.
+const loadBatch = 64
 
 func readError(err error) string {
 	var pe *fs.PathError
@@ -345,7 +369,7 @@ func resolve(layers []*document, opts Options) (*Spec, Diagnostics, Diagnostics)
 	// deeper than the schema (a hostile one may nest as deep as go-yaml
 	// takes, 10,000 levels, and every value's path spelled out costs the
 	// square of that: TestHostileOverlayBounded).
-	if len(st.diags) == 0 {
+	if len(st.diags) == 0 && !opts.NoOrigins {
 		s.Origins = make(map[string]Origin, countNodes(root))
 		st.provenance(root, "", s)
 	}

@@ -235,3 +235,52 @@ func TestLoadManyAsOne(t *testing.T) {
 		t.Errorf("problems loaded together (-alone +together):\n%s", diff)
 	}
 }
+
+// TestLoadManyFiles: Load parses files a batch at a time and resolves a
+// sandbox once its last layer is read; a sandbox whose layer is the first
+// file of the next batch still gets it, every sandbox comes out in the
+// order of its file, and with NoOrigins none records where its values came
+// from.
+func TestLoadManyFiles(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "PROMPT.md", "Do the task.\n")
+	var files []string
+	for i := range 150 {
+		name := fmt.Sprintf("f%03d.yaml", i)
+		content := fmt.Sprintf("version: 1\nname: s%03d\nagent: claude\nworkspace: .\n", i)
+		if i%64 == 0 && i > 0 {
+			// A layer, the first file of a batch, over the sandbox before.
+			content = fmt.Sprintf("env:\n  LAYER: %q\n", name)
+		}
+		files = append(files, write(t, dir, name, content))
+	}
+	for _, noOrigins := range []bool{false, true} {
+		res, err := spec.Load(files, spec.Options{Schema: compile(t), NoLocal: true, NoOrigins: noOrigins})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		layered := map[string]string{}
+		for _, s := range res.Specs {
+			names = append(names, s.Name)
+			if v, ok := s.Env["LAYER"]; ok {
+				layered[s.Name] = v
+			}
+			if (s.Origins == nil) != noOrigins {
+				t.Errorf("NoOrigins %v: sandbox %s has %d origins", noOrigins, s.Name, len(s.Origins))
+			}
+		}
+		var want []string
+		for i := range 150 {
+			if i%64 != 0 || i == 0 {
+				want = append(want, fmt.Sprintf("s%03d", i))
+			}
+		}
+		if diff := cmp.Diff(want, names); diff != "" {
+			t.Errorf("sandboxes (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff(map[string]string{"s063": "f064.yaml", "s127": "f128.yaml"}, layered); diff != "" {
+			t.Errorf("layers (-want +got):\n%s", diff)
+		}
+	}
+}

@@ -39,7 +39,7 @@ file is merged over it unless --no-local is given.`,
 				// CPU (bench/validate.sh), for a peak heap about a third
 				// larger (spec.MaxFileSize bounds each file).
 				batchGC()
-				return a.validate(append(files, args...), *asJSON, spec.Options{Offline: *offline, NoLocal: *noLocal})
+				return a.validate(append(files, args...), *asJSON, spec.Options{Offline: *offline, NoLocal: *noLocal, NoOrigins: true})
 			}
 		},
 	}
@@ -68,6 +68,14 @@ func (a *app) validate(files []string, asJSON bool, opts spec.Options) int {
 	}
 	if len(problems) == 0 {
 		problems = session.DriverProblems(a.driverEnv, res.Specs)
+		if len(problems) > 0 && opts.NoOrigins {
+			// Loaded without where each value came from, which only
+			// these problems need: read again to place them.
+			opts.NoOrigins = false
+			if again, err := a.load(files, opts); err == nil {
+				problems = session.DriverProblems(a.driverEnv, again.Specs)
+			}
+		}
 	}
 	if asJSON {
 		rep := validateReport{Valid: len(problems) == 0, Problems: problems, Needed: res.Needed}
@@ -112,5 +120,5 @@ func (a *app) validate(files []string, asJSON bool, opts spec.Options) int {
 // load reads sandbox files for any verb; with no files it reads
 // ./sandbox.yaml. A failure to read a file is reported as a diagnostic.
 func (a *app) load(files []string, opts spec.Options) (*spec.Result, error) {
-	return session.Load(session.Options{Files: files, NoLocal: opts.NoLocal, Offline: opts.Offline, HostValue: a.hostValues.add}, a.lookupEnv)
+	return session.Load(session.Options{Files: files, NoLocal: opts.NoLocal, NoOrigins: opts.NoOrigins, Offline: opts.Offline, HostValue: a.hostValues.add}, a.lookupEnv)
 }
