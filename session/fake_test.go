@@ -9,6 +9,7 @@ import (
 	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/driver/runner"
 	"github.com/sbxhq/sbx/internal/fakecli/fakesbx"
+	"github.com/sbxhq/sbx/reconcile"
 	"github.com/sbxhq/sbx/state"
 )
 
@@ -78,4 +79,18 @@ func (w *world) open(t *testing.T, files ...string) *Session {
 	}
 	t.Cleanup(s.Release)
 	return s
+}
+
+// apply converges the sandboxes of files as 'sbx apply -y' does.
+func (w *world) apply(t *testing.T, files ...string) {
+	t.Helper()
+	s := w.open(t, files...)
+	defer s.Release()
+	p, err := s.Plan(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Apply(context.Background(), p, false, reconcile.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }

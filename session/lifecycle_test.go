@@ -132,17 +132,8 @@ func TestList(t *testing.T) {
 	w := newWorld(t)
 	api := w.file(t, "api.yaml", "version: 1\nname: api\nagent: shell\ndriver: sbx\nworkspace: .\nnetwork: {agentHosts: false}\n")
 	web := w.file(t, "web.yaml", "version: 1\nname: web\nagent: shell\ndriver: sbx\nworkspace: .\nnetwork: {agentHosts: false}\n")
-	for _, f := range []string{api, web} {
-		s := w.open(t, f)
-		p, err := s.Plan(false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Apply(context.Background(), p, false, reconcile.ApplyOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		s.Release()
-	}
+	w.apply(t, api)
+	w.apply(t, web)
 	if _, err := w.env.Runner.Output(context.Background(), w.env.Self, "create", "-q", "--name", "byhand", "shell", w.ws); err != nil {
 		t.Fatal(err)
 	}

@@ -302,15 +302,7 @@ func TestRunLoopEphemeral(t *testing.T) {
 	}
 
 	// The user's own sandbox of that name: refused, not destroyed.
-	s = w.open(t, f)
-	p, err := s.Plan(false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Apply(context.Background(), p, false, reconcile.ApplyOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	s.Release()
+	w.apply(t, f)
 	run.Close(loop.ExitError, "")
 	run = w.begin(t, f)
 	ui = &fakeUI{}
