@@ -83,7 +83,8 @@ func setup() error {
 	if out, err := exec.Command("docker", "version", "--format", "{{.Server.Version}}").CombinedOutput(); err != nil {
 		return fmt.Errorf("no Docker daemon: %v: %s", err, out)
 	}
-	dir, err := os.MkdirTemp("", "sbx-docker-e2e-")
+	fixture.SweepTemp()
+	dir, err := fixture.TempDir("sbx-docker-e2e-")
 	if err != nil {
 		return err
 	}

@@ -55,6 +55,7 @@ var runID = func() string {
 
 func TestMain(m *testing.M) {
 	fixture.SweepDocker()
+	fixture.SweepTemp()
 	code := m.Run()
 	if env.loadedInto != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -77,7 +78,7 @@ func TestMain(m *testing.M) {
 func setup(t testing.TB) {
 	t.Helper()
 	env.once.Do(func() {
-		env.dir, env.err = os.MkdirTemp("", "sbx-k8s-e2e-")
+		env.dir, env.err = fixture.TempDir("sbx-k8s-e2e-")
 		if env.err != nil {
 			return
 		}

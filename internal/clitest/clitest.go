@@ -24,6 +24,7 @@ import (
 	"github.com/sbxhq/sbx/internal/fakecli"
 	"github.com/sbxhq/sbx/internal/fakecli/fakedocker"
 	"github.com/sbxhq/sbx/internal/fakecli/fakesbx"
+	"github.com/sbxhq/sbx/internal/fixture"
 )
 
 // Commands are the fakes of Docker's CLIs, for testscript.Main: Docker's
@@ -74,7 +75,8 @@ func MainBuilt(m *testing.M) {
 type built struct{ m *testing.M }
 
 func (b built) Run() int {
-	dir, err := os.MkdirTemp("", "sbx-clitest-")
+	fixture.SweepTemp()
+	dir, err := fixture.TempDir("sbx-clitest-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -97,7 +97,8 @@ func setup() error {
 		return fmt.Errorf("no Docker daemon: %v: %s", err, out)
 	}
 	fixture.SweepDocker("sbx-agents-") // its sandboxes come from the cached template, which has no test label
-	dir, err := os.MkdirTemp("", "sbx-agents-e2e-")
+	fixture.SweepTemp()
+	dir, err := fixture.TempDir("sbx-agents-e2e-")
 	if err != nil {
 		return err
 	}

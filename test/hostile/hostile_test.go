@@ -73,7 +73,8 @@ func setup() error {
 	if out, err := exec.Command("docker", "version", "--format", "{{.Server.Version}}").CombinedOutput(); err != nil {
 		return fmt.Errorf("no Docker daemon: %v: %s", err, out)
 	}
-	dir, err := os.MkdirTemp("", "sbx-hostile-")
+	fixture.SweepTemp()
+	dir, err := fixture.TempDir("sbx-hostile-")
 	if err != nil {
 		return err
 	}
