@@ -527,13 +527,7 @@ func TestPlan(t *testing.T) {
 			if diff := cmp.Diff(tc.errs, p.Errors, cmpEmpty); diff != "" {
 				t.Errorf("errors (-want +got):\n%s", diff)
 			}
-			var steps []StepKind
-			for _, c := range p.Sandboxes {
-				for _, s := range c.Steps {
-					steps = append(steps, s.Kind)
-				}
-			}
-			if diff := cmp.Diff(tc.steps, steps, cmpEmpty); diff != "" {
+			if diff := cmp.Diff(tc.steps, stepKinds(p), cmpEmpty); diff != "" {
 				t.Errorf("steps (-want +got):\n%s", diff)
 			}
 			var buf bytes.Buffer
@@ -681,4 +675,15 @@ func TestPlanDigestsWhenWritten(t *testing.T) {
 	if !strings.Contains(buf.String(), p.Observed) || !strings.Contains(buf.String(), p.Desired) {
 		t.Errorf("the JSON lacks the digests:\n%s", buf.String())
 	}
+}
+
+// stepKinds lists the kinds of a plan's steps, sandbox by sandbox.
+func stepKinds(p *Changes) []StepKind {
+	var steps []StepKind
+	for _, c := range p.Sandboxes {
+		for _, s := range c.Steps {
+			steps = append(steps, s.Kind)
+		}
+	}
+	return steps
 }

@@ -40,13 +40,7 @@ func TestPlanDefaultRuntime(t *testing.T) {
 			if len(p.Errors) > 0 {
 				t.Fatalf("plan errors: %v", p.Errors)
 			}
-			var steps []StepKind
-			for _, c := range p.Sandboxes {
-				for _, s := range c.Steps {
-					steps = append(steps, s.Kind)
-				}
-			}
-			if diff := cmp.Diff(tc.steps, steps, cmpEmpty); diff != "" {
+			if diff := cmp.Diff(tc.steps, stepKinds(p), cmpEmpty); diff != "" {
 				t.Errorf("steps (-want +got):\n%s", diff)
 			}
 		})
