@@ -23,12 +23,11 @@ import (
 type Control struct {
 	Sandbox string
 	Dir     state.LoopDir
-	state   state.Dir
 }
 
 // NewControl returns the control directory of a sandbox's loop.
 func NewControl(stateDir state.Dir, sandbox string) *Control {
-	return &Control{Sandbox: sandbox, Dir: stateDir.Loop(sandbox), state: stateDir}
+	return &Control{Sandbox: sandbox, Dir: stateDir.Loop(sandbox)}
 }
 
 // NoRunError says a sandbox has had no run (that this machine knows of).
@@ -55,7 +54,7 @@ func (c *Control) Latest() (*Status, error) {
 	if !runRef.MatchString(ref) {
 		return nil, fmt.Errorf("%s: not a run: %q", c.Dir.Latest(), ref)
 	}
-	return ReadRun(c.state.RunAt(ref))
+	return ReadRun(c.Dir.RunAt(ref))
 }
 
 // Live returns the sandbox's live run, or nil when none is.

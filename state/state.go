@@ -127,10 +127,6 @@ func (d Dir) Loops() string { return d.path("loops") }
 // Loop is the directory of a sandbox's loop.
 func (d Dir) Loop(sandbox string) LoopDir { return LoopDir(d.path("loops", sandbox)) }
 
-// RunAt is the run that a sandbox's latest file names ("LEAD/runs/RUN",
-// relative to Loops; the caller checks its form).
-func (d Dir) RunAt(ref string) RunDir { return RunDir(d.path("loops", filepath.FromSlash(ref))) }
-
 // RunsWithID lists the directories of the runs with the given id,
 // whichever sandbox led them.
 func (d Dir) RunsWithID(id string) ([]RunDir, error) {
@@ -163,6 +159,13 @@ func (l LoopDir) RunLock() string { return l.path("locks", "run.lock") }
 // AcquireRunLock takes the lock at RunLock (AcquireLock).
 func (l LoopDir) AcquireRunLock(ctx context.Context, opts LockOptions) (*Lock, error) {
 	return AcquireLock(ctx, Dir(l), "run", opts)
+}
+
+// RunAt is the run that the sandbox's latest file names ("LEAD/runs/RUN",
+// relative to the directory of every sandbox's loop; the caller checks
+// its form).
+func (l LoopDir) RunAt(ref string) RunDir {
+	return RunDir(filepath.Join(filepath.Dir(string(l)), filepath.FromSlash(ref)))
 }
 
 // Run is the directory of a run the sandbox led.

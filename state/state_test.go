@@ -41,7 +41,7 @@ func TestLayout(t *testing.T) {
 		d.Identities(), d.Checkpoint("docker", "c1"), d.Checkpoints("docker"), d.Loops(), string(d.Loop("api"))}
 	l := d.Loop("api")
 	r := l.Run("R")
-	got = append(got, l.Latest(), l.Hints(), l.Hint("h.txt"), l.RunLock(), string(r), string(d.RunAt("api/runs/R")),
+	got = append(got, l.Latest(), l.Hints(), l.Hint("h.txt"), l.RunLock(), string(r), string(l.RunAt("api/runs/R")),
 		r.Status(), r.Stop(), r.Log(), r.Records(), r.IterationLog(7))
 	want := []string{"/s/key", "/s/records/sbx/api.json", "/s/records/sbx", "/s/approved/api.json", "/s/approved", "/s/locks",
 		"/s/identities.json", "/s/checkpoints/docker/c1.json", "/s/checkpoints/docker", "/s/loops", "/s/loops/api",
