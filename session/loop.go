@@ -360,7 +360,6 @@ func (s *Session) destroyEphemeral(o LoopOptions) {
 	if err := s.destroyAll(ctx, o); err != nil {
 		o.UI.Warn(err)
 		fmt.Fprintf(o.Messages, "sbx: the ephemeral sandbox may be left behind; remove it with 'sbx destroy -y'\n")
-		return
 	}
 }
 
