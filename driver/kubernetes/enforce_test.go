@@ -8,11 +8,15 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"reflect"
+	"strconv"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/sbxhq/sbx/driver"
+	"github.com/sbxhq/sbx/internal/proc"
 )
 
 // enforcer emulates, for one test's namespace, a network plugin that
@@ -26,7 +30,10 @@ import (
 // follow pods as they come and go (one watch of the namespace's pods: a
 // kubectl get every few hundred milliseconds, in every parallel test,
 // kept the API server and the machine's two cores busy), and are removed
-// when the test ends.
+// when the test ends. Each rule's comment names the test process
+// (enforcerComment), so that a later run removes the rules of a killed
+// one (sweepRules) before they drop the packets of a pod that reuses
+// an address.
 type enforcer struct {
 	c       *cluster
 	comment string
@@ -51,7 +58,8 @@ func (c *cluster) enforce() {
 	if os.Geteuid() != 0 {
 		c.t.Fatal("emulating NetworkPolicy enforcement needs root (iptables)")
 	}
-	e := &enforcer{c: c, comment: "sbx-test-" + c.class, rules: map[string][][]string{}}
+	sweepOnce.Do(func() { sweepRules(c.t) })
+	e := &enforcer{c: c, comment: enforcerComment + proc.Owner() + ":" + c.class, rules: map[string][][]string{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -183,6 +191,60 @@ func (e *enforcer) sync(pods map[string]watchedPod) {
 	}
 }
 
+// enforcerComment starts the comment of every rule an enforcer installs;
+// OWNER:CLASS follows (proc.Owner, the test's storage class).
+const enforcerComment = "sbx-test-enforcer:"
+
+var sweepOnce sync.Once
+
+// sweepRules removes the rules enforcers of test processes that are gone
+// left (a killed run's Cleanup never ran): a pod address is handed out
+// again, and a left rule dropped every packet the new pod sent to the
+// node, its readiness probe's replies included.
+func sweepRules(t testing.TB) {
+	out, err := exec.Command("iptables", "-w", "-S").Output()
+	if err != nil {
+		t.Logf("listing the rules killed runs left: %v", err)
+		return
+	}
+	for _, r := range staleRules(string(out), proc.Gone) {
+		if out, err := exec.Command("iptables", append([]string{"-w", "-D"}, r...)...).CombinedOutput(); err != nil {
+			t.Logf("removing a rule a killed run left (%s): %v: %s", strings.Join(r, " "), err, out)
+		}
+	}
+}
+
+// staleRules returns, as iptables -D arguments, the rules in listing
+// (iptables -S) whose comment says an enforcer of an owner gone made
+// them.
+func staleRules(listing string, gone func(owner string) bool) [][]string {
+	var stale [][]string
+	for _, line := range strings.Split(listing, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] != "-A" {
+			continue
+		}
+		// iptables quotes a comment with any character but letters,
+		// digits and '-' (an owner's '/'); an enforcer's has no space.
+		for i, a := range f {
+			if u, err := strconv.Unquote(a); err == nil && strings.HasPrefix(a, `"`) {
+				f[i] = u
+			}
+		}
+		for i, a := range f[:len(f)-1] {
+			c, ok := strings.CutPrefix(f[i+1], enforcerComment)
+			if a != "--comment" || !ok {
+				continue
+			}
+			if owner, _, ok := strings.Cut(c, ":"); ok && gone(owner) {
+				stale = append(stale, f[1:])
+			}
+			break
+		}
+	}
+	return stale
+}
+
 func (e *enforcer) remove(uid string) {
 	for _, r := range e.rules[uid] {
 		if out, err := exec.Command("iptables", append([]string{"-w", "-D"}, r...)...).CombinedOutput(); err != nil {
@@ -190,4 +252,62 @@ func (e *enforcer) remove(uid string) {
 		}
 	}
 	delete(e.rules, uid)
+}
+
+// TestStaleRules: the rules of an enforcer whose process is gone are
+// found, as iptables -S lists them (the comment quoted), and no other
+// rule: a live run's, another tool's, an older format's.
+func TestStaleRules(t *testing.T) {
+	listing := `-P INPUT ACCEPT
+-A INPUT -s 10.244.0.16/32 -m comment --comment "sbx-test-enforcer:vm/12/345:sbx-test-ab" -j DROP
+-A INPUT -s 10.244.0.17/32 -m comment --comment "sbx-test-enforcer:vm/13/345:sbx-test-cd" -j DROP
+-A FORWARD -s 10.244.0.16/32 -d 10.244.0.15/32 -p tcp -m tcp --dport 3128 -m comment --comment "sbx-test-enforcer:vm/12/345:sbx-test-ab" -j ACCEPT
+-A FORWARD -i k8s-cni0 -o k8s-cni0 -m comment --comment sbx-k8s-cni -j ACCEPT
+-A FORWARD -m comment --comment "a rule of someone else: sbx-test-enforcer:vm/12/345:x" -j ACCEPT
+`
+	gone := func(owner string) bool { return owner == "vm/12/345" }
+	got := staleRules(listing, gone)
+	want := [][]string{
+		{"INPUT", "-s", "10.244.0.16/32", "-m", "comment", "--comment", "sbx-test-enforcer:vm/12/345:sbx-test-ab", "-j", "DROP"},
+		{"FORWARD", "-s", "10.244.0.16/32", "-d", "10.244.0.15/32", "-p", "tcp", "-m", "tcp", "--dport", "3128", "-m", "comment", "--comment", "sbx-test-enforcer:vm/12/345:sbx-test-ab", "-j", "ACCEPT"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("staleRules:\n got %q\nwant %q", got, want)
+	}
+}
+
+// TestSweepRules: a rule a killed run's enforcer left is removed by the
+// next run's, through the real iptables. The rule is in a chain of the
+// test's own that nothing jumps to, so it filters no packet.
+func TestSweepRules(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("SBX_E2E") == "1" {
+			t.Fatal("SBX_E2E=1 but not root: iptables cannot be run")
+		}
+		t.Skip("iptables needs root; set SBX_E2E=1 to make this a failure")
+	}
+	chain := fmt.Sprintf("sbxtest-%d", os.Getpid())
+	ipt := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command("iptables", append([]string{"-w"}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("iptables %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	ipt("-N", chain)
+	t.Cleanup(func() {
+		exec.Command("iptables", "-w", "-F", chain).Run()
+		exec.Command("iptables", "-w", "-X", chain).Run()
+	})
+	host, _ := os.Hostname()
+	dead := enforcerComment + host + "/1/0:sbx-test-dead" // pid 1 never started at 0
+	live := enforcerComment + proc.Owner() + ":sbx-test-live"
+	ipt("-A", chain, "-s", "127.0.0.2", "-m", "comment", "--comment", dead, "-j", "DROP")
+	ipt("-A", chain, "-s", "127.0.0.3", "-m", "comment", "--comment", live, "-j", "DROP")
+	sweepRules(t)
+	got := ipt("-S", chain)
+	if strings.Contains(got, "sbx-test-dead") || !strings.Contains(got, "sbx-test-live") {
+		t.Errorf("after the sweep, the chain is\n%s\nwant the dead owner's rule gone and the live one's kept", got)
+	}
 }
