@@ -12,7 +12,10 @@
 // (unspecified and loopback addresses, its own, the Docker host's and the
 // joined networks' gateways); dials exactly the address it checked;
 // bounds what a client can make it hold; and logs every decision as a
-// JSON line.
+// JSON line. For the hosts a secret is for (SetSecrets) it terminates
+// the sandbox's TLS with a certificate from the sandbox's own CA and adds
+// the secret in place of the placeholder the sandbox holds
+// (intercept.go); every other tunnel is spliced unread.
 package egress
 
 import (

@@ -3,6 +3,7 @@ package egress
 import (
 	"bufio"
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -45,6 +46,10 @@ type Options struct {
 	// backlog behind tunnels that may stay open for hours, and a refused
 	// connection costs no goroutine.
 	MaxConns int
+	// UpstreamRoots verify the upstreams of the tunnels the proxy
+	// terminates to add secrets (SetSecrets); nil is the system's roots.
+	// Tests name their servers' CA.
+	UpstreamRoots *x509.CertPool
 }
 
 // Proxy is the filtering proxy. It is safe for concurrent use.
@@ -68,6 +73,10 @@ type Proxy struct {
 
 	// slots bounds the connections served at once (MaxConns).
 	slots chan struct{}
+
+	// secrets are what the proxy adds to requests, and the sandbox's CA
+	// (SetSecrets); nil when it adds none.
+	secrets atomic.Pointer[secretSet]
 }
 
 // New loads the policy, finds the proxy's own addresses and returns a
@@ -335,6 +344,16 @@ func (p *Proxy) handle(ctx context.Context, conn net.Conn, head io.Reader) {
 	}
 	defer upstream.Close()
 	e.Decision, e.Reason, e.Addr = "allow", "allowed by policy", addr
+	set := p.secrets.Load()
+	if req.Method == http.MethodConnect && set.terminates(d) {
+		var buffered []byte
+		if n := br.Buffered(); n > 0 {
+			b, _ := br.Peek(n)
+			buffered = append([]byte(nil), b...)
+		}
+		p.intercept(conn, buffered, upstream, d, set, e)
+		return
+	}
 	if req.Method == http.MethodConnect {
 		e.Status = http.StatusOK
 		p.log(e)
@@ -345,6 +364,14 @@ func (p *Proxy) handle(ctx context.Context, conn net.Conn, head io.Reader) {
 			upstream.Write(b)
 		}
 		splice(conn, upstream)
+		return
+	}
+	// A secret goes only over TLS the proxy terminated: its placeholder
+	// in a plain-HTTP request is refused, whatever the host.
+	if err := set.refusePlain(req); err != nil {
+		e.Decision, e.Reason, e.Status = "deny", err.Error(), http.StatusForbidden
+		p.log(e)
+		writeStatus(conn, e.Status, fmt.Sprintf("%s: %s", d.host, e.Reason))
 		return
 	}
 	// An absolute-URI request: forward it without hop-by-hop headers, one
