@@ -15,12 +15,18 @@ import (
 // standard error). Only holders of the Docker API can attach; the sandbox
 // cannot.
 
-// ControlRequest asks the proxy for the policy in force ("policy") or to
-// put a new one in force ("set", with Policy).
+// ControlRequest asks the proxy for the policy in force ("policy"), to
+// put a new one in force ("set", with Policy), or to add secrets to the
+// requests for their hosts ("secrets", with CA and Secrets, replacing
+// those it had; held in memory only, so sbx sends them again whenever the
+// proxy may have restarted).
 type ControlRequest struct {
 	ID     string          `json:"id"`
 	Op     string          `json:"op"`
 	Policy json.RawMessage `json:"policy,omitempty"`
+	// CA is the sandbox's CA, certificate and key (CA.MarshalPEM).
+	CA      []byte   `json:"ca,omitempty"`
+	Secrets []Secret `json:"secrets,omitempty"`
 }
 
 // ControlReply answers a request with the same ID: the policy in force
@@ -33,7 +39,10 @@ type ControlReply struct {
 	// the addresses and gateways of its own network namespace. It is
 	// what the proxy found, not part of the declaration.
 	AlwaysBlocked []string `json:"alwaysBlocked,omitempty"`
-	Error         string   `json:"error,omitempty"`
+	// Secrets names the secrets the proxy adds, after a "secrets"
+	// request; never their values.
+	Secrets []string `json:"secrets,omitempty"`
+	Error   string   `json:"error,omitempty"`
 }
 
 // maxControlLine bounds one request (a policy with thousands of hosts
@@ -74,6 +83,14 @@ func (p *Proxy) ServeControl(r io.Reader, w io.Writer) error {
 				reply(ControlReply{ID: req.ID, Error: err.Error()})
 				continue
 			}
+		case "secrets":
+			names, err := p.setSecretsPEM(req.CA, req.Secrets)
+			if err != nil {
+				reply(ControlReply{ID: req.ID, Error: err.Error()})
+				continue
+			}
+			reply(ControlReply{ID: req.ID, Secrets: names})
+			continue
 		default:
 			reply(ControlReply{ID: req.ID, Error: fmt.Sprintf("unknown control op %q", req.Op)})
 			continue

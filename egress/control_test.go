@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"io"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -88,5 +89,37 @@ func TestControlOverlongLine(t *testing.T) {
 	want := []ControlReply{{Error: "control request over 4194304 bytes"}, {ID: "after", Policy: &old, AlwaysBlocked: testAlways}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("replies (-want +got):\n%s", diff)
+	}
+}
+
+// TestControlSecrets: the "secrets" op puts a CA and secrets in force at
+// once, answers with their names only, and refuses what does not compile;
+// no value reaches the reply or the log.
+func TestControlSecrets(t *testing.T) {
+	srv, port := secretUpstream(t)
+	h, _ := secretHarness(t, srv, nil)
+	ca, err := NewCA("ctl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	caPEM, _ := ca.MarshalPEM()
+	good, _ := json.Marshal(ControlRequest{ID: "1", Op: "secrets", CA: caPEM, Secrets: []Secret{
+		{Name: "ANTHROPIC_API_KEY", Placeholder: testPlaceholder, Value: "rotated-value", Hosts: []string{"example.com"}}}})
+	bad, _ := json.Marshal(ControlRequest{ID: "2", Op: "secrets", Secrets: []Secret{
+		{Name: "X", Placeholder: testPlaceholder, Value: "v", Hosts: []string{"example.com"}}}})
+	got := control(t, h.proxy, string(good)+"\n"+string(bad)+"\n")
+	want := []ControlReply{{ID: "1", Secrets: []string{"ANTHROPIC_API_KEY"}}, {ID: "2", Error: "secrets need the sandbox's CA"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("replies (-want +got):\n%s", diff)
+	}
+	// The new value and the new CA are in force: rotation without a
+	// restart.
+	req, _ := http.NewRequest("GET", "https://example.com:"+port+"/", nil)
+	req.Header.Set("Authorization", "Bearer "+testPlaceholder)
+	if code, body := do(t, sandboxClient(h, ca), req); code != 200 || !strings.Contains(body, "auth=Bearer rotated-value") {
+		t.Errorf("after the op: %d %q", code, body)
+	}
+	if strings.Contains(h.log.String(), "rotated-value") || strings.Contains(h.log.String(), "PRIVATE KEY") {
+		t.Errorf("the log holds a value or the key:\n%s", h.log.String())
 	}
 }

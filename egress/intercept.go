@@ -26,6 +26,28 @@ func (p *Proxy) SetSecrets(ca *CA, ss []Secret) error {
 	return nil
 }
 
+// setSecretsPEM is SetSecrets of a CA in PEM (the control channel's
+// form); it returns the secrets' names. No secrets and no CA stop adding
+// any.
+func (p *Proxy) setSecretsPEM(caPEM []byte, ss []Secret) ([]string, error) {
+	var ca *CA
+	if len(caPEM) > 0 {
+		var err error
+		if ca, err = ParseCA(caPEM); err != nil {
+			return nil, err
+		}
+	}
+	if err := p.SetSecrets(ca, ss); err != nil {
+		return nil, err
+	}
+	names := []string{}
+	for _, s := range ss {
+		names = append(names, s.Name)
+	}
+	p.logEvent(map[string]any{"event": "secrets", "secrets": names})
+	return names, nil
+}
+
 // intercept serves a CONNECT to a host the proxy adds a secret for. It
 // first opens its own TLS connection to the upstream, verified as a
 // client would (Options.UpstreamRoots, else the system's roots), then
