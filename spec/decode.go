@@ -47,6 +47,7 @@ func (st *state) decode(root *yaml.Node) *Spec {
 	st.resources(root, s)
 	st.ports(root, s)
 	st.network(root, s)
+	st.checkSecretHosts(s)
 	if _, d := lookupKey(root, "docker"); d != nil {
 		s.Docker.Runtime, _ = st.str(d, "runtime", s, "docker")
 		s.Docker.NoNewPrivileges = st.boolean(d, "noNewPrivileges", true)
@@ -381,6 +382,8 @@ func (st *state) secrets(root *yaml.Node, s *Spec) {
 		return
 	}
 	s.Secrets = map[string]Secret{}
+	var secretHosts []pathNode
+	defer func() { st.secretHosts = secretHosts }()
 	for i := 0; i+1 < len(sec.Content); i += 2 {
 		k, v := sec.Content[i], deref(sec.Content[i+1])
 		var x Secret
@@ -391,6 +394,11 @@ func (st *state) secrets(root *yaml.Node, s *Spec) {
 			if st.sensitive[n] {
 				s.Sensitive[fmt.Sprintf("secrets.%s.command[%d]", k.Value, i)] = true
 			}
+		}
+		var hosts []*yaml.Node
+		x.Hosts, hosts = st.strings(v, "hosts")
+		for i, n := range hosts {
+			secretHosts = append(secretHosts, pathNode{n, fmt.Sprintf("secrets.%s.hosts[%d]", k.Value, i)})
 		}
 		s.Secrets[k.Value] = x
 		if _, clash := s.Env[k.Value]; clash {
@@ -706,4 +714,61 @@ func (st *state) kubernetes(root *yaml.Node, s *Spec) {
 		bk, _ := lookupKey(t, "build")
 		st.errorf(bk, "template.build", "the kubernetes driver pushes a built template to kubernetes.registry for the cluster to pull; name a registry the nodes can pull from, or give template.image")
 	}
+}
+
+// checkSecretHosts checks the hosts a secret's value goes to: each a name
+// or an address, never a wildcard (a secret goes to hosts the file names,
+// not to whatever answers under a domain), and each one the network lets
+// the sandbox reach, or the value could never be sent.
+func (st *state) checkSecretHosts(s *Spec) {
+	if len(st.secretHosts) == 0 {
+		return
+	}
+	var allowed []Host
+	for _, r := range s.Network.AllowRules(s.Agent) {
+		if h, err := ParseHost(r.Host); err == nil {
+			allowed = append(allowed, h)
+		}
+	}
+	for _, pn := range st.secretHosts {
+		n, path := pn.node, pn.path
+		if st.unresolved[n] {
+			continue
+		}
+		h, err := ParseHost(n.Value)
+		switch {
+		case err != nil:
+			st.errorf(n, path, "%v", err)
+			continue
+		case h.Wildcard:
+			st.errorf(n, path, "a secret goes to the hosts the file names, not to every host under %s: name them", strings.TrimPrefix(n.Value, "*."))
+			continue
+		case s.Network.Policy == "allow":
+			continue
+		}
+		name, port := h.Name, h.Port
+		if h.IP.IsValid() {
+			name = h.IP.String()
+		}
+		if port == 0 {
+			port = 443
+		}
+		reachable := false
+		for _, a := range allowed {
+			if (a.IP.IsValid() && h.IP == a.IP && (a.Port == 0 || a.Port == port)) || (!a.IP.IsValid() && !h.IP.IsValid() && a.Matches(name, port)) {
+				reachable = true
+				break
+			}
+		}
+		if !reachable {
+			st.errorf(n, path, "%s is not a host the network allows (network.allow, presets, the agent's hosts); the secret could never reach it", n.Value)
+		}
+	}
+}
+
+// pathNode is a node with its field path, for a check made after the
+// pass that found it.
+type pathNode struct {
+	node *yaml.Node
+	path string
 }

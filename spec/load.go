@@ -289,6 +289,9 @@ type state struct {
 	// hostValues are the values read from the host environment, which
 	// no diagnostic may quote.
 	hostValues []HostValue
+	// secretHosts are the nodes of every secret's hosts, for their checks
+	// once the network is read.
+	secretHosts []pathNode
 }
 
 func (st *state) fileOf(n *yaml.Node) *document {

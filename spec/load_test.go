@@ -284,3 +284,34 @@ func TestLoadManyFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestSecretHosts: a secret's hosts are read as written, a host reached
+// through the agent's hosts or a preset counts as allowed, and under
+// policy allow any named host does.
+func TestSecretHosts(t *testing.T) {
+	dir := t.TempDir()
+	f := write(t, dir, "sandbox.yaml", `version: 1
+agent: claude
+network: {presets: [github]}
+secrets:
+  ANTHROPIC_API_KEY: {env: ANTHROPIC_API_KEY, hosts: [api.anthropic.com]}
+  GITHUB_TOKEN: {command: [gh, auth, token], hosts: [github.com, "api.github.com:443"]}
+  PLAIN: {env: PLAIN}
+`)
+	res, err := spec.Load([]string{f}, spec.Options{Schema: compile(t), NoLocal: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]spec.Secret{
+		"ANTHROPIC_API_KEY": {Env: "ANTHROPIC_API_KEY", Hosts: []string{"api.anthropic.com"}},
+		"GITHUB_TOKEN":      {Command: []string{"gh", "auth", "token"}, Hosts: []string{"github.com", "api.github.com:443"}},
+		"PLAIN":             {Env: "PLAIN"},
+	}
+	if diff := cmp.Diff(want, res.Specs[0].Secrets); diff != "" {
+		t.Errorf("secrets (-want +got):\n%s", diff)
+	}
+	g := write(t, dir, "open.yaml", "version: 1\nname: open\nagent: shell\nnetwork: {policy: allow}\nsecrets:\n  K: {env: K, hosts: [api.example.com]}\n")
+	if _, err := spec.Load([]string{g}, spec.Options{Schema: compile(t), NoLocal: true}); err != nil {
+		t.Errorf("under policy allow: %v", err)
+	}
+}

@@ -204,6 +204,10 @@ type Mount struct {
 type Secret struct {
 	Env     string   `json:"env,omitempty"`
 	Command []string `json:"command,omitempty"`
+	// Hosts, when set, are the only hosts the value goes to: the sandbox
+	// holds a placeholder, and the egress proxy puts the value in place
+	// of it in requests to these hosts.
+	Hosts []string `json:"hosts,omitempty"`
 }
 
 // Resources are the sandbox's limits; zero means the backend's default.
