@@ -68,6 +68,16 @@ func (k Key) Fingerprint(path, value string) string {
 	return fingerprintPrefix + hex.EncodeToString(m.Sum(nil))
 }
 
+// Placeholder is what a sandbox holds in place of the value of a secret
+// that only its hosts get (spec.Secret.Hosts): the same on every exec of
+// the sandbox on this machine, so an agent that stored it keeps working,
+// and telling nothing of the value. prefix shapes it like the real key
+// (spec.Agent.KeyPrefix), so the agent's client takes it.
+func (k Key) Placeholder(sandbox, secret, prefix string) string {
+	fp := strings.TrimPrefix(k.Fingerprint("placeholder\x00"+sandbox+"\x00"+secret, ""), fingerprintPrefix)
+	return prefix + "sbx-" + fp[:32]
+}
+
 // Desired is one sandbox as sandbox.yaml wants it, with the fingerprints the
 // planner compares non-readable values by. Secret values never enter it.
 type Desired struct {

@@ -229,3 +229,28 @@ func TestRecordWithoutSensitive(t *testing.T) {
 		t.Errorf("record config (-tree +own JSON):\n%s", diff)
 	}
 }
+
+// TestPlaceholder: a placeholder is stable for one sandbox and secret on
+// one machine, differs across sandboxes, secrets and machines, takes the
+// key's shape, and holds nothing the proxy would mistake for another's.
+func TestPlaceholder(t *testing.T) {
+	k1 := Key(bytes.Repeat([]byte{1}, KeySize))
+	k2 := Key(bytes.Repeat([]byte{2}, KeySize))
+	p := k1.Placeholder("api", "ANTHROPIC_API_KEY", "sk-ant-api03-")
+	if p != k1.Placeholder("api", "ANTHROPIC_API_KEY", "sk-ant-api03-") {
+		t.Error("not stable")
+	}
+	if !strings.HasPrefix(p, "sk-ant-api03-sbx-") || len(p) != len("sk-ant-api03-sbx-")+32 {
+		t.Errorf("shape %q", p)
+	}
+	others := []string{
+		k1.Placeholder("web", "ANTHROPIC_API_KEY", "sk-ant-api03-"),
+		k1.Placeholder("api", "GITHUB_TOKEN", "sk-ant-api03-"),
+		k2.Placeholder("api", "ANTHROPIC_API_KEY", "sk-ant-api03-"),
+	}
+	for _, o := range others {
+		if o == p || strings.Contains(o, p[len("sk-ant-api03-"):]) {
+			t.Errorf("%q and %q share their random part", p, o)
+		}
+	}
+}

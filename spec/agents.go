@@ -18,6 +18,12 @@ type Agent struct {
 	// and HostKey the one sbx init reads it from on the host (the name
 	// users already export); "" for agents that sign in another way.
 	Key, HostKey string
+	// KeyHosts are the hosts the agent sends its key to by default, and
+	// KeyPrefix how its keys begin: sbx init writes the key's secret with
+	// these hosts, and the sandbox then holds a placeholder shaped like a
+	// key (reconcile.Key.Placeholder) instead of the key.
+	KeyHosts  []string
+	KeyPrefix string
 	// Env is set in every command the agent's sandbox runs (the loop's,
 	// sbx shell's), unless the file's env or secrets set the same name:
 	// what the agent documents for running inside a sandbox.
@@ -38,6 +44,11 @@ type Agent struct {
 //     progress on stderr and prints only its final message on stdout. It
 //     reads its key from CODEX_API_KEY (not OPENAI_API_KEY) and its base
 //     URL from config.toml's openai_base_url (not OPENAI_BASE_URL).
+//   - Their keys' default hosts and prefixes: Claude Code sends
+//     ANTHROPIC_API_KEY to api.anthropic.com (its default base URL), Codex
+//     CODEX_API_KEY to api.openai.com; Anthropic's keys begin sk-ant-api03-,
+//     OpenAI's project keys sk-proj-. Not yet checked against the pinned
+//     releases (issue 22's end-to-end tests are to).
 //   - gemini: non-interactive when stdin is not a terminal; opencode:
 //     `opencode run` reads piped input.
 var agentTable = []struct {
@@ -48,12 +59,14 @@ var agentTable = []struct {
 		Template: "docker/sandbox-templates:claude-code", Preset: "anthropic",
 		Command: []string{"claude", "-p", "--dangerously-skip-permissions"},
 		Key:     "ANTHROPIC_API_KEY", HostKey: "ANTHROPIC_API_KEY",
+		KeyHosts: []string{"api.anthropic.com"}, KeyPrefix: "sk-ant-api03-",
 		Env: map[string]string{"IS_SANDBOX": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"},
 	}},
 	{"codex", Agent{
 		Template: "docker/sandbox-templates:codex", Preset: "openai",
 		Command: []string{"codex", "exec", "--dangerously-bypass-approvals-and-sandbox", "-"},
 		Key:     "CODEX_API_KEY", HostKey: "OPENAI_API_KEY",
+		KeyHosts: []string{"api.openai.com"}, KeyPrefix: "sk-proj-",
 	}},
 	{"copilot", Agent{Template: "docker/sandbox-templates:copilot", Preset: "github-copilot", Key: "GITHUB_TOKEN", HostKey: "GITHUB_TOKEN"}},
 	{"cursor", Agent{Template: "docker/sandbox-templates:cursor-agent", Preset: "cursor", Key: "CURSOR_API_KEY", HostKey: "CURSOR_API_KEY"}},

@@ -3,6 +3,7 @@ package spec
 import (
 	"encoding/json"
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -39,5 +40,25 @@ func TestAgentsAgreeWithSchema(t *testing.T) {
 	}
 	if len(agents) != len(Agents) {
 		t.Errorf("agents has %d entries, Agents lists %d", len(agents), len(Agents))
+	}
+}
+
+// TestAgentKeyHosts: the hosts an agent's key goes to are in its preset
+// (so the secret sbx init writes passes the check that its hosts are
+// allowed), each agent with key hosts has a key and a key prefix.
+func TestAgentKeyHosts(t *testing.T) {
+	for _, a := range Agents {
+		ag := AgentOf(a)
+		if len(ag.KeyHosts) == 0 {
+			continue
+		}
+		if ag.Key == "" || ag.KeyPrefix == "" {
+			t.Errorf("agent %q has key hosts but key %q, prefix %q", a, ag.Key, ag.KeyPrefix)
+		}
+		for _, h := range ag.KeyHosts {
+			if !slices.Contains(presets[ag.Preset], h) {
+				t.Errorf("agent %q sends its key to %s, which its preset %q does not allow", a, h, ag.Preset)
+			}
+		}
 	}
 }
