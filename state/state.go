@@ -23,6 +23,9 @@
 //	                               capabilities) by CLI path, size and
 //	                               modification time, kept a while so that
 //	                               every command need not ask (session)
+//	DIR/cas/DRIVER/NAME.pem        sandbox NAME's CA on DRIVER, certificate
+//	                               and key (egress.CA), made once
+//	                               (ReadOrCreate), removed by destroy
 //	DIR/checkpoints/DRIVER/NAME.json  sbx's record of checkpoint NAME
 //	                               (checkpoint.Catalog)
 //	DIR/loops/SANDBOX/             the loop of a sandbox (LoopDir;
@@ -115,6 +118,11 @@ func (d Dir) Identities() string { return d.path("identities.json") }
 
 // Checkpoints is the directory of a driver's checkpoint records.
 func (d Dir) Checkpoints(driver string) string { return d.path("checkpoints", driver) }
+
+// CA is the path of a sandbox's CA, certificate and key (egress.CA): the
+// proxy signs with it the certificates it shows the sandbox for the hosts
+// it adds secrets for. The key never leaves the host but to the proxy.
+func (d Dir) CA(driver, name string) string { return d.path("cas", driver, name+".pem") }
 
 // Checkpoint is the path of sbx's record of a checkpoint.
 func (d Dir) Checkpoint(driver, name string) string {
@@ -234,13 +242,45 @@ func (d Dir) ReadKey() ([]byte, error) {
 	if err := d.Create(); err != nil {
 		return nil, err
 	}
-	f, err := os.CreateTemp(string(d), ".key.tmp-*")
+	if err := createOnce(d.Key(), []byte(hex.EncodeToString(k)+"\n")); err != nil {
+		return nil, fmt.Errorf("create key: %w", err)
+	}
+	return d.readKey()
+}
+
+// ReadOrCreate returns the file at path, a state file that is made once
+// and never replaced (the key, a sandbox's CA): when there is none, it
+// writes what create returns. Of two processes making it at once, one
+// wins and both get its content.
+func ReadOrCreate(path string, create func() ([]byte, error)) ([]byte, error) {
+	if b, err := os.ReadFile(path); err == nil || !errors.Is(err, fs.ErrNotExist) {
+		return b, err
+	}
+	data, err := create()
 	if err != nil {
 		return nil, err
 	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
+	if err := createOnce(path, data); err != nil {
+		return nil, err
+	}
+	return os.ReadFile(path)
+}
+
+// createOnce writes data to a synced temporary file beside path and links
+// it into place, which fails if path exists (the O_EXCL guarantee without
+// a window where another process could read half of it); a path that
+// exists is not an error: the other writer won.
+func createOnce(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), ".once.tmp-*")
+	if err != nil {
+		return err
+	}
 	tmp := f.Name()
 	defer os.Remove(tmp)
-	_, err = f.WriteString(hex.EncodeToString(k) + "\n")
+	_, err = f.Write(data)
 	if err == nil {
 		err = f.Chmod(0o600)
 	}
@@ -251,12 +291,12 @@ func (d Dir) ReadKey() ([]byte, error) {
 		err = cerr
 	}
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if err := os.Link(tmp, d.Key()); err != nil && !errors.Is(err, fs.ErrExist) {
-		return nil, fmt.Errorf("create key: %w", err)
+	if err := os.Link(tmp, path); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
 	}
-	return d.readKey()
+	return nil
 }
 
 func (d Dir) readKey() ([]byte, error) {

@@ -2,12 +2,14 @@ package state
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -41,11 +43,11 @@ func TestLayout(t *testing.T) {
 		d.Identities(), d.Checkpoint("docker", "c1"), d.Checkpoints("docker"), d.Loops(), string(d.Loop("api"))}
 	l := d.Loop("api")
 	r := l.Run("R")
-	got = append(got, l.Latest(), l.Hints(), l.Hint("h.txt"), l.RunLock(), string(r), string(l.RunAt("api/runs/R")),
+	got = append(got, d.CA("docker", "api"), l.Latest(), l.Hints(), l.Hint("h.txt"), l.RunLock(), string(r), string(l.RunAt("api/runs/R")),
 		r.Status(), r.Stop(), r.Log(), r.Records(), r.IterationLog(7))
 	want := []string{"/s/key", "/s/records/sbx/api.json", "/s/records/sbx", "/s/approved/api.json", "/s/approved", "/s/locks",
 		"/s/identities.json", "/s/checkpoints/docker/c1.json", "/s/checkpoints/docker", "/s/loops", "/s/loops/api",
-		"/s/loops/api/latest", "/s/loops/api/hints", "/s/loops/api/hints/h.txt", "/s/loops/api/locks/run.lock",
+		"/s/cas/docker/api.pem", "/s/loops/api/latest", "/s/loops/api/hints", "/s/loops/api/hints/h.txt", "/s/loops/api/locks/run.lock",
 		"/s/loops/api/runs/R", "/s/loops/api/runs/R", "/s/loops/api/runs/R/status.json", "/s/loops/api/runs/R/stop",
 		"/s/loops/api/runs/R/run.log", "/s/loops/api/runs/R/records.jsonl", "/s/loops/api/runs/R/iter-007.log"}
 	for i := range want {
@@ -143,5 +145,41 @@ func TestReadKey(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(d.Key()); string(b) != "not hex\n" {
 		t.Errorf("the corrupt key was replaced: %q", b)
+	}
+}
+
+// TestReadOrCreate: of processes making a file at once, one wins and all
+// read its content; the file is private, and one that exists is read,
+// never made again.
+func TestReadOrCreate(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cas", "docker", "api.pem")
+	var wg sync.WaitGroup
+	got := make([]string, 8)
+	for i := range got {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b, err := ReadOrCreate(path, func() ([]byte, error) { return []byte(fmt.Sprintf("content %d", i)), nil })
+			if err != nil {
+				t.Error(err)
+			}
+			got[i] = string(b)
+		}()
+	}
+	wg.Wait()
+	for _, g := range got {
+		if g != got[0] || !strings.HasPrefix(g, "content ") {
+			t.Fatalf("readers got %q", got)
+		}
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v, %v", fi.Mode(), err)
+	}
+	b, err := ReadOrCreate(path, func() ([]byte, error) { t.Error("made again"); return nil, nil })
+	if err != nil || string(b) != got[0] {
+		t.Errorf("second read: %q, %v", b, err)
+	}
+	if entries, _ := os.ReadDir(filepath.Dir(path)); len(entries) != 1 {
+		t.Errorf("left %d files beside it", len(entries))
 	}
 }
