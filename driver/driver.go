@@ -71,6 +71,25 @@ type Execer interface {
 // every exec.
 type EnvPerExec interface{ EnvPerExec() bool }
 
+// ProxySecret is a secret a sandbox's egress proxy adds to the requests
+// for its hosts, in place of the placeholder the sandbox holds
+// (spec.Secret.Hosts).
+type ProxySecret struct {
+	Name, Placeholder, Value string
+	Hosts                    []string
+}
+
+// SecretProxy is a backend whose egress proxy adds secrets to requests,
+// so that the sandbox holds placeholders only.
+type SecretProxy interface {
+	// SetSecrets hands the sandbox's proxy its CA (certificate and key,
+	// PEM) and its secrets, held in the proxy's memory only, replacing
+	// those it had; and puts the CA's certificate where the sandbox's
+	// commands can trust it. It returns the environment that makes them
+	// trust it (NODE_EXTRA_CA_CERTS, SSL_CERT_FILE, …).
+	SetSecrets(ctx context.Context, name string, caPEM []byte, secrets []ProxySecret) (map[string]string, error)
+}
+
 // ExecOptions configure running a command inside a sandbox.
 type ExecOptions struct {
 	Interactive, TTY bool

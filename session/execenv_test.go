@@ -1,6 +1,8 @@
 package session
 
 import (
+	"context"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -35,5 +37,19 @@ func TestExecEnvAgent(t *testing.T) {
 				t.Errorf("ExecEnv (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestSecretHostsNeedAProxy: a secret that names its hosts is never put
+// in the sandbox's env on a backend whose proxy cannot add it: Secrets
+// fails, naming the secret.
+func TestSecretHostsNeedAProxy(t *testing.T) {
+	w := newWorld(t)
+	w.env.Runner.Env = append(w.env.Runner.Env, "SBX_TEST_KEY=the-real-value")
+	f := w.file(t, "api.yaml", "version: 1\nname: api\nagent: shell\ndriver: sbx\nworkspace: .\nnetwork: {allow: [api.example.com]}\nsecrets:\n  KEY: {env: SBX_TEST_KEY, hosts: [api.example.com]}\n")
+	s := w.open(t, f)
+	got, err := s.Secrets(context.Background(), s.Specs[0])
+	if err == nil || !strings.Contains(err.Error(), "cannot keep secrets out of the sandbox (secrets.KEY.hosts)") {
+		t.Fatalf("Secrets = %v, %v; want the driver refused", got, err)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -378,21 +380,25 @@ func (s *Session) destroyAll(ctx context.Context, o LoopOptions) error {
 	if err := o.UI.Apply(ctx, s, p, false); err != nil {
 		return err
 	}
-	for _, n := range s.ForgetHints() {
+	for _, n := range s.ForgetDestroyed() {
 		fmt.Fprintf(o.Messages, "sbx: note: %s\n", n)
 	}
 	return nil
 }
 
-// ForgetHints drops the loop hints queued for the session's sandboxes,
-// once they are destroyed: a hint for the agent of a sandbox that is gone
-// must not reach the next sandbox of that name. It returns a note for
-// each sandbox whose hints it could not remove.
-func (s *Session) ForgetHints() []string {
+// ForgetDestroyed drops what sbx kept for the session's sandboxes once
+// they are destroyed: the loop hints queued for them (a hint for the
+// agent of a sandbox that is gone must not reach the next sandbox of that
+// name) and their CAs (the next sandbox of that name gets its own). It
+// returns a note for each it could not remove.
+func (s *Session) ForgetDestroyed() []string {
 	var notes []string
 	for _, n := range s.Names() {
 		if err := loop.NewControl(s.stateDir, n).ClearHints(); err != nil {
 			notes = append(notes, fmt.Sprintf("the loop hints queued for sandbox %q were not removed: %v", n, err))
+		}
+		if err := os.Remove(s.stateDir.CA(s.Backend.Name(), n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			notes = append(notes, fmt.Sprintf("the CA of sandbox %q was not removed: %v", n, err))
 		}
 	}
 	return notes

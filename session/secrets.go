@@ -9,8 +9,10 @@ import (
 
 	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/driver/runner"
+	"github.com/sbxhq/sbx/egress"
 	"github.com/sbxhq/sbx/reconcile"
 	"github.com/sbxhq/sbx/spec"
+	"github.com/sbxhq/sbx/state"
 )
 
 // SecretsError lists the secrets of a sandbox an exec cannot get, each
@@ -60,7 +62,65 @@ func (s *Session) Secrets(ctx context.Context, sp *spec.Spec) (reconcile.Secrets
 	if len(e.Problems) > 0 {
 		return nil, e
 	}
+	if err := s.proxySecrets(ctx, sp, out); err != nil {
+		return nil, err
+	}
 	return out, nil
+}
+
+// proxySecrets hands the sandbox's egress proxy the secrets that name
+// their hosts, with the sandbox's CA (made on first use, kept in the
+// state directory), and puts in values, in place of each of those, the
+// placeholder the sandbox gets instead. A backend whose proxy cannot add
+// secrets is an error: the value never falls back to the sandbox's env.
+func (s *Session) proxySecrets(ctx context.Context, sp *spec.Spec, values reconcile.Secrets) error {
+	var names []string
+	for _, n := range sortedNames(sp.Secrets) {
+		if len(sp.Secrets[n].Hosts) > 0 {
+			names = append(names, n)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	sp2, ok := s.Backend.(driver.SecretProxy)
+	if !ok {
+		return fmt.Errorf("sandbox %q: the %s driver cannot keep secrets out of the sandbox (secrets.%s.hosts)", sp.Name, s.Backend.Name(), names[0])
+	}
+	key, err := s.stateDir.ReadKey()
+	if err != nil {
+		return err
+	}
+	caPEM, err := state.ReadOrCreate(s.stateDir.CA(s.Backend.Name(), sp.Name), func() ([]byte, error) {
+		ca, err := egress.NewCA(sp.Name)
+		if err != nil {
+			return nil, err
+		}
+		return ca.MarshalPEM()
+	})
+	if err != nil {
+		return fmt.Errorf("sandbox %q's CA: %v", sp.Name, err)
+	}
+	agent := spec.AgentOf(sp.Agent)
+	var list []driver.ProxySecret
+	for _, n := range names {
+		prefix := ""
+		if n == agent.Key {
+			prefix = agent.KeyPrefix
+		}
+		ph := reconcile.Key(key).Placeholder(sp.Name, n, prefix)
+		list = append(list, driver.ProxySecret{Name: n, Placeholder: ph, Value: values[n], Hosts: sp.Secrets[n].Hosts})
+		values[n] = ph
+	}
+	trust, err := sp2.SetSecrets(ctx, sp.Name, caPEM, list)
+	if err != nil {
+		return err
+	}
+	if s.trust == nil {
+		s.trust = map[string]map[string]string{}
+	}
+	s.trust[sp.Name] = trust
+	return nil
 }
 
 // hostCommand runs an approved secret command on the host (no shell) in
@@ -119,6 +179,9 @@ func (s *Session) ExecEnv(sp *spec.Spec, secrets reconcile.Secrets) map[string]s
 		}
 	}
 	for k, v := range secrets {
+		env[k] = v
+	}
+	for k, v := range s.trust[sp.Name] {
 		env[k] = v
 	}
 	return env

@@ -80,7 +80,10 @@ type Session struct {
 	stateDir state.Dir
 	// approvals are every approval on this machine (Store.ApprovedList).
 	approvals []*reconcile.Record
-	locks     []*state.Lock
+	// trust is, by sandbox, the environment that makes its commands trust
+	// its CA, once Secrets handed its proxy secrets to add.
+	trust map[string]map[string]string
+	locks []*state.Lock
 }
 
 // NoFileError is a directory tree with no sandbox file.

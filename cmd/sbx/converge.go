@@ -306,7 +306,7 @@ alone unless --adopt is given.`,
 				}
 				code := a.execute(ctx, s, p, t.adopt)
 				if code == exitOK {
-					for _, n := range s.ForgetHints() {
+					for _, n := range s.ForgetDestroyed() {
 						fmt.Fprintf(a.stderr, "sbx: note: %s\n", n)
 					}
 				}
