@@ -420,13 +420,18 @@ func (d *Driver) remove(ctx context.Context, name string) error {
 	return nil
 }
 
-// egressImage builds (once per sbx binary) the proxy's image: FROM
-// scratch with only the static binary.
+// egressImage builds (once per sbx binary and host CA bundle) the
+// proxy's image: FROM scratch with only the static binary and the CA
+// bundle the host trusts (hostRoots), where Go's crypto/x509 reads it.
 func (d *Driver) egressImage(ctx context.Context) (string, error) {
 	if err := driver.CheckStatic(d.opts.Binary); err != nil {
 		return "", err
 	}
-	tag, err := egressTagOf(d.opts.Binary)
+	roots, err := hostRoots(d.opts.Runner.LookupEnv)
+	if err != nil {
+		return "", err
+	}
+	tag, err := egressTagOf(d.opts.Binary, roots)
 	if err != nil {
 		return "", err
 	}
@@ -447,7 +452,14 @@ func (d *Driver) egressImage(ctx context.Context) (string, error) {
 	if err := copyFile(d.opts.Binary, filepath.Join(dir, "sbx")); err != nil {
 		return "", err
 	}
-	dockerfile := "FROM scratch\nCOPY sbx /sbx\nENTRYPOINT [\"/sbx\"]\n"
+	dockerfile := "FROM scratch\nCOPY sbx /sbx\n"
+	if len(roots) > 0 {
+		if err := os.WriteFile(filepath.Join(dir, "roots.pem"), roots, 0o644); err != nil {
+			return "", err
+		}
+		dockerfile += "COPY roots.pem " + rootBundles[0] + "\n"
+	}
+	dockerfile += "ENTRYPOINT [\"/sbx\"]\n"
 	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(dockerfile), 0o644); err != nil {
 		return "", err
 	}
@@ -459,15 +471,6 @@ func (d *Driver) egressImage(ctx context.Context) (string, error) {
 	// is no reason to fail the create.
 	d.pruneImages(ctx, egressRepo, tag, d.pruneAfter)
 	return tag, nil
-}
-
-// egressTagOf is the proxy image's tag for an sbx binary: a hash of it.
-func egressTagOf(binary string) (string, error) {
-	h, err := driver.BinaryHash(binary)
-	if err != nil {
-		return "", err
-	}
-	return egressRepo + ":" + h, nil
 }
 
 func copyFile(src, dst string) error {

@@ -75,7 +75,8 @@ func TestEgressImages(t *testing.T) {
 	if err := os.WriteFile(bin, append(data, []byte("\n"+runID)...), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	own, err := egressTagOf(bin)
+	roots, _ := hostRoots(os.LookupEnv)
+	own, err := egressTagOf(bin, roots)
 	if err != nil {
 		t.Fatal(err)
 	}
