@@ -73,10 +73,12 @@ type EnvPerExec interface{ EnvPerExec() bool }
 
 // ProxySecret is a secret a sandbox's egress proxy adds to the requests
 // for its hosts, in place of the placeholder the sandbox holds
-// (spec.Secret.Hosts).
+// (spec.Secret.Hosts). Value is read on the host (from the environment,
+// or by running Command, which the user approved).
 type ProxySecret struct {
 	Name, Placeholder, Value string
 	Hosts                    []string
+	Command                  []string // the approved host command, when the value comes from one
 }
 
 // SecretProxy is a backend whose egress proxy adds secrets to requests,
@@ -84,9 +86,12 @@ type ProxySecret struct {
 type SecretProxy interface {
 	// SetSecrets hands the sandbox's proxy its CA (certificate and key,
 	// PEM) and its secrets, held in the proxy's memory only, replacing
-	// those it had; and puts the CA's certificate where the sandbox's
-	// commands can trust it. It returns the environment that makes them
-	// trust it (NODE_EXTRA_CA_CERTS, SSL_CERT_FILE, …).
+	// those it had, and makes the CA's certificate one the sandbox's
+	// commands trust. It returns the environment each exec gets for
+	// them: the placeholders the sandbox holds (under the secrets' names,
+	// unless the backend sets them itself) and what makes the commands
+	// trust the CA (NODE_EXTRA_CA_CERTS, SSL_CERT_FILE, …). A value never
+	// appears in it.
 	SetSecrets(ctx context.Context, name string, caPEM []byte, secrets []ProxySecret) (map[string]string, error)
 }
 

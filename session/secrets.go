@@ -70,8 +70,8 @@ func (s *Session) Secrets(ctx context.Context, sp *spec.Spec) (reconcile.Secrets
 
 // proxySecrets hands the sandbox's egress proxy the secrets that name
 // their hosts, with the sandbox's CA (made on first use, kept in the
-// state directory), and puts in values, in place of each of those, the
-// placeholder the sandbox gets instead. A backend whose proxy cannot add
+// state directory), takes them out of values, and keeps the environment
+// the backend gives each exec for them instead (placeholders, trust). A backend whose proxy cannot add
 // secrets is an error: the value never falls back to the sandbox's env.
 func (s *Session) proxySecrets(ctx context.Context, sp *spec.Spec, values reconcile.Secrets) error {
 	var names []string
@@ -109,17 +109,18 @@ func (s *Session) proxySecrets(ctx context.Context, sp *spec.Spec, values reconc
 			prefix = agent.KeyPrefix
 		}
 		ph := reconcile.Key(key).Placeholder(sp.Name, n, prefix)
-		list = append(list, driver.ProxySecret{Name: n, Placeholder: ph, Value: values[n], Hosts: sp.Secrets[n].Hosts})
-		values[n] = ph
+		sec := sp.Secrets[n]
+		list = append(list, driver.ProxySecret{Name: n, Placeholder: ph, Value: values[n], Hosts: sec.Hosts, Command: sec.Command})
+		delete(values, n)
 	}
-	trust, err := sp2.SetSecrets(ctx, sp.Name, caPEM, list)
+	env, err := sp2.SetSecrets(ctx, sp.Name, caPEM, list)
 	if err != nil {
 		return err
 	}
-	if s.trust == nil {
-		s.trust = map[string]map[string]string{}
+	if s.proxyEnv == nil {
+		s.proxyEnv = map[string]map[string]string{}
 	}
-	s.trust[sp.Name] = trust
+	s.proxyEnv[sp.Name] = env
 	return nil
 }
 
@@ -181,7 +182,7 @@ func (s *Session) ExecEnv(sp *spec.Spec, secrets reconcile.Secrets) map[string]s
 	for k, v := range secrets {
 		env[k] = v
 	}
-	for k, v := range s.trust[sp.Name] {
+	for k, v := range s.proxyEnv[sp.Name] {
 		env[k] = v
 	}
 	return env

@@ -80,9 +80,10 @@ type Session struct {
 	stateDir state.Dir
 	// approvals are every approval on this machine (Store.ApprovedList).
 	approvals []*reconcile.Record
-	// trust is, by sandbox, the environment that makes its commands trust
-	// its CA, once Secrets handed its proxy secrets to add.
-	trust map[string]map[string]string
+	// proxyEnv is, by sandbox, the environment its execs get for the
+	// secrets its proxy adds (placeholders, trust of its CA), once
+	// Secrets handed them to the proxy.
+	proxyEnv map[string]map[string]string
 	locks []*state.Lock
 }
 

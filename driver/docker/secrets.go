@@ -41,5 +41,9 @@ func (d *Driver) SetSecrets(ctx context.Context, name string, caPEM []byte, secr
 	if err := d.api.writeFile(ctx, containerName(name), path.Dir(caPath), path.Base(caPath), ca.CertPEM(), 0o644); err != nil {
 		return nil, fmt.Errorf("writing the CA of %q into it: %v", name, err)
 	}
-	return map[string]string{"NODE_EXTRA_CA_CERTS": caPath}, nil
+	env := map[string]string{"NODE_EXTRA_CA_CERTS": caPath}
+	for _, s := range secrets {
+		env[s.Name] = s.Placeholder
+	}
+	return env, nil
 }
