@@ -84,7 +84,7 @@ type Session struct {
 	// secrets its proxy adds (placeholders, trust of its CA), once
 	// Secrets handed them to the proxy.
 	proxyEnv map[string]map[string]string
-	locks []*state.Lock
+	locks    []*state.Lock
 }
 
 // NoFileError is a directory tree with no sandbox file.
