@@ -900,8 +900,8 @@ func (pl *planner) env() {
 }
 
 // secrets compares where each secret's value comes from (an environment
-// variable or a host command) with the record. Values are never compared:
-// no backend stores them, each exec gets them afresh.
+// variable or a host command) and where it can go with the record. Values
+// are never compared: no backend stores them, each exec gets them afresh.
 func (pl *planner) secrets() {
 	var recSecrets map[string]spec.Secret
 	if pl.rec != nil {
@@ -914,18 +914,18 @@ func (pl *planner) secrets() {
 		d := Diff{Field: FieldSecrets, Path: path, Sensitive: pl.sensitive(path)}
 		switch {
 		case inD && !inR:
-			d.Op, d.After = Add, SecretSource(dv)
+			d.Op, d.After = Add, secretShown(dv)
 		case !inD && inR:
-			d.Op, d.Before = Remove, SecretSource(rv)
+			d.Op, d.Before = Remove, secretShown(rv)
 		case d.Sensitive:
 			if fingerprintsUnder(pl.rec.Fingerprints, path) == fingerprintsUnder(pl.d.Fingerprints, path) {
 				continue
 			}
 			d.Op = Change
-		case SecretSource(dv) == SecretSource(rv):
+		case secretShown(dv) == secretShown(rv):
 			continue
 		default:
-			d.Op, d.Before, d.After = Change, SecretSource(rv), SecretSource(dv)
+			d.Op, d.Before, d.After = Change, secretShown(rv), secretShown(dv)
 		}
 		pl.add(d)
 	}
@@ -939,6 +939,20 @@ func SecretSource(s spec.Secret) string {
 	}
 	return "env " + s.Env
 }
+
+// SecretReach says where a secret's value can go, as plans show it: to
+// the hosts it names only, through the egress proxy, the sandbox holding
+// a placeholder; or, without hosts, anywhere the agent sends it.
+func SecretReach(s spec.Secret) string {
+	if len(s.Hosts) == 0 {
+		return "readable by the agent"
+	}
+	return "sent only to " + strings.Join(s.Hosts, ", ") + ", by the egress proxy; the sandbox holds a placeholder"
+}
+
+// secretShown is a secret as a plan shows it: where its value comes from
+// and where it can go.
+func secretShown(s spec.Secret) string { return SecretSource(s) + "; " + SecretReach(s) }
 
 // quoteArgs joins argv as a shell would read it back.
 func quoteArgs(argv []string) string {

@@ -220,8 +220,27 @@ func (w *widener) secrets() {
 		case same:
 		case len(sec.Command) > 0:
 			w.at(path, fmt.Sprintf("secret %s runs a command on this machine: %s", name, quoteArgs(sec.Command)))
+		case w.base != nil && len(sec.Hosts) > 0:
+			w.at(path, fmt.Sprintf("secret %s sends host environment variable %s to %s", name, sec.Env, strings.Join(sec.Hosts, ", ")))
 		case w.base != nil:
 			w.at(path, fmt.Sprintf("secret %s passes host environment variable %s into the sandbox", name, sec.Env))
+		}
+		if !same || old == nil {
+			continue
+		}
+		// The same source, but the value may now go further: into the
+		// sandbox, or to a host it did not go to.
+		if len(old.Hosts) > 0 && len(sec.Hosts) == 0 {
+			w.at(path+".hosts", fmt.Sprintf("secret %s is no longer kept out of the sandbox: the agent can read its value and send it anywhere it reaches", name))
+			continue
+		}
+		if len(old.Hosts) == 0 {
+			continue
+		}
+		for _, h := range sec.Hosts {
+			if !slices.Contains(old.Hosts, h) {
+				w.at(path+".hosts", fmt.Sprintf("secret %s may now be sent to %s", name, h))
+			}
 		}
 	}
 }

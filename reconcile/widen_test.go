@@ -186,6 +186,26 @@ func TestWidenings(t *testing.T) {
 			},
 		},
 		{
+			// Keeping a secret out of the sandbox narrows; letting it in,
+			// or sending it to one more host, widens.
+			name: "secrets: hosts",
+			caps: sbxCaps(),
+			approved: func(sb *spec.Spec) {
+				sb.Secrets["KEY"] = spec.Secret{Env: "KEY", Hosts: []string{"api.example.com"}}
+				sb.Secrets["TOKEN"] = spec.Secret{Env: "TOKEN", Hosts: []string{"api.example.com"}}
+				sb.Secrets["NARROW"] = spec.Secret{Env: "NARROW"}
+			},
+			want: []func(*spec.Spec){func(sb *spec.Spec) {
+				sb.Secrets["KEY"] = spec.Secret{Env: "KEY"}
+				sb.Secrets["TOKEN"] = spec.Secret{Env: "TOKEN", Hosts: []string{"api.example.com", "uploads.example.com"}}
+				sb.Secrets["NARROW"] = spec.Secret{Env: "NARROW", Hosts: []string{"api.example.com"}}
+			}},
+			widens: []Widening{
+				{Path: "secrets.KEY.hosts", What: "secret KEY is no longer kept out of the sandbox: the agent can read its value and send it anywhere it reaches"},
+				{Path: "secrets.TOKEN.hosts", What: "secret TOKEN may now be sent to uploads.example.com"},
+			},
+		},
+		{
 			// Nothing approved yet (first apply on this machine): only a
 			// host command needs approval.
 			name: "first apply: only host commands",
@@ -327,5 +347,17 @@ func TestCommandApproved(t *testing.T) {
 	d.Approved = approved
 	if CommandApproved(d, "OTHER") {
 		t.Error("a command approved for another secret is approved")
+	}
+}
+
+// TestSecretShown: a plan says, per secret, where its value can go.
+func TestSecretShown(t *testing.T) {
+	for s, want := range map[*spec.Secret]string{
+		{Env: "GH_TOKEN"}: "env GH_TOKEN; readable by the agent",
+		{Command: []string{"gh", "auth", "token"}, Hosts: []string{"api.github.com", "github.com"}}: "command gh auth token; sent only to api.github.com, github.com, by the egress proxy; the sandbox holds a placeholder",
+	} {
+		if got := secretShown(*s); got != want {
+			t.Errorf("secretShown(%+v) = %q, want %q", *s, got, want)
+		}
 	}
 }

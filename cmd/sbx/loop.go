@@ -648,6 +648,9 @@ func hiddenVerbs() map[string]func(ctx context.Context, a *app, args []string) i
 		"__egress-bridge": func(ctx context.Context, a *app, args []string) int {
 			return egress.BridgeMain(ctx, args, a.stderr)
 		},
+		egress.TrustVerb: func(ctx context.Context, a *app, args []string) int {
+			return egress.TrustMain(args, a.stdin, a.stderr)
+		},
 		"__sandbox-init": func(ctx context.Context, a *app, args []string) int {
 			return egress.InitMain(ctx, args, a.stderr)
 		},

@@ -427,11 +427,7 @@ func (d *Driver) egressImage(ctx context.Context) (string, error) {
 	if err := driver.CheckStatic(d.opts.Binary); err != nil {
 		return "", err
 	}
-	roots, err := hostRoots(d.opts.Runner.LookupEnv)
-	if err != nil {
-		return "", err
-	}
-	tag, err := egressTagOf(d.opts.Binary, roots)
+	tag, roots, err := egressImageOf(d.opts.Binary, d.opts.Runner.LookupEnv)
 	if err != nil {
 		return "", err
 	}
@@ -457,7 +453,7 @@ func (d *Driver) egressImage(ctx context.Context) (string, error) {
 		if err := os.WriteFile(filepath.Join(dir, "roots.pem"), roots, 0o644); err != nil {
 			return "", err
 		}
-		dockerfile += "COPY roots.pem " + rootBundles[0] + "\n"
+		dockerfile += "COPY roots.pem " + egress.SystemBundles[0] + "\n"
 	}
 	dockerfile += "ENTRYPOINT [\"/sbx\"]\n"
 	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(dockerfile), 0o644); err != nil {

