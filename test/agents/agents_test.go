@@ -29,6 +29,7 @@ import (
 	"testing"
 	"time"
 
+	dockerdriver "github.com/sbxhq/sbx/driver/docker"
 	"github.com/sbxhq/sbx/internal/agenttest"
 	"github.com/sbxhq/sbx/internal/fixture"
 	"github.com/sbxhq/sbx/spec"
@@ -42,7 +43,12 @@ var env struct {
 	template string // the agents' template image
 	network  string // the test's Docker network, where the mock is model-api
 	mock     string // the mock's container
+	roots    string // the run's CA, which the proxy trusts (SSL_CERT_FILE)
+	// egressImage is the proxy's image for those roots, the run's to
+	// remove.
+	egressImage string
 }
+
 
 // Every object a run creates carries its run id and the test labels
 // (fixture.Labels), so runs sharing a daemon never collide, and a run
@@ -87,6 +93,9 @@ func cleanup() {
 		exec.Command("docker", "network", "rm", env.network).Run()
 	}
 	exec.Command("docker", "rmi", "-f", "sbx-agents-mock:"+runID).Run()
+	if env.egressImage != "" {
+		exec.Command("docker", "rmi", env.egressImage).Run()
+	}
 	if env.dir != "" {
 		os.RemoveAll(env.dir)
 	}
@@ -111,7 +120,29 @@ func setup() error {
 	if err := goBuild(filepath.Join(mockDir, "mockmodel"), "github.com/sbxhq/sbx/test/agents/mockmodel"); err != nil {
 		return err
 	}
-	df := "FROM scratch\nCOPY mockmodel /mockmodel\nENTRYPOINT [\"/mockmodel\", \"-listen\", \":8080\"]\n"
+	// The mock serves HTTPS with a certificate from the run's CA, which
+	// the proxy trusts as sbx's host does (SSL_CERT_FILE when sbx runs).
+	ca, err := fixture.NewCA("sbx agents test CA")
+	if err != nil {
+		return err
+	}
+	if err := ca.Issue(mockDir, mockAlias); err != nil {
+		return err
+	}
+	env.roots = filepath.Join(dir, "roots.pem")
+	if err := os.WriteFile(env.roots, ca.CertPEM(), 0o644); err != nil {
+		return err
+	}
+	if env.egressImage, err = dockerdriver.EgressImage(env.binary, func(k string) (string, bool) {
+		if k == "SSL_CERT_FILE" {
+			return env.roots, true
+		}
+		return os.LookupEnv(k)
+	}); err != nil {
+		return err
+	}
+	df := "FROM scratch\nCOPY mockmodel /mockmodel\nCOPY " + mockAlias + ".pem " + mockAlias + ".key /\n" +
+		"ENTRYPOINT [\"/mockmodel\", \"-listen\", \":8443\", \"-cert\", \"/" + mockAlias + ".pem\", \"-key\", \"/" + mockAlias + ".key\"]\n"
 	if err := os.WriteFile(filepath.Join(mockDir, "Dockerfile"), []byte(df), 0o644); err != nil {
 		return err
 	}
@@ -210,7 +241,7 @@ func newRun(t testing.TB, agent, extra string) *run {
 	// from its config.toml, which the template holds (agenttest).
 	baseURL := "{}"
 	if agent == "claude" {
-		baseURL = "\n  ANTHROPIC_BASE_URL: http://" + mockAlias + ":8080"
+		baseURL = "\n  ANTHROPIC_BASE_URL: https://" + mockAlias + ":8443"
 	}
 	doc := fmt.Sprintf(`version: 1
 name: %s
@@ -220,18 +251,18 @@ template: %s
 workspace: .
 env: %s
 secrets:
-  %s: {env: SBX_E2E_AGENT_KEY}
+  %s: {env: SBX_E2E_AGENT_KEY, hosts: ["%s:8443"]}
 network:
   policy: deny
   agentHosts: false
-  allow: ["%s:8080"]
+  allow: ["%s:8443"]
 docker:
   networks: [%s]
 loop:
   prompt: PROMPT.md
   maxIterations: 4
   iterationTimeout: 5m
-%s`, r.name, agent, env.template, baseURL, spec.AgentOf(agent).Key, mockAlias, env.network, extra)
+%s`, r.name, agent, env.template, baseURL, spec.AgentOf(agent).Key, mockAlias, mockAlias, env.network, extra)
 	if err := os.WriteFile(filepath.Join(r.ws, "sandbox.yaml"), []byte(doc), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +272,7 @@ loop:
 func (r *run) cmd(args ...string) *exec.Cmd {
 	c := exec.Command(env.binary, args...)
 	c.Dir = r.ws
-	c.Env = append(os.Environ(), "SBX_STATE_DIR="+r.state, "SBX_STATIC_BINARY="+env.binary, "SBX_E2E_AGENT_KEY="+apiKey, "NO_COLOR=1")
+	c.Env = append(os.Environ(), "SBX_STATE_DIR="+r.state, "SBX_STATIC_BINARY="+env.binary, "SBX_E2E_AGENT_KEY="+apiKey, "SSL_CERT_FILE="+env.roots, "NO_COLOR=1")
 	return c
 }
 
@@ -414,7 +445,8 @@ func TestUnreachableModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gone := strings.NewReplacer("http://"+mockAlias+":8080", "http://model-gone.invalid:8080", `allow: ["`+mockAlias+`:8080"]`, `allow: ["model-gone.invalid:8080"]`,
+	gone := strings.NewReplacer("https://"+mockAlias+":8443", "http://model-gone.invalid:8080", `allow: ["`+mockAlias+`:8443"]`, `allow: ["model-gone.invalid:8080"]`,
+		`hosts: ["`+mockAlias+`:8443"]`, `hosts: ["model-gone.invalid:8080"]`,
 		"maxIterations: 4", "maxIterations: 1", "iterationTimeout: 5m", "iterationTimeout: 20s").Replace(string(doc))
 	if err := os.WriteFile(filepath.Join(r.ws, "sandbox.yaml"), []byte(gone), 0o644); err != nil {
 		t.Fatal(err)

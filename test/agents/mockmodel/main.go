@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -41,6 +42,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	promiseAt := fs.Int("promise-at", 2, "first loop iteration whose final answer holds the promise")
 	promise := fs.String("promise", "COMPLETE", "text of the completion promise")
 	delay := fs.Duration("delay", 20*time.Millisecond, "pause between streamed events")
+	cert := fs.String("cert", "", "serve HTTPS with this certificate (PEM; -key its key) instead of HTTP")
+	key := fs.String("key", "", "the key of -cert (PEM)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -55,9 +58,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Delay:  *delay,
 		Log:    stdout,
 	})
+	if (*cert == "") != (*key == "") {
+		return errors.New("-cert and -key go together")
+	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return err
+	}
+	if *cert != "" {
+		c, err := tls.LoadX509KeyPair(*cert, *key)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{c}, NextProtos: []string{"http/1.1"}})
 	}
 	fmt.Fprintf(stderr, "mockmodel: listening on %s\n", ln.Addr())
 	return serve(ctx, ln, h)
