@@ -60,10 +60,11 @@ func (p *Proxy) setSecretsPEM(caPEM []byte, ss []Secret) ([]string, error) {
 // logged.
 func (p *Proxy) intercept(conn net.Conn, buffered []byte, upstream net.Conn, d dest, set *secretSet, e entry) {
 	up := tls.Client(upstream, &tls.Config{
-		ServerName: d.host,
-		RootCAs:    p.opts.UpstreamRoots,
-		NextProtos: []string{"http/1.1"},
-		MinVersion: tls.VersionTLS12,
+		ServerName:         d.host,
+		RootCAs:            p.opts.UpstreamRoots,
+		NextProtos:         []string{"http/1.1"},
+		MinVersion:         tls.VersionTLS12,
+		ClientSessionCache: p.upstreamSessions,
 	})
 	up.SetDeadline(time.Now().Add(handshakeTimeout))
 	if err := up.Handshake(); err != nil {

@@ -10,7 +10,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -186,6 +188,37 @@ func TestSecretUpstreamVerified(t *testing.T) {
 	es := h.log.entries(t)
 	if len(es) != 1 || es[0].Status != http.StatusBadGateway || !strings.Contains(es[0].Reason, "upstream TLS") {
 		t.Errorf("log %+v, want one 502 for the upstream's TLS", es)
+	}
+}
+
+// TestSecretUpstreamResumed: the proxy resumes its TLS sessions with an
+// upstream, so a terminated tunnel after the first skips the upstream's
+// certificate and its verification.
+func TestSecretUpstreamResumed(t *testing.T) {
+	var (
+		mu      sync.Mutex
+		resumed []bool
+	)
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		resumed = append(resumed, r.TLS.DidResume)
+		mu.Unlock()
+	}))
+	t.Cleanup(srv.Close)
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	h, ca := secretHarness(t, srv, nil)
+	c := sandboxClient(h, ca)
+	for range 2 {
+		req, _ := http.NewRequest("GET", "https://example.com:"+port+"/", nil)
+		req.Header.Set("Authorization", "Bearer "+testPlaceholder)
+		if code, body := do(t, c, req); code != 200 {
+			t.Fatalf("got %d %q, want 200", code, body)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []bool{false, true}; !slices.Equal(resumed, want) {
+		t.Errorf("upstream handshakes resumed %v, want %v", resumed, want)
 	}
 }
 

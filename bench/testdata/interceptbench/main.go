@@ -58,6 +58,7 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"slices"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -125,8 +126,12 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	var resumed [2]atomic.Int64 // the upstream's resumed handshakes: tunnelled, terminated
 	srv := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.TLS.DidResume {
+				resumed[bool2int(r.TLS.ServerName == secretHost)].Add(1)
+			}
 			io.WriteString(w, "auth="+r.Header.Get("Authorization"))
 		}),
 		TLSConfig: &tls.Config{Certificates: []tls.Certificate{upCert}},
@@ -217,7 +222,16 @@ func run() error {
 		}
 	}
 	report(os.Stdout, arms, *samples)
+	n := *warmup + *samples
+	fmt.Printf("the upstream's handshakes resumed: tunnelled %d of %d, terminated %d of %d\n", resumed[0].Load(), n, resumed[1].Load(), n)
 	return nil
+}
+
+func bool2int(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // arm is one way to the upstream and its samples.
