@@ -174,7 +174,7 @@ func TestSecretOtherHostTunnelled(t *testing.T) {
 
 // TestSecretUpstreamVerified: the proxy verifies the upstream as a client
 // would; an upstream whose certificate it does not trust gets nothing,
-// and the sandbox gets a 502.
+// and the sandbox's request is answered 502 in its tunnel.
 func TestSecretUpstreamVerified(t *testing.T) {
 	srv, port := secretUpstream(t)
 	h, ca := secretHarness(t, srv, x509.NewCertPool())
@@ -182,8 +182,8 @@ func TestSecretUpstreamVerified(t *testing.T) {
 	req, _ := http.NewRequest("GET", "https://example.com:"+port+"/", nil)
 	req.Header.Set("Authorization", "Bearer "+testPlaceholder)
 	code, body := do(t, c, req)
-	if code == 200 {
-		t.Fatalf("got 200 %q from an untrusted upstream", body)
+	if code != http.StatusBadGateway || !strings.Contains(body, "upstream TLS") {
+		t.Fatalf("got %d %q from an untrusted upstream, want 502 for its TLS", code, body)
 	}
 	es := h.log.entries(t)
 	if len(es) != 1 || es[0].Status != http.StatusBadGateway || !strings.Contains(es[0].Reason, "upstream TLS") {

@@ -346,7 +346,7 @@ func report(w io.Writer, arms []arm, n int) {
 		slices.Sort(hs)
 		fmt.Fprintf(w, "%s: the client's TLS handshake is %.0f%% of a request (median over samples)\n", a.name, 100*hs[len(hs)/2])
 	}
-	fmt.Fprintf(w, "terminated − tunnelled, p50 of CONNECT answered (the proxy's TLS handshake with the upstream, mostly): %s\n",
+	fmt.Fprintf(w, "terminated − tunnelled, p50 of CONNECT answered: %s\n",
 		us(pct(durations(ter, func(s sample) time.Duration { return s.connect }), 50)-pct(durations(tun, func(s sample) time.Duration { return s.connect }), 50)))
 }
 
