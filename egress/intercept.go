@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -49,30 +50,19 @@ func (p *Proxy) setSecretsPEM(caPEM []byte, ss []Secret) ([]string, error) {
 }
 
 // intercept serves a CONNECT to a host the proxy adds a secret for. It
-// first opens its own TLS connection to the upstream, verified as a
-// client would (Options.UpstreamRoots, else the system's roots), then
 // answers the CONNECT and terminates the sandbox's TLS with a certificate
-// for that host from the sandbox's CA. It forwards one request, its
-// placeholders replaced (secretSet.rewrite), and the answer, then closes
-// both: a client opens a tunnel per request, as for a plain-HTTP request.
-// A request for another Host than the tunnel's, or carrying the
-// placeholder of a secret that is not for this host, is refused and
-// logged.
+// for that host from the sandbox's CA while it opens its own TLS
+// connection to the upstream, verified as a client would
+// (Options.UpstreamRoots, else the system's roots): the two handshakes
+// overlap, so the sandbox's request waits for the longer, not for both
+// one after the other. It forwards one request, its placeholders replaced
+// (secretSet.rewrite), only over a verified connection, and the answer,
+// then closes both: a client opens a tunnel per request, as for a
+// plain-HTTP request. An upstream that fails verification gets nothing;
+// the sandbox's request is answered 502. A request for another Host than
+// the tunnel's, or carrying the placeholder of a secret that is not for
+// this host, is refused and logged.
 func (p *Proxy) intercept(conn net.Conn, buffered []byte, upstream net.Conn, d dest, set *secretSet, e entry) {
-	up := tls.Client(upstream, &tls.Config{
-		ServerName: d.host,
-		RootCAs:    p.opts.UpstreamRoots,
-		NextProtos: []string{"http/1.1"},
-		MinVersion: tls.VersionTLS12,
-	})
-	up.SetDeadline(time.Now().Add(handshakeTimeout))
-	if err := up.Handshake(); err != nil {
-		e.Decision, e.Reason, e.Status = "error", "upstream TLS: "+clip(err.Error()), http.StatusBadGateway
-		p.log(e)
-		writeStatus(conn, e.Status, fmt.Sprintf("%s: %s", d.host, e.Reason))
-		return
-	}
-	up.SetDeadline(time.Time{})
 	leaf, err := set.ca.leaf(d.host)
 	if err != nil {
 		e.Decision, e.Reason, e.Status = "error", "certificate: "+clip(err.Error()), http.StatusInternalServerError
@@ -80,6 +70,21 @@ func (p *Proxy) intercept(conn net.Conn, buffered []byte, upstream net.Conn, d d
 		writeStatus(conn, e.Status, e.Reason)
 		return
 	}
+	up := tls.Client(upstream, &tls.Config{
+		ServerName:         d.host,
+		RootCAs:            p.opts.UpstreamRoots,
+		NextProtos:         []string{"http/1.1"},
+		MinVersion:         tls.VersionTLS12,
+		ClientSessionCache: p.upstreamSessions,
+	})
+	up.SetDeadline(time.Now().Add(handshakeTimeout))
+	upDone := make(chan error, 1)
+	go func() { upDone <- up.Handshake() }()
+	upHandshake := sync.OnceValue(func() error { return <-upDone })
+	defer func() {
+		upstream.Close() // ends the upstream's handshake if it is still on
+		upHandshake()
+	}()
 	io.WriteString(conn, "HTTP/1.1 200 Connection established\r\n\r\n")
 	down := tls.Server(&prefixConn{Conn: conn, prefix: buffered}, &tls.Config{
 		Certificates: []tls.Certificate{*leaf},
@@ -118,6 +123,14 @@ func (p *Proxy) intercept(conn net.Conn, buffered []byte, upstream net.Conn, d d
 		refuse(http.StatusForbidden, err.Error())
 		return
 	}
+	if err := upHandshake(); err != nil {
+		e.Decision, e.Reason, e.Status = "error", "upstream TLS: "+clip(err.Error()), http.StatusBadGateway
+		p.log(e)
+		writeStatus(bw, e.Status, fmt.Sprintf("%s: %s", d.host, e.Reason))
+		bw.Flush()
+		return
+	}
+	up.SetDeadline(time.Time{})
 	removeHopHeaders(req.Header)
 	req.Header.Set("Connection", "close")
 	req.Close = true

@@ -10,7 +10,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -172,7 +174,7 @@ func TestSecretOtherHostTunnelled(t *testing.T) {
 
 // TestSecretUpstreamVerified: the proxy verifies the upstream as a client
 // would; an upstream whose certificate it does not trust gets nothing,
-// and the sandbox gets a 502.
+// and the sandbox's request is answered 502 in its tunnel.
 func TestSecretUpstreamVerified(t *testing.T) {
 	srv, port := secretUpstream(t)
 	h, ca := secretHarness(t, srv, x509.NewCertPool())
@@ -180,12 +182,43 @@ func TestSecretUpstreamVerified(t *testing.T) {
 	req, _ := http.NewRequest("GET", "https://example.com:"+port+"/", nil)
 	req.Header.Set("Authorization", "Bearer "+testPlaceholder)
 	code, body := do(t, c, req)
-	if code == 200 {
-		t.Fatalf("got 200 %q from an untrusted upstream", body)
+	if code != http.StatusBadGateway || !strings.Contains(body, "upstream TLS") {
+		t.Fatalf("got %d %q from an untrusted upstream, want 502 for its TLS", code, body)
 	}
 	es := h.log.entries(t)
 	if len(es) != 1 || es[0].Status != http.StatusBadGateway || !strings.Contains(es[0].Reason, "upstream TLS") {
 		t.Errorf("log %+v, want one 502 for the upstream's TLS", es)
+	}
+}
+
+// TestSecretUpstreamResumed: the proxy resumes its TLS sessions with an
+// upstream, so a terminated tunnel after the first skips the upstream's
+// certificate and its verification.
+func TestSecretUpstreamResumed(t *testing.T) {
+	var (
+		mu      sync.Mutex
+		resumed []bool
+	)
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		resumed = append(resumed, r.TLS.DidResume)
+		mu.Unlock()
+	}))
+	t.Cleanup(srv.Close)
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	h, ca := secretHarness(t, srv, nil)
+	c := sandboxClient(h, ca)
+	for range 2 {
+		req, _ := http.NewRequest("GET", "https://example.com:"+port+"/", nil)
+		req.Header.Set("Authorization", "Bearer "+testPlaceholder)
+		if code, body := do(t, c, req); code != 200 {
+			t.Fatalf("got %d %q, want 200", code, body)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []bool{false, true}; !slices.Equal(resumed, want) {
+		t.Errorf("upstream handshakes resumed %v, want %v", resumed, want)
 	}
 }
 
