@@ -49,7 +49,6 @@ var env struct {
 	egressImage string
 }
 
-
 // Every object a run creates carries its run id and the test labels
 // (fixture.Labels), so runs sharing a daemon never collide, and a run
 // removes what killed runs left (fixture.SweepDocker).
