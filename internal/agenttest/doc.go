@@ -67,7 +67,7 @@
 //     bundled ripgrep, for the agents' shell commands.
 //   - /home/agent/.codex/config.toml and /root/.codex/config.toml point
 //     Codex at the tests' mock model server, named model-api:
-//     openai_base_url = "http://model-api:8080/v1". Each home belongs to
+//     openai_base_url = "https://model-api:8443/v1". Each home belongs to
 //     its user.
 //   - Image config: USER agent, WORKDIR /home/agent, PATH, LANG=C.UTF-8
 //     and CMD bash. HOME is not set in the image: Docker sets it from the

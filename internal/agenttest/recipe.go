@@ -33,7 +33,7 @@ const (
 	codexDir  = "/opt/codex"
 
 	// codexConfig points Codex at the tests' mock model server.
-	codexConfig = "openai_base_url = \"http://model-api:8080/v1\"\n"
+	codexConfig = "openai_base_url = \"https://model-api:8443/v1\"\n"
 
 	// codexWrapper does what @openai/codex 0.171.0's bin/codex.js does
 	// before it execs the native binary: it marks the launch as npm's

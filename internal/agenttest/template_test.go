@@ -97,7 +97,7 @@ func TestTemplate(t *testing.T) {
 
 	const path = "path: /usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\nmodes: / 755 /tmp 1777 /root 700 "
 	versions := "claude: " + c.Pins.Claude.Release + " (Claude Code)\ncodex: codex-cli " + c.Pins.Codex.Release + "\nrg: /usr/local/bin/rg 1\ngit: hello\n" +
-		`config: openai_base_url = "http://model-api:8080/v1"` + "\n"
+		`config: openai_base_url = "https://model-api:8443/v1"` + "\n"
 	tests := []struct {
 		name string
 		user []string // docker run's -u; none runs as the image's USER

@@ -180,7 +180,7 @@ func TestClaudeScript(t *testing.T) {
 			Input: map[string]any{"file_path": testCwd + "/sbx-mock/iteration-2.txt", "content": "sbx mock model: iteration 2 of 3\n"}}},
 		{"shell", 1, prompt, claudeReply{StopReason: "tool_use", Type: "tool_use", Name: "Bash",
 			Input: map[string]any{
-				"command":     "mkdir -p sbx-mock && echo 'iteration 2' >> sbx-mock/shell.log && echo 'sbx mock shell step: iteration 2'",
+				"command":     "mkdir -p sbx-mock && echo 'iteration 2' >> sbx-mock/shell.log && env > sbx-mock/env-2.txt && echo 'sbx mock shell step: iteration 2'",
 				"description": "Append the iteration to the mock's shell log",
 			}}},
 		{"finish", 2, prompt, claudeReply{StopReason: "end_turn", Type: "text",
@@ -317,7 +317,7 @@ func TestCodexScript(t *testing.T) {
 		{"write", 0, prompt, codexReply{Type: "custom_tool_call", Name: "exec",
 			Input: "await tools.apply_patch(\"*** Begin Patch\\n*** Add File: sbx-mock/iteration-1.txt\\n+sbx mock model: iteration 1 of 3\\n*** End Patch\\n\");\ntext(\"wrote sbx-mock/iteration-1.txt\");\n"}},
 		{"shell", 1, prompt, codexReply{Type: "custom_tool_call", Name: "exec",
-			Input: "const r = await tools.exec_command({cmd: \"mkdir -p sbx-mock && echo 'iteration 1' >> sbx-mock/shell.log && echo 'sbx mock shell step: iteration 1'\"});\ntext(r.output);\n"}},
+			Input: "const r = await tools.exec_command({cmd: \"mkdir -p sbx-mock && echo 'iteration 1' >> sbx-mock/shell.log && env > sbx-mock/env-1.txt && echo 'sbx mock shell step: iteration 1'\"});\ntext(r.output);\n"}},
 		{"finish", 2, prompt, codexReply{Type: "message",
 			Text: "sbx mock model: iteration 1 of 3 done: wrote sbx-mock/iteration-1.txt and appended to sbx-mock/shell.log."}},
 		{"no header", 0, "hello", codexReply{Type: "message",

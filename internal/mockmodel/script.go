@@ -16,7 +16,8 @@ const (
 	Chat Action = "chat"
 	// WriteFile creates sbx-mock/iteration-N.txt with the file tool.
 	WriteFile Action = "write"
-	// Shell appends a line to sbx-mock/shell.log with the shell tool.
+	// Shell appends a line to sbx-mock/shell.log with the shell tool and
+	// writes the environment its commands get to sbx-mock/env-N.txt.
 	Shell Action = "shell"
 	// Finish is the iteration's final text.
 	Finish Action = "finish"
@@ -78,6 +79,12 @@ func parseHeader(text string) (iteration, of int, ok bool) {
 	return iteration, of, iteration > 0
 }
 
+// EnvFile is the file the shell step of iteration n writes the agent's
+// command environment to: what a tool the model calls can read.
+func EnvFile(n int) string {
+	return fmt.Sprintf("%s/env-%d.txt", Dir, n)
+}
+
 // IterationFile is the file the write step of iteration n creates.
 func IterationFile(n int) string {
 	return fmt.Sprintf("%s/iteration-%d.txt", Dir, n)
@@ -105,8 +112,8 @@ func (s Script) Plan(l Loop, tools bool) Step {
 		return Step{
 			Action: Shell,
 			Loop:   l,
-			Command: fmt.Sprintf("mkdir -p %s && echo 'iteration %d' >> %s && echo 'sbx mock shell step: iteration %d'",
-				Dir, l.Iteration, ShellLog, l.Iteration),
+			Command: fmt.Sprintf("mkdir -p %s && echo 'iteration %d' >> %s && env > %s && echo 'sbx mock shell step: iteration %d'",
+				Dir, l.Iteration, ShellLog, EnvFile(l.Iteration), l.Iteration),
 		}
 	}
 	text := fmt.Sprintf("sbx mock model: iteration %d of %d done: wrote %s and appended to %s.",

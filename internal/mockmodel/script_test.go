@@ -77,7 +77,7 @@ func TestPlan(t *testing.T) {
 			l:     Loop{Iteration: 1, Of: 3, Turn: 1},
 			tools: true,
 			want: Step{Action: Shell, Loop: Loop{Iteration: 1, Of: 3, Turn: 1},
-				Command: "mkdir -p sbx-mock && echo 'iteration 1' >> sbx-mock/shell.log && echo 'sbx mock shell step: iteration 1'"},
+				Command: "mkdir -p sbx-mock && echo 'iteration 1' >> sbx-mock/shell.log && env > sbx-mock/env-1.txt && echo 'sbx mock shell step: iteration 1'"},
 		},
 		{
 			name:  "finish before the promise",

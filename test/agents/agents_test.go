@@ -32,6 +32,7 @@ import (
 	dockerdriver "github.com/sbxhq/sbx/driver/docker"
 	"github.com/sbxhq/sbx/internal/agenttest"
 	"github.com/sbxhq/sbx/internal/fixture"
+	"github.com/sbxhq/sbx/internal/mockmodel"
 	"github.com/sbxhq/sbx/spec"
 )
 
@@ -39,11 +40,12 @@ var env struct {
 	ok       bool
 	reason   string
 	dir      string
-	binary   string // the static sbx
-	template string // the agents' template image
-	network  string // the test's Docker network, where the mock is model-api
-	mock     string // the mock's container
-	roots    string // the run's CA, which the proxy trusts (SSL_CERT_FILE)
+	binary   string      // the static sbx
+	template string      // the agents' template image
+	network  string      // the test's Docker network, where the mock is model-api
+	mock     string      // the mock's container
+	ca       *fixture.CA // the run's CA, which certifies its servers
+	roots    string      // its certificate, which the proxy trusts (SSL_CERT_FILE)
 	// egressImage is the proxy's image for those roots, the run's to
 	// remove.
 	egressImage string
@@ -121,15 +123,14 @@ func setup() error {
 	}
 	// The mock serves HTTPS with a certificate from the run's CA, which
 	// the proxy trusts as sbx's host does (SSL_CERT_FILE when sbx runs).
-	ca, err := fixture.NewCA("sbx agents test CA")
-	if err != nil {
+	if env.ca, err = fixture.NewCA("sbx agents test CA"); err != nil {
 		return err
 	}
-	if err := ca.Issue(mockDir, mockAlias); err != nil {
+	if err := env.ca.Issue(mockDir, mockAlias); err != nil {
 		return err
 	}
 	env.roots = filepath.Join(dir, "roots.pem")
-	if err := os.WriteFile(env.roots, ca.CertPEM(), 0o644); err != nil {
+	if err := os.WriteFile(env.roots, env.ca.CertPEM(), 0o644); err != nil {
 		return err
 	}
 	if env.egressImage, err = dockerdriver.EgressImage(env.binary, func(k string) (string, bool) {
@@ -371,6 +372,21 @@ func agentLoop(t *testing.T, agent, extra string, chown bool) {
 			t.Errorf("the agent's file %s is not in the host workspace: %v", f, err)
 		}
 	}
+	// What the agent's commands can read holds a placeholder for the
+	// key, never the key, and what makes them trust the proxy's CA.
+	for i := 1; i <= 2; i++ {
+		data, err := os.ReadFile(filepath.Join(r.ws, mockmodel.EnvFile(i)))
+		if err != nil {
+			t.Errorf("the agent's environment of iteration %d: %v", i, err)
+			continue
+		}
+		envText := "\n" + string(data)
+		keyVar := spec.AgentOf(agent).Key
+		if strings.Contains(envText, apiKey) || !strings.Contains(envText, "\n"+keyVar+"="+spec.AgentOf(agent).KeyPrefix+"sbx-") ||
+			!strings.Contains(envText, "\nNODE_EXTRA_CA_CERTS=") || !strings.Contains(envText, "\nSSL_CERT_FILE=") {
+			t.Errorf("iteration %d: the agent's commands saw, for %s and the CA:\n%s", i, keyVar, grepLines(envText, keyVar, "CA_CERT", "SSL_CERT"))
+		}
+	}
 	s := r.status()
 	recs, _ := s["records"].([]any)
 	if len(recs) != 2 {
@@ -545,4 +561,112 @@ func benchIteration(b *testing.B, agent string) {
 	b.ReportMetric(iter*1000, "ms/iteration")
 	b.ReportMetric(rawExec*1000, "ms/raw-exec")
 	b.ReportMetric(iter/rawExec, "iteration/raw")
+}
+
+// grepLines returns the lines of text that hold any of words.
+func grepLines(text string, words ...string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		for _, w := range words {
+			if strings.Contains(l, w) {
+				out = append(out, l)
+				break
+			}
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// TestGitPushHTTPS: git in the sandbox pushes over HTTPS with a token it
+// holds only as a placeholder, in the URL's credentials as a forge's
+// instructions have it; the proxy puts the token in the Basic credentials
+// for the forge's host, and the forge (git http-backend behind a server
+// of the test's own, from the same template) takes the push.
+func TestGitPushHTTPS(t *testing.T) {
+	requireDocker(t)
+	const token = "ghp_sbx_e2e_Push_Token_5e1a"
+	const forge = "git-server"
+	dir := t.TempDir()
+	if err := goBuild(filepath.Join(dir, "gitserver"), "github.com/sbxhq/sbx/test/agents/gitserver"); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.ca.Issue(dir, forge); err != nil {
+		t.Fatal(err)
+	}
+	df := "FROM " + env.template + "\nUSER root\nCOPY gitserver " + forge + ".pem " + forge + ".key /srv/\n"
+	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(df), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	image := "sbx-agents-forge:" + runID
+	if out, err := exec.Command("docker", append(append([]string{"build", "-q"}, fixture.Labels("agents")...), "-t", image, dir)...).CombinedOutput(); err != nil {
+		t.Fatalf("building the forge's image: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("docker", "rmi", "-f", image).Run() })
+	server := "sbx-agents-forge-" + runID
+	if out, err := exec.Command("docker", "run", "-d", "--name", server, "--network", env.network, "--network-alias", forge,
+		"-e", "GIT_TOKEN="+token, image, "/srv/gitserver", "-cert", "/srv/"+forge+".pem", "-key", "/srv/"+forge+".key").CombinedOutput(); err != nil {
+		t.Fatalf("starting the forge: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("docker", "rm", "-f", server).Run() })
+	if err := waitLog(server, "gitserver: listening", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+
+	r := &run{t: t, name: "agents-git-" + runID, ws: t.TempDir(), state: t.TempDir()}
+	t.Cleanup(func() {
+		if out, code := r.sbx("destroy", "-y"); code != 0 {
+			t.Errorf("destroy: exit %d\n%s", code, out)
+		}
+	})
+	doc := fmt.Sprintf(`version: 1
+name: %s
+agent: shell
+driver: docker
+template: %s
+workspace: {path: ., protect: false}
+secrets:
+  GIT_TOKEN: {env: SBX_E2E_GIT_TOKEN, hosts: ["%s:8443"]}
+network:
+  agentHosts: false
+  allow: ["%s:8443"]
+docker:
+  networks: [%s]
+`, r.name, env.template, forge, forge, env.network)
+	if err := os.WriteFile(filepath.Join(r.ws, "sandbox.yaml"), []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(r.ws, 1000, 1000); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := r.sbx("apply", "-y"); code != 0 {
+		t.Fatalf("apply: exit %d\n%s", code, out)
+	}
+	script := `set -e
+cd "$(mktemp -d)"
+git init -q -b main
+echo pushed > f && git add f && git -c user.email=a@sbx.invalid -c user.name=a commit -qm "from the sandbox"
+git push "https://x-access-token:${GIT_TOKEN}@` + forge + `:8443/repo.git" main
+echo "token seen: $GIT_TOKEN"`
+	c := r.cmd("shell", "--", "sh", "-c", script)
+	c.Env = append(c.Env, "SBX_E2E_GIT_TOKEN="+token)
+	out, err := c.CombinedOutput()
+	t.Logf("the push:\n%s", out)
+	if err != nil {
+		t.Fatalf("the push failed: %v", err)
+	}
+	if strings.Contains(string(out), token) {
+		t.Error("the sandbox saw the token")
+	}
+	if !strings.Contains(string(out), "token seen: sbx-") {
+		t.Error("the sandbox did not get the token's placeholder")
+	}
+	got, err := exec.Command("docker", "exec", server, "git", "--git-dir", "/srv/git/repo.git", "log", "-1", "--format=%s", "main").CombinedOutput()
+	if err != nil || strings.TrimSpace(string(got)) != "from the sandbox" {
+		t.Errorf("the forge's main: %v: %s", err, got)
+	}
+	logs, _ := exec.Command("docker", "logs", server).Output()
+	if !strings.Contains(string(logs), `"path":"/repo.git/git-receive-pack","token_ok":true`) &&
+		!strings.Contains(string(logs), `"method":"POST","path":"/repo.git/git-receive-pack","token_ok":true`) {
+		t.Errorf("the forge logged no push with the token:\n%s", logs)
+	}
 }
