@@ -137,15 +137,17 @@ env:
 	if ag := spec.AgentOf(agent); ag.Key != "" {
 		fmt.Fprintf(&b, `
 # Secrets are read from your environment when sbx runs something in the
-# sandbox (shell, loop) and reach the agent only through the environment of
-# the process it starts; they are never written into the sandbox's
+# sandbox (shell, loop); they are never written into the sandbox's
 # configuration, plans, logs or sbx's state. Plan and apply need no values.
+# A secret that names its hosts never enters the sandbox: the agent gets a
+# placeholder, and sbx's egress proxy puts the value in requests to those
+# hosts only. Without hosts, the agent can read the value.
 # Sign in inside the sandbox (sbx shell, then %s), or to pass an API key
 # instead, uncomment these lines and export %s in your shell
 # (%s reads its key from %s):
 # secrets:
-#   %s: {env: %s}
-`, ag.Program(agent), ag.HostKey, agent, ag.Key, ag.Key, ag.HostKey)
+#   %s: {env: %s, hosts: [%s]}
+`, ag.Program(agent), ag.HostKey, agent, ag.Key, ag.Key, ag.HostKey, strings.Join(ag.KeyHosts, ", "))
 	}
 	b.WriteString(`
 # Egress is denied by default. The agent's own API and sign-in hosts are
