@@ -59,6 +59,9 @@ func Check(sb *spec.Spec, caps Caps) []Problem {
 	unsupported(FieldMounts, "mounts", len(sb.Mounts) > 0)
 	unsupported(FieldRuntime, "docker.runtime", sb.Docker.Runtime != "")
 	unsupported(FieldDockerNetworks, "docker.networks", len(sb.Docker.Networks) > 0)
+	for _, n := range sortedKeys(sb.Secrets) {
+		unsupported(FieldSecretHosts, "secrets."+n+".hosts", len(sb.Secrets[n].Hosts) > 0)
+	}
 	c := caps.Constraints
 	if c.BlockedBeatsAllow != "" {
 		for _, h := range sb.Network.Allow {

@@ -328,6 +328,9 @@ const (
 	// FieldDockerNetworks is docker.networks: the Docker networks the
 	// egress proxy joins.
 	FieldDockerNetworks
+	// FieldSecretHosts is secrets.NAME.hosts: a proxy that adds the value
+	// to requests for those hosts, the sandbox holding a placeholder.
+	FieldSecretHosts
 )
 
 var fieldNames = map[Field]string{
@@ -338,7 +341,7 @@ var fieldNames = map[Field]string{
 	FieldNoNewPrivileges: "docker.noNewPrivileges", FieldProtect: "workspace.protect",
 	FieldHardening: "hardening", FieldTemplateBuild: "template.build", FieldPids: "resources.pids",
 	FieldStatus: "status", FieldUser: "user", FieldKubernetes: "kubernetes", FieldEgressMode: "kubernetes.egress",
-	FieldWarmPool: "kubernetes.warmPool", FieldDockerNetworks: "docker.networks",
+	FieldWarmPool: "kubernetes.warmPool", FieldDockerNetworks: "docker.networks", FieldSecretHosts: "secrets.hosts",
 }
 
 func (f Field) String() string {
@@ -447,6 +450,14 @@ func InPlaceCap(how string, readable bool) Cap {
 // PerExecCap is the row of secrets on every driver: their values reach a
 // process only through the environment of the exec that starts it.
 var PerExecCap = Cap{Mode: PerExec, Reason: "secrets are passed to each exec, never stored in the sandbox"}
+
+// ProxySecretsCap is the row of secrets.NAME.hosts on drivers whose
+// egress proxy adds a secret's value to requests for its hosts (how says
+// which proxy): the value is handed to it before each exec, like the
+// secret's own.
+func ProxySecretsCap(how string) Cap {
+	return Cap{Mode: PerExec, Reason: how}
+}
 
 // DockerOnlyCap is the row, on other drivers, of a field only the docker
 // driver reads.

@@ -38,6 +38,7 @@ func Capabilities() reconcile.Caps {
 			reconcile.FieldMounts:          {Mode: reconcile.Unsupported, Reason: "the kubernetes driver cannot mount host paths into a pod that may run on another machine: put what the agent needs in the workspace (copied in) or the template"},
 			reconcile.FieldEnv:             replace(false),
 			reconcile.FieldSecrets:         reconcile.PerExecCap,
+			reconcile.FieldSecretHosts:     reconcile.ProxySecretsCap("sbx's egress proxy pod adds the value to requests for the secret's hosts; the sandbox holds a placeholder"),
 			reconcile.FieldResources:       replace(true),
 			reconcile.FieldResourcesUnset:  replace(true),
 			reconcile.FieldPids:            {Mode: reconcile.Unsupported, Reason: "Kubernetes limits processes per node (the kubelet's podPidsLimit), not per pod"},

@@ -29,6 +29,7 @@ func Capabilities(v cliutil.Version) reconcile.Caps {
 		reconcile.FieldMounts:          reconcile.ReplaceCap(d, "mounts", true),
 		reconcile.FieldEnv:             reconcile.ReplaceCap(d, "env", false),
 		reconcile.FieldSecrets:         reconcile.PerExecCap,
+		reconcile.FieldSecretHosts:     reconcile.ProxySecretsCap("Docker's sbx keeps the value and its proxy adds it to requests for the secret's hosts (sbx secret set, set-custom); the sandbox holds a placeholder"),
 		reconcile.FieldResources:       reconcile.ReplaceCap(d, "resources", false),
 		reconcile.FieldResourcesUnset:  reconcile.ReplaceCap(d, "resources", false),
 		reconcile.FieldPids:            {Mode: reconcile.Unsupported, Reason: "the sbx backend cannot limit the number of processes"},
