@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 
 	"github.com/sbxhq/sbx/internal/atomicfile"
+	"github.com/sbxhq/sbx/internal/untrusted"
 	"github.com/spf13/pflag"
 )
 
@@ -98,7 +99,9 @@ func trust(dir string, stdin io.Reader, bundles []string) error {
 	var system []byte
 	store := ""
 	for _, b := range bundles {
-		data, err := readBounded(b)
+		// The template's, or whatever the agent put there: read without
+		// blocking on a FIFO, bounded.
+		data, err := untrusted.ReadPath(b, maxTrustInput)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
@@ -115,15 +118,10 @@ func trust(dir string, stdin io.Reader, bundles []string) error {
 	if store == "" || bytes.Contains(system, bytes.TrimSpace(cert)) {
 		return nil
 	}
-	f, err := os.OpenFile(store, os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
+	if err := untrusted.AppendPath(store, append([]byte("\n"), cert...)); err != nil {
 		return fmt.Errorf("adding the CA to the system's roots: %v", err)
 	}
-	_, err = f.Write(append([]byte("\n"), cert...))
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return nil
 }
 
 // checkCert accepts one PEM certificate of a CA, nothing else: a key
@@ -144,17 +142,4 @@ func checkCert(data []byte) error {
 		return errors.New("the certificate is not a CA's")
 	}
 	return nil
-}
-
-func readBounded(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxTrustInput+1))
-	if err == nil && len(data) > maxTrustInput {
-		err = fmt.Errorf("%s is larger than %d bytes", path, maxTrustInput)
-	}
-	return data, err
 }

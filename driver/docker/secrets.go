@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/egress"
@@ -17,6 +18,9 @@ var _ driver.SecretProxy = (*Driver)(nil)
 // its roots with it (egress.TrustMain writes them, inside the sandbox);
 // sbx never reads anything back from the sandbox for it.
 const trustDir = "/.sbx-ca"
+
+// trustTimeout bounds the helper's run.
+const trustTimeout = time.Minute
 
 // SetSecrets hands the sandbox's proxy its CA and secrets over the
 // control channel (the container's stdin, which only holders of the
@@ -40,8 +44,13 @@ func (d *Driver) SetSecrets(ctx context.Context, name string, caPEM []byte, secr
 	if rep.Error != "" {
 		return nil, fmt.Errorf("the egress proxy of %q refused its secrets: %s", name, rep.Error)
 	}
+	// The helper reads and writes only the sandbox's files; a sandbox
+	// that makes it wait (a FIFO it does not open) fails the call, not
+	// hangs it.
+	tctx, cancel := context.WithTimeout(ctx, trustTimeout)
+	defer cancel()
 	var stderr bytes.Buffer
-	code, err := d.api.exec(ctx, containerName(name), []string{helperPath, egress.TrustVerb, trustDir},
+	code, err := d.api.exec(tctx, containerName(name), []string{helperPath, egress.TrustVerb, trustDir},
 		driver.ExecOptions{Interactive: true, User: "0", Stdin: bytes.NewReader(ca.CertPEM()), Stdout: io.Discard, Stderr: &stderr})
 	if err == nil && code != 0 {
 		err = fmt.Errorf("exit status %d: %s", code, strings.TrimSpace(stderr.String()))

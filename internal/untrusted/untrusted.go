@@ -101,6 +101,23 @@ func ReadPath(path string, max int64) ([]byte, error) {
 	return readAll(f, info, path, max)
 }
 
+// AppendPath appends data to the regular file at path, following
+// symlinks as OpenPath does, without blocking on a FIFO put there.
+func AppendPath(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|nonblock, 0)
+	if err != nil {
+		return err
+	}
+	if f, _, err = regular(f, path); err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 // regular returns f with its fstat if it is a regular file, and closes it
 // otherwise.
 func regular(f *os.File, name string) (*os.File, fs.FileInfo, error) {
