@@ -71,8 +71,10 @@ func (s *Session) Secrets(ctx context.Context, sp *spec.Spec) (reconcile.Secrets
 // proxySecrets hands the sandbox's egress proxy the secrets that name
 // their hosts, with the sandbox's CA (made on first use, kept in the
 // state directory), takes them out of values, and keeps the environment
-// the backend gives each exec for them instead (placeholders, trust). A backend whose proxy cannot add
-// secrets is an error: the value never falls back to the sandbox's env.
+// the backend gives each exec for them instead (placeholders, trust). A
+// backend whose proxy cannot add secrets is an error: the value never
+// falls back to the sandbox's env. A backend that stores secrets
+// (driver.SecretStorer) is called even when the sandbox declares none.
 func (s *Session) proxySecrets(ctx context.Context, sp *spec.Spec, values reconcile.Secrets) error {
 	var names []string
 	for _, n := range sortedNames(sp.Secrets) {
@@ -80,10 +82,15 @@ func (s *Session) proxySecrets(ctx context.Context, sp *spec.Spec, values reconc
 			names = append(names, n)
 		}
 	}
+	sp2, ok := s.Backend.(driver.SecretProxy)
 	if len(names) == 0 {
+		// A backend that stores what it was given is told that nothing
+		// is left, so that a secret removed from the file does not stay.
+		if st, stores := s.Backend.(driver.SecretStorer); ok && stores && st.StoresSecrets() {
+			return s.keepProxyEnv(ctx, sp2, sp.Name, nil, nil)
+		}
 		return nil
 	}
-	sp2, ok := s.Backend.(driver.SecretProxy)
 	if !ok {
 		return fmt.Errorf("sandbox %q: the %s driver cannot keep secrets out of the sandbox (secrets.%s.hosts)", sp.Name, s.Backend.Name(), names[0])
 	}
@@ -113,14 +120,20 @@ func (s *Session) proxySecrets(ctx context.Context, sp *spec.Spec, values reconc
 		list = append(list, driver.ProxySecret{Name: n, Placeholder: ph, Value: values[n], Hosts: sec.Hosts, Command: sec.Command})
 		delete(values, n)
 	}
-	env, err := sp2.SetSecrets(ctx, sp.Name, caPEM, list)
+	return s.keepProxyEnv(ctx, sp2, sp.Name, caPEM, list)
+}
+
+// keepProxyEnv hands the backend a sandbox's secrets and keeps the
+// environment it gives each exec for them.
+func (s *Session) keepProxyEnv(ctx context.Context, p driver.SecretProxy, name string, caPEM []byte, list []driver.ProxySecret) error {
+	env, err := p.SetSecrets(ctx, name, caPEM, list)
 	if err != nil {
 		return err
 	}
 	if s.proxyEnv == nil {
 		s.proxyEnv = map[string]map[string]string{}
 	}
-	s.proxyEnv[sp.Name] = env
+	s.proxyEnv[name] = env
 	return nil
 }
 

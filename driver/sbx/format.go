@@ -183,6 +183,53 @@ func parseLog(src cliutil.Source, out []byte) ([]logEntry, error) {
 	return entries, doc.Err()
 }
 
+// secretList is `sbx secret ls --json`: the stored secrets' scopes and
+// names, never their (masked) values.
+type secretList struct {
+	Secrets []storedSecret
+	Custom  []customSecret
+}
+
+// storedSecret is one entry of "secrets": a service or registry secret.
+type storedSecret struct{ Scope, Type, Name string }
+
+// customSecret is one entry of "custom_secrets".
+type customSecret struct {
+	Scope, Env, Placeholder string
+	Targets                 []string
+}
+
+// parseSecrets reads `sbx secret ls --json` (evidence §1.4, [3P-measured]
+// sbx-go-sdk secret/secret.go and a parser at v0.42.1): {"secrets":
+// [{scope ("global" | "host-only" | the sandbox's name), type ("service" |
+// "registry"), name, secret (masked), username?, kind?, source?,
+// refresh?}], "custom_secrets": [{scope, targets[], env, placeholder,
+// secret, kind?, source?, refresh?}]}. "The CLI prints both keys even when
+// a scope holds nothing", so both are required, as are scope, type and
+// name, and scope, targets, env and placeholder. type is read as any
+// string: Docker's MCP gateway keeps secrets of its own in the store
+// (names starting "mcp:", credentials-local.md), of a type no capture
+// shows, and only "service" entries are sbx's business. The masked values
+// are never read.
+func parseSecrets(src cliutil.Source, out []byte) (secretList, error) {
+	doc, root := cliutil.Decode(src, out)
+	o := root.Object()
+	var l secretList
+	for _, e := range o.Field("secrets").Array(func(i int) string { return fmt.Sprintf("secret %d", i+1) }) {
+		so := e.Object()
+		l.Secrets = append(l.Secrets, storedSecret{Scope: so.Field("scope").String(), Type: so.Field("type").String(), Name: so.Field("name").String()})
+	}
+	for _, e := range o.Field("custom_secrets").Array(func(i int) string { return fmt.Sprintf("custom secret %d", i+1) }) {
+		co := e.Object()
+		l.Custom = append(l.Custom, customSecret{Scope: co.Field("scope").String(), Targets: co.Field("targets").Strings(),
+			Env: co.Field("env").String(), Placeholder: co.Field("placeholder").String()})
+	}
+	if err := doc.Err(); err != nil {
+		return secretList{}, err
+	}
+	return l, nil
+}
+
 // parseHelp reads the root help (`sbx --help`, cobra) and reports whether
 // the global --no-input flag is listed. A help without cobra's "-h,
 // --help" line is not a help sbx knows.

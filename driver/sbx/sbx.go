@@ -5,6 +5,8 @@
 // never sent while an allow of the same resource stands; ports keep sbx's
 // dual-stack pairs; capabilities that differ between releases (--no-input,
 // policy rm --force, the gemini agent) come from the installed version;
+// secrets that name their hosts go to Docker's own credential proxy, in
+// the sandbox's scope of its secret store, never in argv (secrets.go);
 // and every output it parses is checked strictly (format.go).
 package sbx
 
@@ -178,8 +180,8 @@ func (d *Driver) BuildHash(sp *spec.Spec) (string, error) {
 // fails with the command to run instead of waiting on, or cancelling from,
 // a closed stdin; reads never prompt.
 func (d *Driver) call(change bool, args ...string) reconcile.Call {
-	if change && d.noInput {
-		args = append([]string{"--no-input"}, args...)
+	if change {
+		args = d.changeArgs(args...)
 	}
 	return d.cli.Call(args...)
 }

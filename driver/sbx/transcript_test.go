@@ -39,6 +39,8 @@ func parserFor(args []string) (parse func(src cliutil.Source, out []byte) error,
 	case has("policy", "check", "network") && json:
 		return func(s cliutil.Source, out []byte) error { _, err := parseCheck(s, out); return err },
 			func(code int) bool { return code == 0 || code == 1 }
+	case has("secret", "ls") && json:
+		return func(s cliutil.Source, out []byte) error { _, err := parseSecrets(s, out); return err }, zero
 	case has("policy", "log") && json:
 		return func(s cliutil.Source, out []byte) error { _, err := parseLog(s, out); return err }, zero
 	}

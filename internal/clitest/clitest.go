@@ -234,6 +234,8 @@ func changes(argv []string) bool {
 		return len(argv) > 1 && (argv[1] == "allow" || argv[1] == "deny" || argv[1] == "rm")
 	case "template":
 		return len(argv) > 1 && (argv[1] == "load" || argv[1] == "save" || argv[1] == "rm")
+	case "secret":
+		return len(argv) > 1 && (argv[1] == "set" || argv[1] == "set-custom" || argv[1] == "rm")
 	}
 	return false
 }

@@ -12,6 +12,13 @@
 // particular 0.42.0, 0.47.0 and 0.53.0: a flag a version does not have is
 // rejected as cobra rejects it ("unknown flag: --no-input", exit 1).
 //
+// Secrets (secret.go) are kept as SHA-256 fingerprints only and never
+// printed: a service secret's value comes from -t or stdin, a custom
+// secret's --command is run through sh once to verify it (as Docker's sbx
+// does), an overwrite without -f cancels silently with exit 0 on the
+// fake's stdin, which is never a terminal (evidence §3.8), and `sbx rm`
+// deletes the sandbox's secrets.
+//
 // Main is called with argv minus argv[0]; it is linked into test binaries,
 // never installed.
 //

@@ -346,8 +346,8 @@ func TestLogAndSecrets(t *testing.T) {
   ]
 }
 `},
-		{Args: "secret set anthropic --sandbox api --password-stdin", Stdin: "sk-ant-secret\n"},
-		{Args: "secret set-custom --host api.example.com --env MY_TOKEN --password-stdin", Stdin: "tok"},
+		{Args: "secret set anthropic --sandbox api", Stdin: "sk-ant-secret\n"},
+		{Args: "secret set-custom --host api.example.com --env MY_TOKEN --value tok", Stdout: "Saved custom secret placeholder \"sbx-cs-5f9c42f55d47cfb70aa4\"\n"},
 		{Args: "secret ls --json", Stdout: `{
   "secrets": [
     {
@@ -364,7 +364,7 @@ func TestLogAndSecrets(t *testing.T) {
         "api.example.com"
       ],
       "env": "MY_TOKEN",
-      "placeholder": "sbx-cs-1a7674eb4ee78df7e1ac",
+      "placeholder": "sbx-cs-5f9c42f55d47cfb70aa4",
       "secret": "****...****"
     }
   ]

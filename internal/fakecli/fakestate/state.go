@@ -154,8 +154,15 @@ type Secret struct {
 	Type string `json:"type"`
 	// Name is the service ("anthropic"), the custom secret's env var, or the
 	// registry host.
-	Name   string `json:"name"`
-	Host   string `json:"host,omitempty"`
+	Name string `json:"name"`
+	// Host is a registry secret's user name.
+	Host string `json:"host,omitempty"`
+	// Hosts and Placeholder are a custom secret's targets and the
+	// placeholder the sandbox sees.
+	Hosts       []string `json:"hosts,omitempty"`
+	Placeholder string   `json:"placeholder,omitempty"`
+	// SHA256 fingerprints the value (or, for a dynamic secret, what its
+	// command printed when it was registered).
 	SHA256 string `json:"sha256"`
 }
 
