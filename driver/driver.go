@@ -95,14 +95,6 @@ type SecretProxy interface {
 	SetSecrets(ctx context.Context, name string, caPEM []byte, secrets []ProxySecret) (map[string]string, error)
 }
 
-// SecretStorer is a SecretProxy whose backend keeps the secrets it was
-// given beyond the exec they were given for (Docker's sbx stores them in
-// the sandbox's own scope until they are removed or the sandbox is):
-// the session calls SetSecrets before every exec even when the sandbox
-// declares none, with a nil CA, so that secrets removed from its file
-// leave the backend too.
-type SecretStorer interface{ StoresSecrets() bool }
-
 // ExecOptions configure running a command inside a sandbox.
 type ExecOptions struct {
 	Interactive, TTY bool

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 
@@ -73,8 +74,10 @@ func (s *Session) Secrets(ctx context.Context, sp *spec.Spec) (reconcile.Secrets
 // state directory), takes them out of values, and keeps the environment
 // the backend gives each exec for them instead (placeholders, trust). A
 // backend whose proxy cannot add secrets is an error: the value never
-// falls back to the sandbox's env. A backend that stores secrets
-// (driver.SecretStorer) is called even when the sandbox declares none.
+// falls back to the sandbox's env. A backend that was given secrets
+// before (the sandbox has a CA) and none now is told so: it holds them
+// beyond the exec they were given for, and a secret removed from the file
+// must not stay.
 func (s *Session) proxySecrets(ctx context.Context, sp *spec.Spec, values reconcile.Secrets) error {
 	var names []string
 	for _, n := range sortedNames(sp.Secrets) {
@@ -84,9 +87,7 @@ func (s *Session) proxySecrets(ctx context.Context, sp *spec.Spec, values reconc
 	}
 	sp2, ok := s.Backend.(driver.SecretProxy)
 	if len(names) == 0 {
-		// A backend that stores what it was given is told that nothing
-		// is left, so that a secret removed from the file does not stay.
-		if st, stores := s.Backend.(driver.SecretStorer); ok && stores && st.StoresSecrets() {
+		if _, err := os.Lstat(s.stateDir.CA(s.Backend.Name(), sp.Name)); ok && err == nil {
 			return s.keepProxyEnv(ctx, sp2, sp.Name, nil, nil)
 		}
 		return nil

@@ -28,9 +28,14 @@ const trustTimeout = time.Minute
 // only, and has sbx's helper in the sandbox make its commands trust the
 // CA (its certificate on the helper's stdin).
 func (d *Driver) SetSecrets(ctx context.Context, name string, caPEM []byte, secrets []driver.ProxySecret) (map[string]string, error) {
-	ca, err := egress.ParseCA(caPEM)
-	if err != nil {
-		return nil, err
+	var ca *egress.CA
+	if len(secrets) > 0 {
+		var err error
+		if ca, err = egress.ParseCA(caPEM); err != nil {
+			return nil, err
+		}
+	} else {
+		caPEM = nil // none to add: the proxy terminates nothing
 	}
 	eg := egressName(name)
 	req := egress.ControlRequest{Op: "secrets", CA: caPEM, Secrets: []egress.Secret{}}
@@ -43,6 +48,10 @@ func (d *Driver) SetSecrets(ctx context.Context, name string, caPEM []byte, secr
 	}
 	if rep.Error != "" {
 		return nil, fmt.Errorf("the egress proxy of %q refused its secrets: %s", name, rep.Error)
+	}
+	env := map[string]string{}
+	if len(secrets) == 0 {
+		return env, nil
 	}
 	// The helper reads and writes only the sandbox's files; a sandbox
 	// that makes it wait (a FIFO it does not open) fails the call, not
@@ -58,7 +67,9 @@ func (d *Driver) SetSecrets(ctx context.Context, name string, caPEM []byte, secr
 	if err != nil {
 		return nil, fmt.Errorf("making sandbox %q trust its CA: %v", name, err)
 	}
-	env := egress.TrustEnv(trustDir)
+	for k, v := range egress.TrustEnv(trustDir) {
+		env[k] = v
+	}
 	for _, s := range secrets {
 		env[s.Name] = s.Placeholder
 	}

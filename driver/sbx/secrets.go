@@ -46,8 +46,7 @@ import (
 // terminates TLS with its own CA, which its sandboxes already trust.
 
 var (
-	_ driver.SecretProxy  = (*Driver)(nil)
-	_ driver.SecretStorer = (*Driver)(nil)
+	_ driver.SecretProxy = (*Driver)(nil)
 )
 
 // service is one of Docker's built-in secret services.
@@ -107,11 +106,6 @@ func serviceFor(hosts []string) *service {
 	}
 	return nil
 }
-
-// StoresSecrets is true: Docker's sbx keeps a sandbox's secrets in its
-// scope until they are removed, or the sandbox is (`sbx rm` deletes them,
-// evidence §2.1, 0.42.0).
-func (d *Driver) StoresSecrets() bool { return true }
 
 // secretPlan is what SetSecrets does with the secrets it is given.
 type secretPlan struct {

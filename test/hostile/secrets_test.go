@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -178,9 +179,10 @@ loop:
 	if rep.Plain.Status != 403 {
 		t.Errorf("the placeholder sent in plain HTTP to another host: %+v, want 403", rep.Plain)
 	}
-	// An upstream whose certificate the proxy cannot verify gets nothing.
-	if rep.Rogue.Status != 502 && rep.Rogue.Error == "" {
-		t.Errorf("a secret's host with an unverifiable certificate: %+v, want refused", rep.Rogue)
+	// An upstream whose certificate the proxy cannot verify gets nothing:
+	// the agent's request with its secret's placeholder is answered 502.
+	if rep.Rogue.Status != 502 {
+		t.Errorf("a secret's host with an unverifiable certificate: %+v, want 502", rep.Rogue)
 	}
 	if len(rep.KeyFiles) > 0 || rep.KeyInEnv {
 		t.Errorf("a private key in the sandbox: files %v, env %v", rep.KeyFiles, rep.KeyInEnv)
@@ -215,6 +217,29 @@ loop:
 	if now := dk("inspect", "-f", "{{.Id}}", "sbx-"+s.name); now != id {
 		t.Errorf("the sandbox was recreated to rotate the value: %s, then %s", id, now)
 	}
+
+	// Removed from the file, the secret is gone from the proxy too: the
+	// placeholder the agent kept gets it nothing.
+	kept := rep.Placeholder
+	doc := s.read("sandbox.yaml")
+	doc = regexp.MustCompile(`(?s)secrets:.*?\nnetwork:`).ReplaceAllString(doc, "network:")
+	doc = strings.Replace(doc, "command: [/peer, attack,", "command: [/peer, attack, -trust-all, -key, "+kept+",", 1)
+	s.write("sandbox.yaml", doc)
+	since = time.Now()
+	rep = attack(value2)
+	var sawKept bool
+	for _, r := range peerRequests(t, server, since) {
+		all, _ := json.Marshal(r)
+		if strings.Contains(string(all), value2) {
+			t.Errorf("%s got the removed secret's value: %s", r.Host, clip(string(all)))
+		}
+		if strings.HasPrefix(r.Host, api) && strings.Join(r.Headers["Authorization"], "") == "Bearer "+kept {
+			sawKept = true
+		}
+	}
+	if !sawKept || rep.API.Issuer != "sbx test upstream CA" {
+		t.Errorf("after the secret's removal the secret's host got no request with the kept placeholder, or not through a tunnel: %+v", rep.API)
+	}
 }
 
 // report is what secretpeer attack writes.
@@ -224,9 +249,10 @@ type report struct {
 		Issuer string `json:"issuer"`
 		Error  string `json:"error"`
 	}
-	KeyFiles  []string `json:"key_files"`
-	KeyInEnv  bool     `json:"key_in_env"`
-	DumpBytes int      `json:"dump_bytes"`
+	Placeholder string   `json:"placeholder"`
+	KeyFiles    []string `json:"key_files"`
+	KeyInEnv    bool     `json:"key_in_env"`
+	DumpBytes   int      `json:"dump_bytes"`
 }
 
 // peerRequest is a request secretpeer serve logged.

@@ -65,13 +65,14 @@ func serve(args []string) {
 
 // report is what the attack saw.
 type report struct {
-	API       result   `json:"api"`
-	Plain     result   `json:"plain"`
-	Drop      result   `json:"drop"`
-	Rogue     result   `json:"rogue"`
-	KeyFiles  []string `json:"key_files"` // files holding a private key
-	KeyInEnv  bool     `json:"key_in_env"`
-	DumpBytes int      `json:"dump_bytes"`
+	API         result   `json:"api"`
+	Plain       result   `json:"plain"`
+	Drop        result   `json:"drop"`
+	Rogue       result   `json:"rogue"`
+	Placeholder string   `json:"placeholder"` // what it sent as the key
+	KeyFiles    []string `json:"key_files"`   // files holding a private key
+	KeyInEnv    bool     `json:"key_in_env"`
+	DumpBytes   int      `json:"dump_bytes"`
 }
 
 type result struct {
@@ -88,18 +89,28 @@ func attack(args []string) {
 	plain := fl.String("plain", "", "another allowed host (http URL)")
 	rogue := fl.String("rogue", "", "a secret's host whose certificate the proxy must not trust (https URL)")
 	keyEnv := fl.String("key-env", "KEY", "the variable holding the placeholder")
+	keyFlag := fl.String("key", "", "send this as the key instead (a placeholder it kept)")
+	rogueEnv := fl.String("rogue-env", "ROGUE_KEY", "the variable holding rogue's placeholder")
+	trustAll := fl.Bool("trust-all", false, "call the secret's host trusting any certificate")
 	out := fl.String("report", "report.json", "where to write what it saw")
 	fl.Parse(args)
 	key := os.Getenv(*keyEnv)
-	var rep report
+	if *keyFlag != "" {
+		key = *keyFlag
+	}
+	rep := report{Placeholder: key}
 	// A client as the agents' are: the proxy from the environment, the
 	// roots SSL_CERT_FILE names (Go reads it).
 	verified := &http.Client{Timeout: time.Minute, Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, DisableKeepAlives: true}}
 	// The hostile agent trusts anything, to reach any host it can.
 	blind := &http.Client{Timeout: time.Minute, Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, DisableKeepAlives: true,
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	rep.API = call(verified, "GET", *api, key, nil)
-	rep.Rogue = call(verified, "GET", *rogue, key, nil)
+	if *trustAll {
+		rep.API = call(blind, "GET", *api, key, nil)
+	} else {
+		rep.API = call(verified, "GET", *api, key, nil)
+	}
+	rep.Rogue = call(verified, "GET", *rogue, os.Getenv(*rogueEnv), nil)
 	rep.Plain = call(blind, "GET", *plain, key, nil)
 
 	var dump bytes.Buffer
