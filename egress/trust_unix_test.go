@@ -21,7 +21,9 @@ func TestTrustFIFO(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- trust(filepath.Join(t.TempDir(), "trust"), bytes.NewReader(ca.CertPEM()), []string{store}) }()
+	go func() {
+		done <- trust(filepath.Join(t.TempDir(), "trust"), bytes.NewReader(ca.CertPEM()), []string{store})
+	}()
 	if err := <-done; err == nil {
 		t.Error("a FIFO as the system's roots was accepted")
 	}
