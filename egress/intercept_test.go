@@ -286,3 +286,37 @@ func TestCARoundTrip(t *testing.T) {
 		t.Error("the certificate the sandbox trusts holds the key")
 	}
 }
+
+// TestRewriteOnePass: placeholders are replaced in one pass, so a value
+// that happens to hold another secret's placeholder is sent as it is,
+// never searched again.
+func TestRewriteOnePass(t *testing.T) {
+	ca, err := NewCA("t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := "sbx-aaaaaaaaaaaaaaaaaaaaaaaa", "sbx-bbbbbbbbbbbbbbbbbbbbbbbb"
+	set, err := compileSecrets(ca, []Secret{
+		{Name: "A", Placeholder: a, Value: "value-of-a-holds-" + b, Hosts: []string{"api.example.com"}},
+		{Name: "B", Placeholder: b, Value: "value-of-b", Hosts: []string{"api.example.com"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest("GET", "https://api.example.com/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+a+" "+b)
+	d, err := parseAuthority("api.example.com:443", 443)
+	if err != nil {
+		t.Fatal(err)
+	}
+	added, err := set.rewrite(req, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := req.Header.Get("Authorization"), "Bearer value-of-a-holds-"+b+" value-of-b"; got != want || len(added) != 2 {
+		t.Errorf("Authorization = %q, added %v; want %q, both", got, added, want)
+	}
+}

@@ -154,15 +154,6 @@ func (s *secretSet) rewrite(req *http.Request, d dest) ([]string, error) {
 	if s == nil {
 		return nil, nil
 	}
-	// Only a secret for d is ever added, whatever check found.
-	seen := func(text string) (*compiledSecret, bool) {
-		for i := range s.list {
-			if c := &s.list[i]; c.isFor(d) && strings.Contains(text, c.Placeholder) {
-				return c, true
-			}
-		}
-		return nil, false
-	}
 	check := func(text string) error {
 		for i := range s.list {
 			if c := &s.list[i]; strings.Contains(text, c.Placeholder) && !c.isFor(d) {
@@ -187,17 +178,24 @@ func (s *secretSet) rewrite(req *http.Request, d dest) ([]string, error) {
 		}
 	}
 	var added []string
+	// Only a secret for d is ever added, in one pass over the text
+	// (strings.Replacer): a value put in is never searched again.
 	replace := func(text string) string {
-		for {
-			c, ok := seen(text)
-			if !ok {
-				return text
+		var pairs []string
+		for i := range s.list {
+			c := &s.list[i]
+			if !c.isFor(d) || !strings.Contains(text, c.Placeholder) {
+				continue
 			}
-			text = strings.ReplaceAll(text, c.Placeholder, c.Value)
+			pairs = append(pairs, c.Placeholder, c.Value)
 			if !slices.Contains(added, c.Name) {
 				added = append(added, c.Name)
 			}
 		}
+		if len(pairs) == 0 {
+			return text
+		}
+		return strings.NewReplacer(pairs...).Replace(text)
 	}
 	for k, vs := range req.Header {
 		for i, v := range vs {
