@@ -97,6 +97,15 @@ func writeInit(file string, data []byte, force bool) error {
 	return f.Close()
 }
 
+// keyHosts is the hosts field of the agent's key secret, where sbx knows
+// the hosts the agent sends its key to (spec.Agent.KeyHosts).
+func keyHosts(ag spec.Agent) string {
+	if len(ag.KeyHosts) == 0 {
+		return ""
+	}
+	return ", hosts: [" + strings.Join(ag.KeyHosts, ", ") + "]"
+}
+
 func validAgent(agent string) bool {
 	for _, x := range spec.Agents {
 		if x == agent {
@@ -146,8 +155,8 @@ env:
 # instead, uncomment these lines and export %s in your shell
 # (%s reads its key from %s):
 # secrets:
-#   %s: {env: %s, hosts: [%s]}
-`, ag.Program(agent), ag.HostKey, agent, ag.Key, ag.Key, ag.HostKey, strings.Join(ag.KeyHosts, ", "))
+#   %s: {env: %s%s}
+`, ag.Program(agent), ag.HostKey, agent, ag.Key, ag.Key, ag.HostKey, keyHosts(ag))
 	}
 	b.WriteString(`
 # Egress is denied by default. The agent's own API and sign-in hosts are
