@@ -17,9 +17,9 @@ import (
 
 // ControlRequest asks the proxy for the policy in force ("policy"), to
 // put a new one in force ("set", with Policy), or to add secrets to the
-// requests for their hosts ("secrets", with CA and Secrets, replacing
-// those it had; held in memory only, so sbx sends them again whenever the
-// proxy may have restarted).
+// requests for their hosts ("secrets", with CA, Secrets and optionally
+// Roots, replacing those it had; held in memory only, so sbx sends them
+// again whenever the proxy may have restarted).
 type ControlRequest struct {
 	ID     string          `json:"id"`
 	Op     string          `json:"op"`
@@ -27,6 +27,12 @@ type ControlRequest struct {
 	// CA is the sandbox's CA, certificate and key (CA.MarshalPEM).
 	CA      []byte   `json:"ca,omitempty"`
 	Secrets []Secret `json:"secrets,omitempty"`
+	// Roots, with "secrets", is the CA bundle (PEM) the proxy verifies
+	// the upstreams of the tunnels it terminates with, in place of its
+	// own (Options.UpstreamRoots, else the system's): what the host sbx
+	// runs on trusts, for a proxy whose image has no roots of its own
+	// (the kubernetes driver's runs sbx's helper image, FROM scratch).
+	Roots []byte `json:"roots,omitempty"`
 }
 
 // ControlReply answers a request with the same ID: the policy in force
@@ -84,7 +90,7 @@ func (p *Proxy) ServeControl(r io.Reader, w io.Writer) error {
 				continue
 			}
 		case "secrets":
-			names, err := p.setSecretsPEM(req.CA, req.Secrets)
+			names, err := p.setSecretsPEM(req.CA, req.Roots, req.Secrets)
 			if err != nil {
 				reply(ControlReply{ID: req.ID, Error: err.Error()})
 				continue

@@ -2,7 +2,9 @@ package egress
 
 import (
 	"bufio"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"io"
 	"net/http"
 	"os"
@@ -121,5 +123,51 @@ func TestControlSecrets(t *testing.T) {
 	}
 	if strings.Contains(h.log.String(), "rotated-value") || strings.Contains(h.log.String(), "PRIVATE KEY") {
 		t.Errorf("the log holds a value or the key:\n%s", h.log.String())
+	}
+}
+
+// TestControlSecretsRoots: the roots that come with the secrets verify
+// the upstreams, in place of the proxy's own (the kubernetes driver's
+// proxy image has none); one whose roots hold no certificate is refused,
+// and those before stay; a request that brings none goes back to the
+// proxy's, even for an upstream whose TLS session is cached.
+func TestControlSecretsRoots(t *testing.T) {
+	srv, port := secretUpstream(t)
+	// The proxy's own roots trust nothing.
+	h, _ := secretHarness(t, srv, x509.NewCertPool())
+	ca, err := NewCA("roots")
+	if err != nil {
+		t.Fatal(err)
+	}
+	caPEM, _ := ca.MarshalPEM()
+	rootsPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	secrets := []Secret{{Name: "ANTHROPIC_API_KEY", Placeholder: testPlaceholder, Value: testValue, Hosts: []string{"example.com"}}}
+	get := func() (int, string) {
+		req, _ := http.NewRequest("GET", "https://example.com:"+port+"/", nil)
+		req.Header.Set("Authorization", "Bearer "+testPlaceholder)
+		return do(t, sandboxClient(h, ca), req)
+	}
+	for _, tc := range []struct {
+		name  string
+		roots []byte
+		reply ControlReply
+		ok    bool // the upstream is verified
+	}{
+		{"the proxy's own roots", nil, ControlReply{ID: "1", Secrets: []string{"ANTHROPIC_API_KEY"}}, false},
+		{"the roots sent", rootsPEM, ControlReply{ID: "1", Secrets: []string{"ANTHROPIC_API_KEY"}}, true},
+		{"roots without a certificate", []byte("not PEM"), ControlReply{ID: "1", Error: "the upstreams' roots hold no PEM certificate"}, true},
+		// The upstream's TLS session, cached, is not resumed past roots
+		// that no longer trust it.
+		{"the proxy's own roots again", nil, ControlReply{ID: "1", Secrets: []string{"ANTHROPIC_API_KEY"}}, false},
+	} {
+		line, _ := json.Marshal(ControlRequest{ID: "1", Op: "secrets", CA: caPEM, Roots: tc.roots, Secrets: secrets})
+		if diff := cmp.Diff([]ControlReply{tc.reply}, control(t, h.proxy, string(line)+"\n")); diff != "" {
+			t.Errorf("%s: reply (-want +got):\n%s", tc.name, diff)
+		}
+		// A refused request changes nothing: the roots sent before stay.
+		code, body := get()
+		if tc.ok && (code != http.StatusOK || !strings.Contains(body, "auth=Bearer "+testValue)) || !tc.ok && code != http.StatusBadGateway {
+			t.Errorf("%s: got %d %q, want the upstream verified: %v", tc.name, code, body, tc.ok)
+		}
 	}
 }

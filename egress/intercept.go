@@ -3,6 +3,8 @@ package egress
 import (
 	"bufio"
 	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -28,9 +30,9 @@ func (p *Proxy) SetSecrets(ca *CA, ss []Secret) error {
 }
 
 // setSecretsPEM is SetSecrets of a CA in PEM (the control channel's
-// form); it returns the secrets' names. No secrets and no CA stop adding
-// any.
-func (p *Proxy) setSecretsPEM(caPEM []byte, ss []Secret) ([]string, error) {
+// form), with the roots (PEM) that verify the upstreams when given; it
+// returns the secrets' names. No secrets and no CA stop adding any.
+func (p *Proxy) setSecretsPEM(caPEM, rootsPEM []byte, ss []Secret) ([]string, error) {
 	var ca *CA
 	if len(caPEM) > 0 {
 		var err error
@@ -38,9 +40,17 @@ func (p *Proxy) setSecretsPEM(caPEM []byte, ss []Secret) ([]string, error) {
 			return nil, err
 		}
 	}
-	if err := p.SetSecrets(ca, ss); err != nil {
+	set, err := compileSecrets(ca, ss)
+	if err != nil {
 		return nil, err
 	}
+	if len(rootsPEM) > 0 {
+		set.roots = x509.NewCertPool()
+		if !set.roots.AppendCertsFromPEM(rootsPEM) {
+			return nil, errors.New("the upstreams' roots hold no PEM certificate")
+		}
+	}
+	p.secrets.Store(set)
 	names := []string{}
 	for _, s := range ss {
 		names = append(names, s.Name)
@@ -52,16 +62,18 @@ func (p *Proxy) setSecretsPEM(caPEM []byte, ss []Secret) ([]string, error) {
 // intercept serves a CONNECT to a host the proxy adds a secret for. It
 // answers the CONNECT and terminates the sandbox's TLS with a certificate
 // for that host from the sandbox's CA while it opens its own TLS
-// connection to the upstream, verified as a client would
-// (Options.UpstreamRoots, else the system's roots): the two handshakes
-// overlap, so the sandbox's request waits for the longer, not for both
-// one after the other. It forwards one request, its placeholders replaced
-// (secretSet.rewrite), only over a verified connection, and the answer,
-// then closes both: a client opens a tunnel per request, as for a
-// plain-HTTP request. An upstream that fails verification gets nothing;
-// the sandbox's request is answered 502. A request for another Host than
-// the tunnel's, or carrying the placeholder of a secret that is not for
-// this host, is refused and logged.
+// connection to the upstream, verified as a client would (the roots
+// that came with the secrets, else Options.UpstreamRoots, else the
+// system's roots; a resumed session is checked against them again): the
+// two handshakes overlap, so the sandbox's request waits for the longer,
+// not for both one after the other. It forwards one request, its
+// placeholders replaced (secretSet.rewrite), only over a verified
+// connection, and the answer, then closes both: a client opens a tunnel
+// per request, as for a plain-HTTP request. An upstream that fails
+// verification gets nothing; the sandbox's request is answered 502. A
+// request for another Host than the tunnel's, or carrying the
+// placeholder of a secret that is not for this host, is refused and
+// logged.
 func (p *Proxy) intercept(conn net.Conn, buffered []byte, upstream net.Conn, d dest, set *secretSet, e entry) {
 	leaf, err := set.ca.leaf(d.host)
 	if err != nil {
@@ -70,9 +82,13 @@ func (p *Proxy) intercept(conn net.Conn, buffered []byte, upstream net.Conn, d d
 		writeStatus(conn, e.Status, e.Reason)
 		return
 	}
+	roots := set.roots
+	if roots == nil {
+		roots = p.opts.UpstreamRoots
+	}
 	up := tls.Client(upstream, &tls.Config{
 		ServerName:         d.host,
-		RootCAs:            p.opts.UpstreamRoots,
+		RootCAs:            roots,
 		NextProtos:         []string{"http/1.1"},
 		MinVersion:         tls.VersionTLS12,
 		ClientSessionCache: p.upstreamSessions,

@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"crypto/x509"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -25,11 +26,13 @@ type Secret struct {
 // ones could occur in a request by chance.
 const minPlaceholder = 16
 
-// secretSet is the compiled secrets and the CA that the proxy shows the
-// sandbox their hosts' certificates from.
+// secretSet is the compiled secrets, the CA that the proxy shows the
+// sandbox their hosts' certificates from, and the roots that verify
+// their upstreams when they came with them (nil: the proxy's own).
 type secretSet struct {
-	ca   *CA
-	list []compiledSecret
+	ca    *CA
+	roots *x509.CertPool
+	list  []compiledSecret
 }
 
 type compiledSecret struct {
