@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/sbxhq/sbx/internal/atomicfile"
 	"github.com/sbxhq/sbx/internal/untrusted"
@@ -64,10 +65,11 @@ const maxTrustInput = 8 << 20
 // TrustMain is __ca-trust DIR: it reads the CA's certificate on stdin,
 // writes DIR/sbx-ca.pem and DIR/sbx-ca-bundle.pem (the template's system
 // roots, if it has any, then the CA), and adds the CA to the template's
-// system store where it has one (the first of SystemBundles), once, so
-// that clients that read only the store trust it too. Everything it
-// reads is the sandbox's own; it runs on every exec that gets secrets, so
-// a store the agent rewrote (update-ca-certificates) gets the CA again.
+// system store where it has one (the first of SystemBundles) and may
+// write it, once, so that clients that read only the store trust it
+// too. Everything it reads is the sandbox's own; it runs on every exec
+// that gets secrets, so a store the agent rewrote
+// (update-ca-certificates) gets the CA again.
 func TrustMain(args []string, stdin io.Reader, stderr io.Writer) int {
 	fs := pflag.NewFlagSet("sbx "+TrustVerb, pflag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -75,14 +77,14 @@ func TrustMain(args []string, stdin io.Reader, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "usage: sbx %s DIR < CA.pem\n", TrustVerb)
 		return 2
 	}
-	if err := trust(fs.Arg(0), stdin, SystemBundles); err != nil {
+	if err := trust(fs.Arg(0), stdin, SystemBundles, untrusted.AppendPath); err != nil {
 		fmt.Fprintf(stderr, "sbx %s: %v\n", TrustVerb, err)
 		return 1
 	}
 	return 0
 }
 
-func trust(dir string, stdin io.Reader, bundles []string) error {
+func trust(dir string, stdin io.Reader, bundles []string, appendTo appendFile) error {
 	cert, err := io.ReadAll(io.LimitReader(stdin, maxTrustInput+1))
 	if err != nil {
 		return err
@@ -118,11 +120,22 @@ func trust(dir string, stdin io.Reader, bundles []string) error {
 	if store == "" || bytes.Contains(system, bytes.TrimSpace(cert)) {
 		return nil
 	}
-	if err := untrusted.AppendPath(store, append([]byte("\n"), cert...)); err != nil {
+	err = appendTo(store, append([]byte("\n"), cert...))
+	if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS) {
+		// A template whose user is not root (the kubernetes driver runs
+		// the template's USER) may not write the store: its clients
+		// trust the CA through the bundle (TrustEnv) only.
+		return nil
+	}
+	if err != nil {
 		return fmt.Errorf("adding the CA to the system's roots: %v", err)
 	}
 	return nil
 }
+
+// appendFile appends data to the file at path (untrusted.AppendPath);
+// trust's tests give another.
+type appendFile func(path string, data []byte) error
 
 // checkCert accepts one PEM certificate of a CA, nothing else: a key
 // never comes this way.

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"github.com/sbxhq/sbx/internal/untrusted"
 )
 
 // TestTrustFIFO: a FIFO the agent put where the system's roots are does
@@ -22,7 +24,7 @@ func TestTrustFIFO(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		done <- trust(filepath.Join(t.TempDir(), "trust"), bytes.NewReader(ca.CertPEM()), []string{store})
+		done <- trust(filepath.Join(t.TempDir(), "trust"), bytes.NewReader(ca.CertPEM()), []string{store}, untrusted.AppendPath)
 	}()
 	if err := <-done; err == nil {
 		t.Error("a FIFO as the system's roots was accepted")
