@@ -422,7 +422,7 @@ func (d *Driver) remove(ctx context.Context, name string) error {
 
 // egressImage builds (once per sbx binary and host CA bundle) the
 // proxy's image: FROM scratch with only the static binary and the CA
-// bundle the host trusts (hostRoots), where Go's crypto/x509 reads it.
+// bundle the host trusts (driver.HostRoots), where Go's crypto/x509 reads it.
 func (d *Driver) egressImage(ctx context.Context) (string, error) {
 	if err := driver.CheckStatic(d.opts.Binary); err != nil {
 		return "", err

@@ -1,0 +1,48 @@
+package driver
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+
+	"github.com/sbxhq/sbx/egress"
+)
+
+// maxRootBundle bounds the bundle read (a distribution's is ~220 kB).
+const maxRootBundle = 8 << 20
+
+// HostRoots is the CA bundle a sandbox's proxy verifies the upstreams of
+// the tunnels it terminates (to add secrets) with: what the host's own
+// TLS clients trust, $SSL_CERT_FILE when set (as Go and OpenSSL read
+// it), else the distribution's bundle (egress.SystemBundles). The
+// proxies run FROM scratch images with none of their own: the docker
+// driver builds it into its proxy's image, the kubernetes driver sends
+// it with the secrets. A host file, never one of the sandbox's. nil when
+// the host has none.
+func HostRoots(lookupEnv func(string) (string, bool)) ([]byte, error) {
+	paths := egress.SystemBundles
+	if f, ok := lookupEnv("SSL_CERT_FILE"); ok && f != "" {
+		paths = []string{f}
+	}
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		data, err := io.ReadAll(io.LimitReader(f, maxRootBundle+1))
+		f.Close()
+		if err != nil {
+			return nil, err
+		}
+		if len(data) > maxRootBundle {
+			return nil, fmt.Errorf("%s: CA bundle over %d bytes", p, maxRootBundle)
+		}
+		return data, nil
+	}
+	return nil, nil
+}
