@@ -3,8 +3,10 @@
 //
 // serve: the upstreams, on a network of the test's own. It serves HTTPS
 // on :8443 with the certificate for the name the client asked for (SNI),
-// from -certs (NAME.pem and NAME.key each), and plain HTTP on :8080, and
-// prints every request it gets as one JSON line (host, headers, body).
+// or for the address it connected to when it asked for none (an IP
+// address), from -certs (NAME.pem and NAME.key each), and plain HTTP on
+// :8080, and prints every request it gets as one JSON line (host,
+// headers, body).
 //
 // attack: the hostile agent, inside the sandbox. It calls the secret's
 // host with the placeholder it holds, sends the placeholder in plain HTTP
@@ -22,6 +24,7 @@ import (
 	"io"
 	"io/fs"
 	"log"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -54,7 +57,13 @@ func serve(args []string) {
 		fmt.Fprintf(w, "ok %s\n", r.Host)
 	})
 	cfg := &tls.Config{GetCertificate: func(hi *tls.ClientHelloInfo) (*tls.Certificate, error) {
-		c, err := tls.LoadX509KeyPair(filepath.Join(*certs, hi.ServerName+".pem"), filepath.Join(*certs, hi.ServerName+".key"))
+		name := hi.ServerName
+		if name == "" {
+			// A client sends no name for an IP address (RFC 6066 §3):
+			// the certificate is the address's it connected to.
+			name, _, _ = net.SplitHostPort(hi.Conn.LocalAddr().String())
+		}
+		c, err := tls.LoadX509KeyPair(filepath.Join(*certs, name+".pem"), filepath.Join(*certs, name+".key"))
 		return &c, err
 	}}
 	go func() { log.Fatal(http.ListenAndServe(":8080", h)) }()
