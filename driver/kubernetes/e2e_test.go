@@ -167,6 +167,13 @@ spec:
 
 // driver is a kubernetes driver for the test's namespace.
 func (c *cluster) driver(probeFor time.Duration) *Driver {
+	d, _ := c.tracedDriver(probeFor)
+	return d
+}
+
+// tracedDriver is driver, with more variables in its commands'
+// environment, and its trace (SBX_TRACE's) for the test to read.
+func (c *cluster) tracedDriver(probeFor time.Duration, extraEnv ...string) (*Driver, *syncBuffer) {
 	// The driver's commands are logged when the test fails.
 	trace := &syncBuffer{}
 	c.t.Cleanup(func() {
@@ -174,8 +181,8 @@ func (c *cluster) driver(probeFor time.Duration) *Driver {
 			c.t.Logf("the driver's commands:\n%s", trace.String())
 		}
 	})
-	r := &runner.Runner{Env: append(os.Environ(), "KUBECONFIG="+c.Kubeconfig), Trace: trace}
-	return New(Options{Runner: r, Kubectl: c.KubectlPath(), Binary: env.binary, HelperImage: env.helper, Namespace: c.ns, ProbeFor: probeFor})
+	r := &runner.Runner{Env: append(append(os.Environ(), "KUBECONFIG="+c.Kubeconfig), extraEnv...), Trace: trace}
+	return New(Options{Runner: r, Kubectl: c.KubectlPath(), Binary: env.binary, HelperImage: env.helper, Namespace: c.ns, ProbeFor: probeFor}), trace
 }
 
 // head is the part of a test's sandbox.yaml that places it on the

@@ -30,6 +30,18 @@ func (d *Driver) target(name string) (place, string) {
 	return d.where(name), sandboxPodName(name)
 }
 
+// proxyOf is the proxy pod of a sandbox: its own, or its pool's while a
+// warm sandbox is claimed for it.
+func (d *Driver) proxyOf(name string) (place, string) {
+	d.mu.Lock()
+	c := d.claims[name]
+	d.mu.Unlock()
+	if c != nil {
+		return c.place, poolProxyName(name)
+	}
+	return d.where(name), egressPodName(name)
+}
+
 // Exec runs argv in the sandbox through pods/exec. kubectl exec has no -e
 // or -w, so the command runs under sbx's helper (__k8s-exec), which reads
 // its environment (the secrets among it) and directory from a header line
@@ -124,13 +136,7 @@ func (e *exitNoise) flush() {
 // proxy writes decisions to stderr), those since a time when since is not
 // zero.
 func (d *Driver) readLog(ctx context.Context, name string, since time.Time) ([]string, error) {
-	p := d.where(name)
-	pod := egressPodName(name)
-	d.mu.Lock()
-	if c := d.claims[name]; c != nil {
-		p, pod = c.place, poolProxyName(name)
-	}
-	d.mu.Unlock()
+	p, pod := d.proxyOf(name)
 	args := []string{"logs", "pod/" + pod, "-c", proxyName}
 	if !since.IsZero() {
 		args = append(args, "--since-time", since.UTC().Format(time.RFC3339))

@@ -1,0 +1,52 @@
+package kubernetes
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/sbxhq/sbx/driver"
+	"github.com/sbxhq/sbx/egress"
+)
+
+var _ driver.SecretProxy = (*Driver)(nil)
+
+// trustDir is where a sandbox finds its CA's certificate and a bundle of
+// roots with it (egress.TrustMain writes them, inside the pod): in the
+// pod's in-memory runDir, the sandbox's own, which the template's user
+// may write whoever it is (an emptyDir is world-writable), since
+// kubectl exec runs the helper as that user.
+const trustDir = runDir + "/ca"
+
+// SetSecrets hands the proxy of the sandbox (the pool's, for a warm
+// sandbox claimed for it) its CA, its secrets and the roots this host
+// trusts (driver.HostRoots: the helper image the proxy runs has none)
+// over the proxy's control channel: pods/attach to its container's
+// stdin. The request goes on kubectl's stdin, which the runner does not
+// trace, so the values and the CA's key live in the proxy's memory only,
+// never in argv, an object or a trace. Then sbx's helper in the sandbox's
+// pod makes its commands trust the CA (kubectl exec, the certificate on
+// its stdin).
+func (d *Driver) SetSecrets(ctx context.Context, name string, caPEM []byte, secrets []driver.ProxySecret) (map[string]string, error) {
+	p, proxy := d.proxyOf(name)
+	_, pod := d.target(name)
+	roots, err := driver.HostRoots(d.opts.Runner.LookupEnv)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox %q: the CA bundle its egress proxy verifies upstreams with: %v", name, err)
+	}
+	if len(roots) == 0 && len(secrets) > 0 {
+		return nil, fmt.Errorf("sandbox %q: this host has no CA bundle for its egress proxy to verify the secrets' hosts with (none of %s): set SSL_CERT_FILE to one", name, strings.Join(egress.SystemBundles, ", "))
+	}
+	return driver.SetProxySecrets(ctx, name, caPEM, secrets, driver.SecretsVia{
+		Control: func(ctx context.Context, req egress.ControlRequest) (*egress.ControlReply, error) {
+			return d.control(ctx, p, proxy, req)
+		},
+		Trust: func(ctx context.Context, dir string, certPEM []byte) error {
+			_, err := d.runInput(ctx, p, bytes.NewReader(certPEM), "exec", "-i", pod, "-c", agentName, "--", helperPath, egress.TrustVerb, dir)
+			return err
+		},
+		TrustDir: trustDir,
+		Roots:    roots,
+	})
+}
