@@ -17,10 +17,9 @@ const maxRootBundle = 8 << 20
 // the tunnels it terminates (to add secrets) with: what the host's own
 // TLS clients trust, $SSL_CERT_FILE when set (as Go and OpenSSL read
 // it), else the distribution's bundle (egress.SystemBundles). The
-// proxies run FROM scratch images with none of their own: the docker
-// driver builds it into its proxy's image, the kubernetes driver sends
-// it with the secrets. A host file, never one of the sandbox's. nil when
-// the host has none.
+// proxies run FROM scratch images with none of their own: it goes to
+// them with the secrets (SetProxySecrets). A host file, never one of the
+// sandbox's. nil when the host has none.
 func HostRoots(lookupEnv func(string) (string, bool)) ([]byte, error) {
 	paths := egress.SystemBundles
 	if f, ok := lookupEnv("SSL_CERT_FILE"); ok && f != "" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sbxhq/sbx/egress"
@@ -22,10 +23,10 @@ type SecretsVia struct {
 	// TrustDir is where in the sandbox the helper writes the CA's files:
 	// a directory its commands' user may create.
 	TrustDir string
-	// Roots, when set, go to the proxy with the secrets and verify the
-	// upstreams instead of the proxy's own (HostRoots): for a proxy whose
-	// image has none.
-	Roots []byte
+	// LookupEnv reads sbx's environment, for HostRoots: the roots the
+	// proxy verifies the upstreams with go with the secrets (its image
+	// has none).
+	LookupEnv func(string) (string, bool)
 }
 
 // maxSentRoots bounds the roots sent with the secrets: the control
@@ -55,12 +56,18 @@ func SetProxySecrets(ctx context.Context, name string, caPEM []byte, secrets []P
 	} else {
 		caPEM = nil // none to add: the proxy terminates nothing
 	}
-	if len(via.Roots) > maxSentRoots {
-		return nil, fmt.Errorf("sandbox %q: the CA bundle its egress proxy verifies upstreams with is %d bytes, over the %d the proxy takes with the secrets (SSL_CERT_FILE names a smaller one)", name, len(via.Roots), maxSentRoots)
-	}
 	req := egress.ControlRequest{Op: "secrets", CA: caPEM, Secrets: []egress.Secret{}}
 	if len(secrets) > 0 {
-		req.Roots = via.Roots
+		roots, err := HostRoots(via.LookupEnv)
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("sandbox %q: the CA bundle its egress proxy verifies upstreams with: %v", name, err)
+		case len(roots) == 0:
+			return nil, fmt.Errorf("sandbox %q: this host has no CA bundle for its egress proxy to verify the secrets' hosts with (none of %s): set SSL_CERT_FILE to one", name, strings.Join(egress.SystemBundles, ", "))
+		case len(roots) > maxSentRoots:
+			return nil, fmt.Errorf("sandbox %q: the CA bundle its egress proxy verifies upstreams with is %d bytes, over the %d the proxy takes with the secrets (SSL_CERT_FILE names a smaller one)", name, len(roots), maxSentRoots)
+		}
+		req.Roots = roots
 	}
 	names := []string{}
 	for _, s := range secrets {

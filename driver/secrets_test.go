@@ -3,6 +3,8 @@ package driver
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -28,21 +30,38 @@ func TestSetProxySecrets(t *testing.T) {
 	}
 	const value = "the-real-value-42"
 	secrets := []ProxySecret{{Name: "API_KEY", Placeholder: "sbx-placeholder-0123456789", Value: value, Hosts: []string{"api.example.com"}}}
+	// The host's roots: the file SSL_CERT_FILE names, as sbx's
+	// environment has it.
 	roots := []byte("-----BEGIN CERTIFICATE-----\nroots\n-----END CERTIFICATE-----\n")
+	dir := t.TempDir()
+	rootsFile, largeFile := filepath.Join(dir, "roots.pem"), filepath.Join(dir, "large.pem")
+	if err := os.WriteFile(rootsFile, roots, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(largeFile, make([]byte, maxSentRoots+1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sslCertFile := func(f string) func(string) (string, bool) {
+		return func(k string) (string, bool) { return f, k == "SSL_CERT_FILE" }
+	}
 	for _, tc := range []struct {
 		name  string
 		reply *egress.ControlReply
 		err   error
-		roots []byte
+		roots string // SSL_CERT_FILE; the test's roots when ""
 		want  string // in the error; "" for success
 	}{
-		{name: "taken", reply: &egress.ControlReply{Secrets: []string{"API_KEY"}}, roots: roots},
+		{name: "taken", reply: &egress.ControlReply{Secrets: []string{"API_KEY"}}},
 		{name: "refused", reply: &egress.ControlReply{Error: "secret API_KEY names no host"}, want: `the egress proxy of "box" refused its secrets: secret API_KEY names no host`},
 		{name: "other secrets", reply: &egress.ControlReply{Secrets: []string{}}, want: `the egress proxy of "box" took secrets [], not ["API_KEY"]`},
 		{name: "no answer", err: errors.New("the attach ended"), want: `handing the secrets of "box" to its egress proxy: the attach ended`},
-		{name: "roots too large", roots: make([]byte, maxSentRoots+1), want: `sandbox "box": the CA bundle its egress proxy verifies upstreams with is`},
+		{name: "roots too large", roots: largeFile, want: `sandbox "box": the CA bundle its egress proxy verifies upstreams with is`},
+		{name: "no roots", roots: filepath.Join(dir, "absent.pem"), want: `sandbox "box": this host has no CA bundle for its egress proxy`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.roots == "" {
+				tc.roots = rootsFile
+			}
 			var sent []egress.ControlRequest
 			var trusted []string
 			env, err := SetProxySecrets(context.Background(), "box", caPEM, secrets, SecretsVia{
@@ -54,8 +73,8 @@ func TestSetProxySecrets(t *testing.T) {
 					trusted = append(trusted, dir+" "+string(certPEM))
 					return nil
 				},
-				TrustDir: "/run/ca",
-				Roots:    tc.roots,
+				TrustDir:  "/run/ca",
+				LookupEnv: sslCertFile(tc.roots),
 			})
 			if tc.want != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), value) {
@@ -95,8 +114,8 @@ func TestSetProxySecrets(t *testing.T) {
 				t.Error("the sandbox was made to trust a CA for no secret")
 				return nil
 			},
-			TrustDir: "/run/ca",
-			Roots:    roots,
+			TrustDir:  "/run/ca",
+			LookupEnv: sslCertFile(rootsFile),
 		})
 		if err != nil {
 			t.Fatal(err)

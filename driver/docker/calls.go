@@ -77,8 +77,7 @@ func (d *Driver) Calls(s reconcile.Step, sp *spec.Spec, live *reconcile.Live) ([
 				}
 				// Stale proxy images go (this binary's stays, for the
 				// next create); failing to remove them fails nothing.
-				roots, _ := driver.HostRoots(d.opts.Runner.LookupEnv)
-				if own, err := egressTagOf(d.opts.Binary, roots); err == nil {
+				if own, err := egressTagOf(d.opts.Binary); err == nil {
 					d.pruneImages(ctx, egressRepo, own, d.pruneAfter)
 				}
 				return nil

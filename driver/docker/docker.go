@@ -420,14 +420,14 @@ func (d *Driver) remove(ctx context.Context, name string) error {
 	return nil
 }
 
-// egressImage builds (once per sbx binary and host CA bundle) the
-// proxy's image: FROM scratch with only the static binary and the CA
-// bundle the host trusts (driver.HostRoots), where Go's crypto/x509 reads it.
+// egressImage builds (once per sbx binary) the proxy's image: FROM
+// scratch with only the static binary. The roots it verifies upstreams
+// with come with the secrets (driver.SetProxySecrets).
 func (d *Driver) egressImage(ctx context.Context) (string, error) {
 	if err := driver.CheckStatic(d.opts.Binary); err != nil {
 		return "", err
 	}
-	tag, roots, err := egressImageOf(d.opts.Binary, d.opts.Runner.LookupEnv)
+	tag, err := egressTagOf(d.opts.Binary)
 	if err != nil {
 		return "", err
 	}
@@ -448,15 +448,7 @@ func (d *Driver) egressImage(ctx context.Context) (string, error) {
 	if err := copyFile(d.opts.Binary, filepath.Join(dir, "sbx")); err != nil {
 		return "", err
 	}
-	dockerfile := "FROM scratch\nCOPY sbx /sbx\n"
-	if len(roots) > 0 {
-		if err := os.WriteFile(filepath.Join(dir, "roots.pem"), roots, 0o644); err != nil {
-			return "", err
-		}
-		dockerfile += "COPY roots.pem " + egress.SystemBundles[0] + "\n"
-	}
-	dockerfile += "ENTRYPOINT [\"/sbx\"]\n"
-	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(dockerfile), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM scratch\nCOPY sbx /sbx\nENTRYPOINT [\"/sbx\"]\n"), 0o644); err != nil {
 		return "", err
 	}
 	if _, err := d.docker(ctx, "build", "-q", "--label", driver.LabelManaged+"=true", "-t", tag, dir); err != nil {
@@ -467,6 +459,15 @@ func (d *Driver) egressImage(ctx context.Context) (string, error) {
 	// is no reason to fail the create.
 	d.pruneImages(ctx, egressRepo, tag, d.pruneAfter)
 	return tag, nil
+}
+
+// egressTagOf is the proxy image's tag for an sbx binary.
+func egressTagOf(binary string) (string, error) {
+	h, err := driver.BinaryHash(binary)
+	if err != nil {
+		return "", err
+	}
+	return egressRepo + ":" + h, nil
 }
 
 func copyFile(src, dst string) error {

@@ -22,8 +22,8 @@ const trustDir = "/.sbx-ca"
 // control channel (the container's stdin, which only holders of the
 // Docker API can attach to), so the values live in the proxy's memory
 // only, and has sbx's helper in the sandbox make its commands trust the
-// CA (its certificate on the helper's stdin, as root). The proxy's image
-// has the host's roots (egressImage).
+// CA (its certificate on the helper's stdin, as root). The host's roots,
+// which the proxy verifies the upstreams with, go with the secrets.
 func (d *Driver) SetSecrets(ctx context.Context, name string, caPEM []byte, secrets []driver.ProxySecret) (map[string]string, error) {
 	return driver.SetProxySecrets(ctx, name, caPEM, secrets, driver.SecretsVia{
 		Control: func(ctx context.Context, req egress.ControlRequest) (*egress.ControlReply, error) {
@@ -38,6 +38,7 @@ func (d *Driver) SetSecrets(ctx context.Context, name string, caPEM []byte, secr
 			}
 			return err
 		},
-		TrustDir: trustDir,
+		TrustDir:  trustDir,
+		LookupEnv: d.opts.Runner.LookupEnv,
 	})
 }

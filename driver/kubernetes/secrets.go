@@ -3,8 +3,6 @@ package kubernetes
 import (
 	"bytes"
 	"context"
-	"fmt"
-	"strings"
 
 	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/egress"
@@ -31,13 +29,6 @@ const trustDir = runDir + "/ca"
 func (d *Driver) SetSecrets(ctx context.Context, name string, caPEM []byte, secrets []driver.ProxySecret) (map[string]string, error) {
 	p, proxy := d.proxyOf(name)
 	_, pod := d.target(name)
-	roots, err := driver.HostRoots(d.opts.Runner.LookupEnv)
-	if err != nil {
-		return nil, fmt.Errorf("sandbox %q: the CA bundle its egress proxy verifies upstreams with: %v", name, err)
-	}
-	if len(roots) == 0 && len(secrets) > 0 {
-		return nil, fmt.Errorf("sandbox %q: this host has no CA bundle for its egress proxy to verify the secrets' hosts with (none of %s): set SSL_CERT_FILE to one", name, strings.Join(egress.SystemBundles, ", "))
-	}
 	return driver.SetProxySecrets(ctx, name, caPEM, secrets, driver.SecretsVia{
 		Control: func(ctx context.Context, req egress.ControlRequest) (*egress.ControlReply, error) {
 			return d.control(ctx, p, proxy, req)
@@ -46,7 +37,7 @@ func (d *Driver) SetSecrets(ctx context.Context, name string, caPEM []byte, secr
 			_, err := d.runInput(ctx, p, bytes.NewReader(certPEM), "exec", "-i", pod, "-c", agentName, "--", helperPath, egress.TrustVerb, dir)
 			return err
 		},
-		TrustDir: trustDir,
-		Roots:    roots,
+		TrustDir:  trustDir,
+		LookupEnv: d.opts.Runner.LookupEnv,
 	})
 }

@@ -29,7 +29,6 @@ import (
 	"testing"
 	"time"
 
-	dockerdriver "github.com/sbxhq/sbx/driver/docker"
 	"github.com/sbxhq/sbx/internal/agenttest"
 	"github.com/sbxhq/sbx/internal/fixture"
 	"github.com/sbxhq/sbx/internal/mockmodel"
@@ -46,9 +45,6 @@ var env struct {
 	mock     string      // the mock's container
 	ca       *fixture.CA // the run's CA, which certifies its servers
 	roots    string      // its certificate, which the proxy trusts (SSL_CERT_FILE)
-	// egressImage is the proxy's image for those roots, the run's to
-	// remove.
-	egressImage string
 }
 
 // Every object a run creates carries its run id and the test labels
@@ -94,9 +90,6 @@ func cleanup() {
 		exec.Command("docker", "network", "rm", env.network).Run()
 	}
 	exec.Command("docker", "rmi", "-f", "sbx-agents-mock:"+runID).Run()
-	if env.egressImage != "" {
-		exec.Command("docker", "rmi", env.egressImage).Run()
-	}
 	if env.dir != "" {
 		os.RemoveAll(env.dir)
 	}
@@ -131,14 +124,6 @@ func setup() error {
 	}
 	env.roots = filepath.Join(dir, "roots.pem")
 	if err := os.WriteFile(env.roots, env.ca.CertPEM(), 0o644); err != nil {
-		return err
-	}
-	if env.egressImage, err = dockerdriver.EgressImage(env.binary, func(k string) (string, bool) {
-		if k == "SSL_CERT_FILE" {
-			return env.roots, true
-		}
-		return os.LookupEnv(k)
-	}); err != nil {
 		return err
 	}
 	df := "FROM scratch\nCOPY mockmodel /mockmodel\nCOPY " + mockAlias + ".pem " + mockAlias + ".key /\n" +

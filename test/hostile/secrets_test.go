@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	dockerdriver "github.com/sbxhq/sbx/driver/docker"
 	"github.com/sbxhq/sbx/internal/fixture"
 )
 
@@ -105,12 +104,6 @@ func TestSecretsStayOutside(t *testing.T) {
 	s := &sandbox{t: t, name: "hostile-secrets-" + env.runID, ws: t.TempDir(), state: t.TempDir()}
 	s.hostEnv = []string{"SBX_STATE_DIR=" + s.state, "SBX_STATIC_BINARY=" + env.binary, "HOME=" + t.TempDir(),
 		"PATH=" + os.Getenv("PATH"), "SSL_CERT_FILE=" + roots, "SBX_TEST_KEY=" + value1}
-	// The proxy's image for the test's roots is the test's to remove.
-	egressImage, err := dockerdriver.EgressImage(env.binary, lookup(s.hostEnv))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { exec.Command("docker", "rmi", egressImage).Run() })
 	s.write("sandbox.yaml", fmt.Sprintf(`version: 1
 name: %s
 agent: shell
