@@ -4,17 +4,10 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
-	"math/big"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,6 +17,7 @@ import (
 
 	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/egress"
+	"github.com/sbxhq/sbx/internal/fixture"
 	"github.com/sbxhq/sbx/internal/k8stest"
 	"github.com/sbxhq/sbx/netlog"
 )
@@ -52,11 +46,18 @@ func TestSecretsStayOutside(t *testing.T) {
 	peer := buildPeer(t)
 	// The test's CA certifies api and drop, and sbx's host trusts it;
 	// another CA certifies rogue.
-	peerCA, rogueCA := newTestCA(t, "sbx test upstream CA"), newTestCA(t, "sbx test rogue CA")
+	peerCA, err := fixture.NewCA("sbx test upstream CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rogueCA, err := fixture.NewCA("sbx test rogue CA")
+	if err != nil {
+		t.Fatal(err)
+	}
 	ips := c.peers(peer, []peerPod{{"peer-api", peerCA}, {"peer-drop", peerCA}, {"peer-rogue", rogueCA}})
 	api, drop, rogue := ips[0], ips[1], ips[2]
 	roots := filepath.Join(t.TempDir(), "roots.pem")
-	if err := os.WriteFile(roots, peerCA.certPEM, 0o644); err != nil {
+	if err := os.WriteFile(roots, peerCA.CertPEM(), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	d, trace := c.tracedDriver(0, "SSL_CERT_FILE="+roots)
@@ -134,7 +135,7 @@ func TestSecretsStayOutside(t *testing.T) {
 	if rep.API.Status != 200 || !strings.HasPrefix(rep.API.Issuer, "sbx sandbox ") {
 		t.Errorf("the secret's host: %+v, want 200 through the sandbox's CA", rep.API)
 	}
-	if rep.Drop.Status != 200 || rep.Drop.Issuer != peerCA.name {
+	if rep.Drop.Status != 200 || rep.Drop.Issuer != peerCA.Cert.Subject.CommonName {
 		t.Errorf("the other host: %+v, want 200 with the upstream's own certificate (a tunnel)", rep.Drop)
 	}
 	if rep.Plain.Status != 403 {
@@ -199,7 +200,7 @@ func TestSecretsStayOutside(t *testing.T) {
 			t.Fatalf("SetSecrets of none: %v, env %v", err, env)
 		}
 		before := c.peerRequests("peer-api", "peer-drop", "peer-rogue")
-		if rep := attack(nil, "-trust-all", "-key", placeholder); rep.API.Status != 200 || rep.API.Issuer != peerCA.name {
+		if rep := attack(nil, "-trust-all", "-key", placeholder); rep.API.Status != 200 || rep.API.Issuer != peerCA.Cert.Subject.CommonName {
 			t.Errorf("the secret's host after the removal: %+v, want 200 through a tunnel", rep.API)
 		}
 		var kept bool
@@ -228,59 +229,11 @@ func buildPeer(t *testing.T) string {
 	return out
 }
 
-// testCA is a CA of the test's, for the upstreams' certificates.
-type testCA struct {
-	name    string
-	cert    *x509.Certificate
-	key     *ecdsa.PrivateKey
-	certPEM []byte
-}
-
-func newTestCA(t testing.TB, name string) *testCA {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &testCA{name: name, cert: cert, key: key, certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-// issue is a certificate and key (PEM) for an IP address.
-func (ca *testCA) issue(t testing.TB, ip string) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: ip},
-		IPAddresses: []net.IP{net.ParseIP(ip)}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kd, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kd})
-}
-
 // peerPod is an upstream of the test's: a pod, and the CA that
 // certifies its address.
 type peerPod struct {
 	name string
-	ca   *testCA
+	ca   *fixture.CA
 }
 
 // peers starts secretpeer serve in a busybox pod of the test's namespace
@@ -316,7 +269,10 @@ spec:
 		n := p.name
 		c.Kubectl(t, "-n", c.ns, "wait", "--for=jsonpath={.status.phase}=Running", "pod/"+n, "--timeout=120s")
 		ip := strings.TrimSpace(c.Kubectl(t, "-n", c.ns, "get", "pod", n, "-o", "jsonpath={.status.podIP}"))
-		cert, key := p.ca.issue(t, ip)
+		cert, key, err := p.ca.IssuePEM(ip)
+		if err != nil {
+			t.Fatal(err)
+		}
 		var tb bytes.Buffer
 		tw := tar.NewWriter(&tb)
 		for _, f := range []struct {
