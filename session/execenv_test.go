@@ -2,7 +2,10 @@ package session
 
 import (
 	"context"
+	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -128,5 +131,32 @@ func TestSecretHostsOnSbx(t *testing.T) {
 	}
 	if len(stored) != 0 {
 		t.Errorf("Docker's store still holds %+v", stored)
+	}
+}
+
+// TestLoopRedactsProxiedValues: a value the proxy adds never reaches the
+// sandbox, but an upstream may echo it back: the loop redacts it in what
+// it shows and keeps, as it does a value passed in the environment.
+func TestLoopRedactsProxiedValues(t *testing.T) {
+	const value = "sk-ant-api03-the-REAL-value"
+	w := newWorld(t)
+	w.env.Runner.Env = append(w.env.Runner.Env, "SBX_TEST_KEY="+value)
+	f := w.file(t, "api.yaml", "version: 1\nname: api\nagent: shell\ndriver: sbx\nworkspace: .\nnetwork: {allow: [api.anthropic.com]}\n"+
+		"secrets:\n  ANTHROPIC_API_KEY: {env: SBX_TEST_KEY, hosts: [api.anthropic.com]}\n"+
+		"loop:\n  prompt: PROMPT.md\n  maxIterations: 1\n  command: [sh, -c, 'true']\n")
+	w.file(t, "PROMPT.md", "x\n")
+	w.apply(t, f)
+	s := w.open(t, f)
+	cfg, err := s.LoopConfig(context.Background(), 0, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(cfg.Redact, value) {
+		t.Errorf("the loop redacts %q, not the proxied value", cfg.Redact)
+	}
+	for _, a := range cfg.Agents {
+		if slices.Contains(slices.Collect(maps.Values(a.Env)), value) {
+			t.Errorf("sandbox %s's exec env holds the value", a.Sandbox)
+		}
 	}
 }

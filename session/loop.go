@@ -429,6 +429,7 @@ func (s *Session) LoopConfig(ctx context.Context, maxIterations int, stdout, std
 		for _, n := range sortedNames(secrets) {
 			cfg.Redact = append(cfg.Redact, secrets[n])
 		}
+		cfg.Redact = append(cfg.Redact, s.proxied[sp.Name]...)
 		ag := loop.Agent{
 			Sandbox: sp.Name, Agent: sp.Agent, File: sp.Files[0], Template: TemplateText(sp), Loop: *sp.Loop,
 			Env: s.ExecEnv(sp, secrets), Exec: s.sandbox(sp), Group: s.grouper(),

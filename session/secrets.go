@@ -111,6 +111,7 @@ func (s *Session) proxySecrets(ctx context.Context, sp *spec.Spec, values reconc
 	}
 	agent := spec.AgentOf(sp.Agent)
 	var list []driver.ProxySecret
+	var proxied []string
 	for _, n := range names {
 		prefix := ""
 		if n == agent.Key {
@@ -119,8 +120,13 @@ func (s *Session) proxySecrets(ctx context.Context, sp *spec.Spec, values reconc
 		ph := reconcile.Key(key).Placeholder(sp.Name, n, prefix)
 		sec := sp.Secrets[n]
 		list = append(list, driver.ProxySecret{Name: n, Placeholder: ph, Value: values[n], Hosts: sec.Hosts, Command: sec.Command})
+		proxied = append(proxied, values[n])
 		delete(values, n)
 	}
+	if s.proxied == nil {
+		s.proxied = map[string][]string{}
+	}
+	s.proxied[sp.Name] = proxied
 	return s.keepProxyEnv(ctx, sp2, sp.Name, caPEM, list)
 }
 

@@ -84,7 +84,11 @@ type Session struct {
 	// secrets its proxy adds (placeholders, trust of its CA), once
 	// Secrets handed them to the proxy.
 	proxyEnv map[string]map[string]string
-	locks    []*state.Lock
+	// proxied is, by sandbox, the values Secrets handed its proxy instead
+	// of its execs: not in the sandbox, but still redacted where sbx shows
+	// what the sandbox printed (an upstream may echo one back).
+	proxied map[string][]string
+	locks   []*state.Lock
 }
 
 // NoFileError is a directory tree with no sandbox file.
