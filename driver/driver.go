@@ -79,6 +79,17 @@ type ProxySecret struct {
 	Name, Placeholder, Value string
 	Hosts                    []string
 	Command                  []string // the approved host command, when the value comes from one
+	// InFile is set for a credential of a file secret: the sandbox holds
+	// the placeholder in that file (SecretFiles), not in a variable.
+	InFile string
+}
+
+// SecretFiles is a backend that can put a file secret in the sandbox:
+// the file with placeholders in place of its credentials, written by
+// sbx's helper inside the sandbox as user ("" the sandbox's own), mode
+// 0600, never read back.
+type SecretFiles interface {
+	WriteSecretFile(ctx context.Context, name, user, path string, data []byte) error
 }
 
 // SecretProxy is a backend whose egress proxy adds secrets to requests,

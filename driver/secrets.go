@@ -97,7 +97,9 @@ func SetProxySecrets(ctx context.Context, name string, caPEM []byte, secrets []P
 		env[k] = v
 	}
 	for _, s := range secrets {
-		env[s.Name] = s.Placeholder
+		if s.InFile == "" {
+			env[s.Name] = s.Placeholder
+		}
 	}
 	return env, nil
 }

@@ -156,3 +156,41 @@ func checkCert(data []byte) error {
 	}
 	return nil
 }
+
+// SecretFileVerb is the hidden verb of the static binary that writes a
+// file secret inside the sandbox (its credentials already placeholders):
+// run by the driver as the sandbox's user, the file on stdin.
+const SecretFileVerb = "__secret-file"
+
+// MaxSecretFile bounds a file secret.
+const MaxSecretFile = 1 << 20
+
+// SecretFileMain is __secret-file PATH: it writes stdin to PATH, mode
+// 0600, through a file renamed over it, making its directory (0700) if
+// it is missing.
+func SecretFileMain(args []string, stdin io.Reader, stderr io.Writer) int {
+	fs := pflag.NewFlagSet("sbx "+SecretFileVerb, pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil || fs.NArg() != 1 || !filepath.IsAbs(fs.Arg(0)) {
+		fmt.Fprintf(stderr, "usage: sbx %s /PATH < FILE\n", SecretFileVerb)
+		return 2
+	}
+	err := func() error {
+		data, err := io.ReadAll(io.LimitReader(stdin, MaxSecretFile+1))
+		if err != nil {
+			return err
+		}
+		if len(data) > MaxSecretFile {
+			return fmt.Errorf("more than %d bytes", MaxSecretFile)
+		}
+		if err := os.MkdirAll(filepath.Dir(fs.Arg(0)), 0o700); err != nil {
+			return err
+		}
+		return atomicfile.ReplaceBytes(fs.Arg(0), data, 0o600)
+	}()
+	if err != nil {
+		fmt.Fprintf(stderr, "sbx %s: %v\n", SecretFileVerb, err)
+		return 1
+	}
+	return 0
+}

@@ -135,3 +135,27 @@ func TestTrustStoreNotWritable(t *testing.T) {
 		t.Errorf("a read-only store: %v", err)
 	}
 }
+
+// TestSecretFileMain: __secret-file writes its stdin to an absolute path,
+// 0600, making the directory (0700), and replaces what was there whole.
+func TestSecretFileMain(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "home", ".codex", "auth.json")
+	var stderr bytes.Buffer
+	for _, content := range []string{`{"OPENAI_API_KEY": "sk-sbx-1"}`, `{"OPENAI_API_KEY": "sk-sbx-2"}`} {
+		if code := SecretFileMain([]string{path}, strings.NewReader(content), &stderr); code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr.String())
+		}
+		got, err := os.ReadFile(path)
+		if err != nil || string(got) != content {
+			t.Fatalf("%s = %q, %v; want %q", path, got, err, content)
+		}
+	}
+	for p, want := range map[string]os.FileMode{path: 0o600, filepath.Dir(path): 0o700 | os.ModeDir} {
+		if fi, err := os.Stat(p); err != nil || fi.Mode() != want {
+			t.Errorf("%s: mode %v, %v; want %v", p, fi.Mode(), err, want)
+		}
+	}
+	if code := SecretFileMain([]string{"relative/auth.json"}, strings.NewReader("x"), &stderr); code != 2 {
+		t.Errorf("a relative path: exit %d, want 2", code)
+	}
+}

@@ -61,6 +61,7 @@ func Check(sb *spec.Spec, caps Caps) []Problem {
 	unsupported(FieldDockerNetworks, "docker.networks", len(sb.Docker.Networks) > 0)
 	for _, n := range sortedKeys(sb.Secrets) {
 		unsupported(FieldSecretHosts, "secrets."+n+".hosts", len(sb.Secrets[n].Hosts) > 0)
+		unsupported(FieldSecretFiles, "secrets."+n+".file", sb.Secrets[n].File != "")
 	}
 	c := caps.Constraints
 	if c.BlockedBeatsAllow != "" {

@@ -331,6 +331,9 @@ const (
 	// FieldSecretHosts is secrets.NAME.hosts: a proxy that adds the value
 	// to requests for those hosts, the sandbox holding a placeholder.
 	FieldSecretHosts
+	// FieldSecretFiles is secrets.NAME.file: a file of credentials the
+	// sandbox gets with placeholders in place of them.
+	FieldSecretFiles
 )
 
 var fieldNames = map[Field]string{
@@ -342,6 +345,7 @@ var fieldNames = map[Field]string{
 	FieldHardening: "hardening", FieldTemplateBuild: "template.build", FieldPids: "resources.pids",
 	FieldStatus: "status", FieldUser: "user", FieldKubernetes: "kubernetes", FieldEgressMode: "kubernetes.egress",
 	FieldWarmPool: "kubernetes.warmPool", FieldDockerNetworks: "docker.networks", FieldSecretHosts: "secrets.hosts",
+	FieldSecretFiles: "secrets.file",
 }
 
 func (f Field) String() string {

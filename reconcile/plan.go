@@ -937,6 +937,9 @@ func SecretSource(s spec.Secret) string {
 	if len(s.Command) > 0 {
 		return "command " + quoteArgs(s.Command)
 	}
+	if s.File != "" {
+		return "file " + s.File + " at " + s.Path
+	}
 	return "env " + s.Env
 }
 

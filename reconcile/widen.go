@@ -220,6 +220,8 @@ func (w *widener) secrets() {
 		case same:
 		case len(sec.Command) > 0:
 			w.at(path, fmt.Sprintf("secret %s runs a command on this machine: %s", name, quoteArgs(sec.Command)))
+		case sec.File != "":
+			w.at(path, fmt.Sprintf("secret %s reads host file %s and sends the credentials in it to %s", name, sec.File, strings.Join(sec.Hosts, ", ")))
 		case w.base != nil && len(sec.Hosts) > 0:
 			w.at(path, fmt.Sprintf("secret %s sends host environment variable %s to %s", name, sec.Env, strings.Join(sec.Hosts, ", ")))
 		case w.base != nil:
@@ -492,15 +494,16 @@ func rootUser(u string) bool {
 	return name == "0" || name == "root"
 }
 
-// CommandApproved reports whether the user approved the host command of
-// secret name as the files now declare it: it is what was last applied.
-// An unapproved command never runs, not even to plan.
+// CommandApproved reports whether the user approved the host command (or
+// host file) of secret name as the files now declare it: it is what was
+// last applied. An unapproved command never runs, not even to plan, and
+// an unapproved file is never read.
 func CommandApproved(d Desired, name string) bool {
 	if d.Spec == nil || d.Approved == nil {
 		return false
 	}
 	sec, ok := d.Spec.Secrets[name]
-	if !ok || len(sec.Command) == 0 {
+	if !ok || (len(sec.Command) == 0 && sec.File == "") {
 		return false
 	}
 	old, ok := d.Approved.Config.Secrets[name]
@@ -511,5 +514,5 @@ func CommandApproved(d Desired, name string) bool {
 	if sensitiveIn(d.Spec, path) || fingerprintsUnder(d.Approved.Fingerprints, path) != "" {
 		return fingerprintsUnder(d.Fingerprints, path) == fingerprintsUnder(d.Approved.Fingerprints, path)
 	}
-	return slices.Equal(old.Command, sec.Command)
+	return slices.Equal(old.Command, sec.Command) && old.File == sec.File && old.Path == sec.Path
 }

@@ -186,6 +186,20 @@ func TestWidenings(t *testing.T) {
 			},
 		},
 		{
+			// A file of credentials is read on the host: approved like a
+			// host command, on the first apply too.
+			name: "secrets: a host file",
+			caps: sbxCaps(),
+			none: true,
+			want: []func(*spec.Spec){func(sb *spec.Spec) {
+				sb.Secrets["CODEX_AUTH"] = spec.Secret{File: "/home/u/.codex/auth.json", Path: "/home/agent/.codex/auth.json", Hosts: []string{"api.openai.com"}}
+			}},
+			widens: []Widening{
+				{Path: "secrets.CODEX_AUTH", What: "secret CODEX_AUTH reads host file /home/u/.codex/auth.json and sends the credentials in it to api.openai.com"},
+				{Path: "secrets.GITHUB_TOKEN", What: "secret GITHUB_TOKEN runs a command on this machine: gh auth token"},
+			},
+		},
+		{
 			// Keeping a secret out of the sandbox narrows; letting it in,
 			// or sending it to one more host, widens.
 			name: "secrets: hosts",
@@ -348,13 +362,39 @@ func TestCommandApproved(t *testing.T) {
 	if CommandApproved(d, "OTHER") {
 		t.Error("a command approved for another secret is approved")
 	}
+	// A host file is read only as approved: the same file, to the same
+	// place in the sandbox.
+	withFile := func(file, path string) *spec.Spec {
+		sb := baseSpec()
+		sb.Secrets["AUTH"] = spec.Secret{File: file, Path: path, Hosts: []string{"api.openai.com"}}
+		return sb
+	}
+	approvedFile := recordOf(t, sbxCaps(), withFile("/home/u/.codex/auth.json", "/home/agent/.codex/auth.json"))
+	for _, tc := range []struct {
+		file, path string
+		want       bool
+	}{
+		{"/home/u/.codex/auth.json", "/home/agent/.codex/auth.json", true},
+		{"/home/u/.ssh/id_ed25519", "/home/agent/.codex/auth.json", false},
+		{"/home/u/.codex/auth.json", "/workspace/auth.json", false},
+	} {
+		d = desiredOf(t, withFile(tc.file, tc.path))
+		if CommandApproved(d, "AUTH") {
+			t.Errorf("%s: approved without any approval on record", tc.file)
+		}
+		d.Approved = approvedFile
+		if got := CommandApproved(d, "AUTH"); got != tc.want {
+			t.Errorf("file %s at %s: approved %v, want %v", tc.file, tc.path, got, tc.want)
+		}
+	}
 }
 
 // TestSecretShown: a plan says, per secret, where its value can go.
 func TestSecretShown(t *testing.T) {
 	for s, want := range map[*spec.Secret]string{
 		{Env: "GH_TOKEN"}: "env GH_TOKEN; readable by the agent",
-		{Command: []string{"gh", "auth", "token"}, Hosts: []string{"api.github.com", "github.com"}}: "command gh auth token; sent only to api.github.com, github.com, by the egress proxy; the sandbox holds a placeholder",
+		{Command: []string{"gh", "auth", "token"}, Hosts: []string{"api.github.com", "github.com"}}:                 "command gh auth token; sent only to api.github.com, github.com, by the egress proxy; the sandbox holds a placeholder",
+		{File: "/home/u/.codex/auth.json", Path: "/home/agent/.codex/auth.json", Hosts: []string{"api.openai.com"}}: "file /home/u/.codex/auth.json at /home/agent/.codex/auth.json; sent only to api.openai.com, by the egress proxy; the sandbox holds a placeholder",
 	} {
 		if got := secretShown(*s); got != want {
 			t.Errorf("secretShown(%+v) = %q, want %q", *s, got, want)

@@ -130,8 +130,8 @@ func TestValidate(t *testing.T) {
 		{"maximum", valid(map[string]any{"resources": map[string]any{"cpus": 300}}), []Error{{Location: []string{"resources", "cpus"}, Message: "must be at most 256, got 300"}}},
 		{"exclusiveMinimum", valid(map[string]any{"resources": map[string]any{"cpus": 0}}), []Error{{Location: []string{"resources", "cpus"}, Message: "must be greater than 0, got 0"}}},
 		{"minItems", valid(map[string]any{"loop": map[string]any{"prompt": "P.md", "maxIterations": 3, "command": []any{}}}), []Error{{Location: []string{"loop", "command"}, Message: "must have at least 1 item(s)"}}},
-		{"oneOf of required keys, both", valid(map[string]any{"secrets": map[string]any{"K": map[string]any{"env": "K", "command": []any{"x"}}}}), []Error{{Location: []string{"secrets", "K"}, Message: "set exactly one of: command, env"}}},
-		{"oneOf of required keys, neither", valid(map[string]any{"secrets": map[string]any{"K": map[string]any{}}}), []Error{{Location: []string{"secrets", "K"}, Message: "set exactly one of: command, env"}}},
+		{"oneOf of required keys, both", valid(map[string]any{"secrets": map[string]any{"K": map[string]any{"env": "K", "command": []any{"x"}}}}), []Error{{Location: []string{"secrets", "K"}, Message: "set exactly one of: command, env, file"}}},
+		{"oneOf of required keys, neither", valid(map[string]any{"secrets": map[string]any{"K": map[string]any{}}}), []Error{{Location: []string{"secrets", "K"}, Message: "set exactly one of: command, env, file"}}},
 		{"oneOf of types, the branch of the value's type", valid(map[string]any{"workspace": map[string]any{"path": ""}}), []Error{{Location: []string{"workspace", "path"}, Message: "must be at least 1 characters long"}}},
 		{"oneOf of types, none", valid(map[string]any{"workspace": true}), []Error{{Location: []string{"workspace"}, Message: "expected object or string, got boolean true"}}},
 	}

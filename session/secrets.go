@@ -11,6 +11,7 @@ import (
 	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/driver/runner"
 	"github.com/sbxhq/sbx/egress"
+	"github.com/sbxhq/sbx/internal/untrusted"
 	"github.com/sbxhq/sbx/reconcile"
 	"github.com/sbxhq/sbx/spec"
 	"github.com/sbxhq/sbx/state"
@@ -57,6 +58,20 @@ func (s *Session) Secrets(ctx context.Context, sp *spec.Spec) (reconcile.Secrets
 				continue
 			}
 			out[n] = v
+		case sec.File != "":
+			if !reconcile.CommandApproved(d, n) {
+				e.Problems = append(e.Problems, fmt.Sprintf("secret %s: its host file (%s) is not approved on this machine; run 'sbx apply' to review and approve it", n, sec.File))
+				continue
+			}
+			data, err := untrusted.ReadPath(sec.File, egress.MaxSecretFile)
+			if err != nil {
+				e.Problems = append(e.Problems, fmt.Sprintf("secret %s: %v", n, err))
+				continue
+			}
+			// Its credentials are registered for redaction one by one
+			// (proxySecrets).
+			out[n] = string(data)
+			continue
 		}
 		s.env.Runner.Redact(out[n])
 	}
@@ -112,7 +127,31 @@ func (s *Session) proxySecrets(ctx context.Context, sp *spec.Spec, values reconc
 	agent := spec.AgentOf(sp.Agent)
 	var list []driver.ProxySecret
 	var proxied []string
+	type secretFile struct {
+		path string
+		data []byte
+	}
+	var files []secretFile
 	for _, n := range names {
+		if sec := sp.Secrets[n]; sec.File != "" {
+			content, creds, err := fileCredentials([]byte(values[n]), func(k, prefix string) string {
+				return reconcile.Key(key).Placeholder(sp.Name, n+"/"+k, prefix)
+			})
+			if err == nil && len(creds) == 0 {
+				err = errors.New("it holds no credential (a string of 16 characters or more)")
+			}
+			if err != nil {
+				return fmt.Errorf("sandbox %q: secret %s: %s: %v", sp.Name, n, sec.File, err)
+			}
+			for _, c := range creds {
+				s.env.Runner.Redact(c.Value)
+				list = append(list, driver.ProxySecret{Name: n + "/" + c.Key, Placeholder: c.Placeholder, Value: c.Value, Hosts: sec.Hosts, InFile: sec.Path})
+				proxied = append(proxied, c.Value)
+			}
+			files = append(files, secretFile{sec.Path, content})
+			delete(values, n)
+			continue
+		}
 		prefix := ""
 		if n == agent.Key {
 			prefix = agent.KeyPrefix
@@ -127,7 +166,22 @@ func (s *Session) proxySecrets(ctx context.Context, sp *spec.Spec, values reconc
 		s.proxied = map[string][]string{}
 	}
 	s.proxied[sp.Name] = proxied
-	return s.keepProxyEnv(ctx, sp2, sp.Name, caPEM, list)
+	if err := s.keepProxyEnv(ctx, sp2, sp.Name, caPEM, list); err != nil {
+		return err
+	}
+	if len(files) == 0 {
+		return nil
+	}
+	fw, ok := s.Backend.(driver.SecretFiles)
+	if !ok {
+		return fmt.Errorf("sandbox %q: the %s driver cannot put a file secret in the sandbox", sp.Name, s.Backend.Name())
+	}
+	for _, f := range files {
+		if err := fw.WriteSecretFile(ctx, sp.Name, sp.User, f.path, f.data); err != nil {
+			return fmt.Errorf("sandbox %q: writing %s: %v", sp.Name, f.path, err)
+		}
+	}
+	return nil
 }
 
 // keepProxyEnv hands the backend a sandbox's secrets and keeps the

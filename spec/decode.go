@@ -395,10 +395,20 @@ func (st *state) secrets(root *yaml.Node, s *Spec) {
 				s.Sensitive[fmt.Sprintf("secrets.%s.command[%d]", k.Value, i)] = true
 			}
 		}
+		if fn, _, ok := st.scalar(v, "file", s, "secrets."+k.Value); ok {
+			x.File = st.path(fn, fn.Value)
+		}
+		x.Path, _ = st.str(v, "path", s, "secrets."+k.Value)
 		var hosts []*yaml.Node
 		x.Hosts, hosts = st.strings(v, "hosts")
 		for i, n := range hosts {
 			secretHosts = append(secretHosts, pathNode{n, fmt.Sprintf("secrets.%s.hosts[%d]", k.Value, i)})
+		}
+		switch {
+		case x.File != "" && (x.Path == "" || len(x.Hosts) == 0):
+			st.errorf(k, "secrets."+k.Value, "a file secret needs path (where the sandbox gets the file) and hosts (where its credentials may go)")
+		case x.File == "" && x.Path != "":
+			st.errorf(k, "secrets."+k.Value, "path is where the sandbox gets a file secret; it goes with file")
 		}
 		s.Secrets[k.Value] = x
 		if _, clash := s.Env[k.Value]; clash {

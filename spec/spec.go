@@ -204,6 +204,11 @@ type Mount struct {
 type Secret struct {
 	Env     string   `json:"env,omitempty"`
 	Command []string `json:"command,omitempty"`
+	// File is a host file of credentials (JSON, such as Codex's
+	// ~/.codex/auth.json), resolved; Path is where the sandbox gets it,
+	// each credential in it a placeholder. It always has Hosts.
+	File string `json:"file,omitempty"`
+	Path string `json:"path,omitempty"`
 	// Hosts, when set, are the only hosts the value goes to: the sandbox
 	// holds a placeholder, and the egress proxy puts the value in place
 	// of it in requests to these hosts.

@@ -651,6 +651,9 @@ func hiddenVerbs() map[string]func(ctx context.Context, a *app, args []string) i
 		egress.TrustVerb: func(ctx context.Context, a *app, args []string) int {
 			return egress.TrustMain(args, a.stdin, a.stderr)
 		},
+		egress.SecretFileVerb: func(ctx context.Context, a *app, args []string) int {
+			return egress.SecretFileMain(args, a.stdin, a.stderr)
+		},
 		"__sandbox-init": func(ctx context.Context, a *app, args []string) int {
 			return egress.InitMain(ctx, args, a.stderr)
 		},

@@ -32,6 +32,7 @@ func Capabilities() reconcile.Caps {
 			reconcile.FieldEnv:             reconcile.ReplaceCap(d, "env", false),
 			reconcile.FieldSecrets:         reconcile.PerExecCap,
 			reconcile.FieldSecretHosts:     reconcile.ProxySecretsCap("sbx's egress proxy adds the value to requests for the secret's hosts; the sandbox holds a placeholder"),
+			reconcile.FieldSecretFiles:     reconcile.ProxySecretsCap("sbx's helper writes the file in the sandbox with placeholders; the egress proxy adds its credentials for the secret's hosts"),
 			reconcile.FieldResources:       reconcile.InPlaceCap("docker update changes resources in place", true),
 			reconcile.FieldResourcesUnset:  {Mode: reconcile.Replace, Readable: true, Reason: "docker update cannot remove a cpu limit"},
 			reconcile.FieldPids:            reconcile.InPlaceCap("docker update changes resources in place", true),

@@ -42,3 +42,18 @@ func (d *Driver) SetSecrets(ctx context.Context, name string, caPEM []byte, secr
 		LookupEnv: d.opts.Runner.LookupEnv,
 	})
 }
+
+var _ driver.SecretFiles = (*Driver)(nil)
+
+// WriteSecretFile has sbx's helper in the sandbox write a file secret's
+// copy (placeholders in place of its credentials) as user, the file on
+// its stdin.
+func (d *Driver) WriteSecretFile(ctx context.Context, name, user, path string, data []byte) error {
+	var stderr bytes.Buffer
+	code, err := d.api.exec(ctx, containerName(name), []string{helperPath, egress.SecretFileVerb, path},
+		driver.ExecOptions{Interactive: true, User: user, Stdin: bytes.NewReader(data), Stdout: io.Discard, Stderr: &stderr})
+	if err == nil && code != 0 {
+		err = fmt.Errorf("exit status %d: %s", code, strings.TrimSpace(stderr.String()))
+	}
+	return err
+}

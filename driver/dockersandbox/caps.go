@@ -33,6 +33,7 @@ func Capabilities() reconcile.Caps {
 		reconcile.FieldEnv:             {Mode: reconcile.PerExec, Reason: "the docker-sandbox backend has no stored env: sbx passes it to each exec"},
 		reconcile.FieldSecrets:         reconcile.PerExecCap,
 		reconcile.FieldSecretHosts:     {Mode: reconcile.Unsupported, Reason: "the docker-sandbox backend has no proxy sbx can hand a secret to, so the sandbox would hold the value"},
+		reconcile.FieldSecretFiles:     {Mode: reconcile.Unsupported, Reason: "the docker-sandbox backend has no proxy sbx can hand a secret to, so the sandbox would hold the value"},
 		reconcile.FieldResources:       {Mode: reconcile.Unsupported, Reason: "the docker-sandbox backend cannot set resources"},
 		reconcile.FieldResourcesUnset:  {Mode: reconcile.Unsupported, Reason: "the docker-sandbox backend cannot set resources"},
 		reconcile.FieldPids:            {Mode: reconcile.Unsupported, Reason: "the docker-sandbox backend cannot set resources"},

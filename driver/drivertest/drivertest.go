@@ -65,7 +65,7 @@ var allFields = []reconcile.Field{
 	reconcile.FieldResourcesUnset, reconcile.FieldPids, reconcile.FieldPorts, reconcile.FieldNetworkAdd,
 	reconcile.FieldNetworkRemove, reconcile.FieldRuntime, reconcile.FieldNoNewPrivileges, reconcile.FieldProtect,
 	reconcile.FieldHardening, reconcile.FieldStatus, reconcile.FieldUser, reconcile.FieldKubernetes, reconcile.FieldEgressMode,
-	reconcile.FieldWarmPool, reconcile.FieldDockerNetworks, reconcile.FieldSecretHosts,
+	reconcile.FieldWarmPool, reconcile.FieldDockerNetworks, reconcile.FieldSecretHosts, reconcile.FieldSecretFiles,
 }
 
 func capabilities(t *testing.T, d driver.Backend) {

@@ -39,6 +39,7 @@ func Capabilities() reconcile.Caps {
 			reconcile.FieldEnv:             replace(false),
 			reconcile.FieldSecrets:         reconcile.PerExecCap,
 			reconcile.FieldSecretHosts:     reconcile.ProxySecretsCap("sbx's egress proxy pod adds the value to requests for the secret's hosts; the sandbox holds a placeholder"),
+			reconcile.FieldSecretFiles:     reconcile.ProxySecretsCap("sbx's helper writes the file in the pod with placeholders; the egress proxy pod adds its credentials for the secret's hosts"),
 			reconcile.FieldResources:       replace(true),
 			reconcile.FieldResourcesUnset:  replace(true),
 			reconcile.FieldPids:            {Mode: reconcile.Unsupported, Reason: "Kubernetes limits processes per node (the kubelet's podPidsLimit), not per pod"},

@@ -41,3 +41,15 @@ func (d *Driver) SetSecrets(ctx context.Context, name string, caPEM []byte, secr
 		LookupEnv: d.opts.Runner.LookupEnv,
 	})
 }
+
+var _ driver.SecretFiles = (*Driver)(nil)
+
+// WriteSecretFile has sbx's helper in the sandbox's pod write a file
+// secret's copy (placeholders in place of its credentials), the file on
+// its stdin (kubectl exec). It runs as the pod's user, which is the
+// sandbox's.
+func (d *Driver) WriteSecretFile(ctx context.Context, name, user, path string, data []byte) error {
+	p, pod := d.target(name)
+	_, err := d.runInput(ctx, p, bytes.NewReader(data), "exec", "-i", pod, "-c", agentName, "--", helperPath, egress.SecretFileVerb, path)
+	return err
+}

@@ -102,6 +102,15 @@ func TestSecretsStayOutside(t *testing.T) {
 	if code, out := b.sh(`printf '%s' "$KEY"`, env); code != 0 || out != placeholder {
 		t.Errorf("$KEY in the sandbox: %d %q, want the placeholder", code, out)
 	}
+	// A file secret's copy (placeholders only) is written by sbx's helper
+	// in the pod, 0600, its directory made.
+	fileCopy := `{"OPENAI_API_KEY": "` + placeholder + `"}`
+	if err := d.WriteSecretFile(context.Background(), b.name, "", "/tmp/sbx-file/auth.json", []byte(fileCopy)); err != nil {
+		t.Fatalf("WriteSecretFile: %v", err)
+	}
+	if code, out := b.sh(`stat -c %a /tmp/sbx-file/auth.json && cat /tmp/sbx-file/auth.json`, nil); code != 0 || out != "600\n"+fileCopy {
+		t.Errorf("the file secret in the pod: %d %q, want mode 600 and the copy", code, out)
+	}
 	bin, err := os.Open(peer)
 	if err != nil {
 		t.Fatal(err)

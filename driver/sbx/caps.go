@@ -30,6 +30,7 @@ func Capabilities(v cliutil.Version) reconcile.Caps {
 		reconcile.FieldEnv:             reconcile.ReplaceCap(d, "env", false),
 		reconcile.FieldSecrets:         reconcile.PerExecCap,
 		reconcile.FieldSecretHosts:     reconcile.ProxySecretsCap("Docker's sbx keeps the value and its proxy adds it to requests for the secret's hosts (sbx secret set, set-custom); the sandbox holds a placeholder"),
+		reconcile.FieldSecretFiles:     {Mode: reconcile.Unsupported, Reason: "the sbx backend's proxy takes one value per secret, not a file of credentials"},
 		reconcile.FieldResources:       reconcile.ReplaceCap(d, "resources", false),
 		reconcile.FieldResourcesUnset:  reconcile.ReplaceCap(d, "resources", false),
 		reconcile.FieldPids:            {Mode: reconcile.Unsupported, Reason: "the sbx backend cannot limit the number of processes"},

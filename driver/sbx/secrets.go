@@ -121,6 +121,10 @@ func planSecrets(name string, secrets []driver.ProxySecret) (*secretPlan, error)
 	var problems []string
 	by := map[string]string{}
 	for _, s := range secrets {
+		if s.InFile != "" {
+			problems = append(problems, fmt.Sprintf("secret %s: the sbx backend's proxy takes one value per secret, not a file of credentials (%s)", s.Name, s.InFile))
+			continue
+		}
 		if svc := serviceFor(s.Hosts); svc != nil {
 			if other, dup := by[svc.Name]; dup {
 				problems = append(problems, fmt.Sprintf("secrets %s and %s both go to Docker's %s service (its hosts %s), which holds one value per sandbox: declare one of them", other, s.Name, svc.Name, strings.Join(svc.Hosts, ", ")))

@@ -655,3 +655,66 @@ echo "token seen: $GIT_TOKEN"`
 		t.Errorf("the forge logged no push with the token:\n%s", logs)
 	}
 }
+
+// TestCodexAuthFile: Codex signs in from its auth.json, a file secret:
+// the sandbox's ~/.codex/auth.json holds a placeholder in place of the
+// key, sbx's helper wrote it, and the proxy puts the key in Codex's
+// requests to the mock. Codex has no key variable here.
+func TestCodexAuthFile(t *testing.T) {
+	r := newRun(t, "codex", "")
+	auth := filepath.Join(t.TempDir(), "auth.json")
+	if err := os.WriteFile(auth, []byte(`{"OPENAI_API_KEY": "`+apiKey+`", "tokens": null, "last_refresh": null}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(r.ws, "sandbox.yaml")
+	doc, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyed := spec.AgentOf("codex").Key + `: {env: SBX_E2E_AGENT_KEY, hosts: ["` + mockAlias + `:8443"]}`
+	if !strings.Contains(string(doc), keyed) {
+		t.Fatalf("the file has no key secret to replace:\n%s", doc)
+	}
+	authPath := "/home/agent/.codex/auth.json"
+	doc = []byte(strings.Replace(string(doc), keyed, `CODEX_AUTH: {file: `+auth+`, path: `+authPath+`, hosts: ["`+mockAlias+`:8443"]}`, 1))
+	if err := os.WriteFile(file, doc, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("chown", "-R", "1000:1000", r.ws).CombinedOutput(); err != nil {
+		t.Fatalf("chown: %v\n%s", err, out)
+	}
+	since := time.Now()
+	out, code := r.sbx("loop", "-y", "--approve-widening")
+	t.Logf("sbx loop:\n%s", out)
+	if code != 0 || !strings.Contains(out, "sbx loop: completed: complete after 2 iteration(s)") {
+		t.Fatalf("the codex loop did not complete on iteration 2: exit %d", code)
+	}
+	models := 0
+	for _, e := range mockRequests(t, since) {
+		if e["agent"] == nil || e["agent"] == "" {
+			continue
+		}
+		models++
+		if e["key"] != apiKey {
+			t.Errorf("the mock got key %q, want the file's", e["key"])
+		}
+	}
+	if models == 0 {
+		t.Error("no model request reached the mock")
+	}
+	inside, err := exec.Command("docker", "exec", "sbx-"+r.name, "cat", authPath).CombinedOutput()
+	if err != nil {
+		t.Fatalf("reading the sandbox's auth.json: %v\n%s", err, inside)
+	}
+	if strings.Contains(string(inside), apiKey) || !strings.Contains(string(inside), `"OPENAI_API_KEY": "sk-sbx-`) {
+		t.Errorf("the sandbox's auth.json:\n%s\nwant the key's placeholder", inside)
+	}
+	for i := 1; i <= 2; i++ {
+		if data, err := os.ReadFile(filepath.Join(r.ws, mockmodel.EnvFile(i))); err != nil || strings.Contains(string(data), apiKey) {
+			t.Errorf("iteration %d: the agent's environment holds the key, or is missing: %v", i, err)
+		}
+	}
+	if strings.Contains(out, apiKey) {
+		t.Error("the key appears in sbx loop's output")
+	}
+}
