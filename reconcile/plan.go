@@ -914,18 +914,18 @@ func (pl *planner) secrets() {
 		d := Diff{Field: FieldSecrets, Path: path, Sensitive: pl.sensitive(path)}
 		switch {
 		case inD && !inR:
-			d.Op, d.After = Add, secretShown(dv)
+			d.Op, d.After = Add, pl.secretShown(dv)
 		case !inD && inR:
-			d.Op, d.Before = Remove, secretShown(rv)
+			d.Op, d.Before = Remove, pl.secretShown(rv)
 		case d.Sensitive:
 			if fingerprintsUnder(pl.rec.Fingerprints, path) == fingerprintsUnder(pl.d.Fingerprints, path) {
 				continue
 			}
 			d.Op = Change
-		case secretShown(dv) == secretShown(rv):
+		case pl.secretShown(dv) == pl.secretShown(rv):
 			continue
 		default:
-			d.Op, d.Before, d.After = Change, secretShown(rv), secretShown(dv)
+			d.Op, d.Before, d.After = Change, pl.secretShown(rv), pl.secretShown(dv)
 		}
 		pl.add(d)
 	}
@@ -943,19 +943,20 @@ func SecretSource(s spec.Secret) string {
 	return "env " + s.Env
 }
 
-// SecretReach says where a secret's value can go, as plans show it: to
-// the hosts it names only, through the egress proxy, the sandbox holding
-// a placeholder; or, without hosts, anywhere the agent sends it.
-func SecretReach(s spec.Secret) string {
-	if len(s.Hosts) == 0 {
-		return "readable by the agent"
-	}
-	return "sent only to " + strings.Join(s.Hosts, ", ") + ", by the egress proxy; the sandbox holds a placeholder"
-}
-
 // secretShown is a secret as a plan shows it: where its value comes from
-// and where it can go.
-func secretShown(s spec.Secret) string { return SecretSource(s) + "; " + SecretReach(s) }
+// and where it can go. A secret that names its hosts goes to them only,
+// the way the backend's capability row says (sbx's egress proxy, Docker's
+// own); one without, anywhere the agent sends it.
+func (pl *planner) secretShown(s spec.Secret) string {
+	if len(s.Hosts) == 0 {
+		return SecretSource(s) + "; readable by the agent"
+	}
+	f := FieldSecretHosts
+	if s.File != "" {
+		f = FieldSecretFiles
+	}
+	return SecretSource(s) + "; sent only to " + strings.Join(s.Hosts, ", ") + ": " + pl.capOf(f).Reason
+}
 
 // quoteArgs joins argv as a shell would read it back.
 func quoteArgs(argv []string) string {

@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"maps"
 	"net/netip"
 	"testing"
 
@@ -389,14 +390,19 @@ func TestCommandApproved(t *testing.T) {
 	}
 }
 
-// TestSecretShown: a plan says, per secret, where its value can go.
+// TestSecretShown: a plan says, per secret, where its value can go, and
+// for a secret that names its hosts, how the backend keeps it out.
 func TestSecretShown(t *testing.T) {
+	pl := &planner{caps: sbxCaps(), sb: &spec.Spec{}}
+	pl.caps.Fields = maps.Clone(pl.caps.Fields)
+	pl.caps.Fields[FieldSecretHosts] = ProxySecretsCap("the proxy adds it")
+	pl.caps.Fields[FieldSecretFiles] = ProxySecretsCap("the helper writes the copy")
 	for s, want := range map[*spec.Secret]string{
 		{Env: "GH_TOKEN"}: "env GH_TOKEN; readable by the agent",
-		{Command: []string{"gh", "auth", "token"}, Hosts: []string{"api.github.com", "github.com"}}:                 "command gh auth token; sent only to api.github.com, github.com, by the egress proxy; the sandbox holds a placeholder",
-		{File: "/home/u/.codex/auth.json", Path: "/home/agent/.codex/auth.json", Hosts: []string{"api.openai.com"}}: "file /home/u/.codex/auth.json at /home/agent/.codex/auth.json; sent only to api.openai.com, by the egress proxy; the sandbox holds a placeholder",
+		{Command: []string{"gh", "auth", "token"}, Hosts: []string{"api.github.com", "github.com"}}:                 "command gh auth token; sent only to api.github.com, github.com: the proxy adds it",
+		{File: "/home/u/.codex/auth.json", Path: "/home/agent/.codex/auth.json", Hosts: []string{"api.openai.com"}}: "file /home/u/.codex/auth.json at /home/agent/.codex/auth.json; sent only to api.openai.com: the helper writes the copy",
 	} {
-		if got := secretShown(*s); got != want {
+		if got := pl.secretShown(*s); got != want {
 			t.Errorf("secretShown(%+v) = %q, want %q", *s, got, want)
 		}
 	}
