@@ -19,6 +19,7 @@ import (
 	"github.com/sbxhq/sbx/egress"
 	"github.com/sbxhq/sbx/internal/fixture"
 	"github.com/sbxhq/sbx/internal/k8stest"
+	"github.com/sbxhq/sbx/internal/secretpeer"
 	"github.com/sbxhq/sbx/netlog"
 )
 
@@ -121,11 +122,11 @@ func TestSecretsStayOutside(t *testing.T) {
 	if err != nil || code != 0 {
 		t.Fatalf("copying secretpeer into the sandbox: %d %v %s", code, err, out.String())
 	}
-	attack := func(env map[string]string, flags ...string) peerReport {
+	attack := func(env map[string]string, flags ...string) secretpeer.Report {
 		t.Helper()
 		code, out := b.sh(fmt.Sprintf("/tmp/secretpeer attack %s -key-env KEY -report /tmp/report.json -api https://%s:8443/ -drop https://%s:8443/ -plain http://%s:8080/ -rogue https://%s:8443/ && cat /tmp/report.json",
 			strings.Join(flags, " "), api, drop, drop, rogue), env)
-		var rep peerReport
+		var rep secretpeer.Report
 		if err := json.Unmarshal([]byte(out), &rep); code != 0 || err != nil {
 			t.Fatalf("secretpeer attack: exit %d, %v\n%s", code, err, out)
 		}
@@ -158,7 +159,9 @@ func TestSecretsStayOutside(t *testing.T) {
 		t.Errorf("a private key in the sandbox: files %v, env %v", rep.KeyFiles, rep.KeyInEnv)
 	}
 	reqs := c.peerRequests("peer-api", "peer-drop", "peer-rogue")
-	checkPeerRequests(t, reqs, value1, placeholder, key)
+	// The dump holds the agent's environment: the placeholder.
+	dumped := func(body string) bool { return len(body) > 1000 && strings.Contains(body, placeholder) }
+	secretpeer.Check(t, reqs, value1, dumped, key)
 	denied := false
 	if err := d.NetLog(context.Background(), b.name, false, func(e netlog.Entry) error {
 		denied = denied || e.Decision == "deny" && strings.Contains(e.Reason, "placeholder of secret KEY")
@@ -194,7 +197,7 @@ func TestSecretsStayOutside(t *testing.T) {
 		if rep := attack(env); rep.API.Status != 200 {
 			t.Errorf("the secret's host after rotation: %+v", rep.API)
 		}
-		checkPeerRequests(t, since(reqs, c.peerRequests("peer-api", "peer-drop", "peer-rogue")), value2, placeholder, key)
+		secretpeer.Check(t, since(reqs, c.peerRequests("peer-api", "peer-drop", "peer-rogue")), value2, dumped, key)
 		if after := pods(); after != before {
 			t.Errorf("the pods were recreated to rotate the value: %s, then %s", before, after)
 		}
@@ -216,9 +219,9 @@ func TestSecretsStayOutside(t *testing.T) {
 		for _, r := range since(before, c.peerRequests("peer-api", "peer-drop", "peer-rogue")) {
 			all, _ := json.Marshal(r)
 			if strings.Contains(string(all), value2) {
-				t.Errorf("%s got the removed secret's value: %.300s", r.Pod, all)
+				t.Errorf("%s got the removed secret's value: %.300s", r.Role, all)
 			}
-			kept = kept || r.Pod == "peer-api" && strings.Join(r.Headers["Authorization"], "") == "Bearer "+placeholder
+			kept = kept || r.Role == "api" && strings.Join(r.Headers["Authorization"], "") == "Bearer "+placeholder
 		}
 		if !kept {
 			t.Errorf("the secret's host did not get the kept placeholder as it was sent")
@@ -309,26 +312,15 @@ spec:
 	return ips
 }
 
-// peerRequest is a request secretpeer serve logged, and the pod that got
-// it.
-type peerRequest struct {
-	Pod     string              `json:"-"`
-	Host    string              `json:"host"`
-	TLS     bool                `json:"tls"`
-	Method  string              `json:"method"`
-	Headers map[string][]string `json:"headers"`
-	Body    string              `json:"body"`
-}
-
 // peerRequests are the requests the pods got, pod by pod, oldest first.
-func (c *cluster) peerRequests(pods ...string) []peerRequest {
+func (c *cluster) peerRequests(pods ...string) []secretpeer.Request {
 	c.t.Helper()
-	var reqs []peerRequest
+	var reqs []secretpeer.Request
 	for _, p := range pods {
 		// Its log is its stdout, one JSON line per request, and its
 		// stderr (the readiness probe's handshakes that never were).
 		for _, line := range strings.Split(c.Kubectl(c.t, "-n", c.ns, "logs", "pod/"+p), "\n") {
-			r := peerRequest{Pod: p}
+			r := secretpeer.Request{Role: strings.TrimPrefix(p, "peer-")}
 			if json.Unmarshal([]byte(line), &r) == nil {
 				reqs = append(reqs, r)
 			}
@@ -338,62 +330,18 @@ func (c *cluster) peerRequests(pods ...string) []peerRequest {
 }
 
 // since is what each pod got in now after what it got in before.
-func since(before, now []peerRequest) []peerRequest {
+func since(before, now []secretpeer.Request) []secretpeer.Request {
 	seen := map[string]int{}
 	for _, r := range before {
-		seen[r.Pod]++
+		seen[r.Role]++
 	}
-	var out []peerRequest
+	var out []secretpeer.Request
 	for _, r := range now {
-		if seen[r.Pod] > 0 {
-			seen[r.Pod]--
+		if seen[r.Role] > 0 {
+			seen[r.Role]--
 			continue
 		}
 		out = append(out, r)
 	}
 	return out
-}
-
-// checkPeerRequests: api got the value in both headers, and only api got
-// it; drop got the dump, which holds the placeholder (the agent's
-// environment) and neither the value nor the CA's key; rogue got
-// nothing.
-func checkPeerRequests(t *testing.T, reqs []peerRequest, value, placeholder, key string) {
-	t.Helper()
-	var gotAPI, gotDump bool
-	for _, r := range reqs {
-		all, _ := json.Marshal(r)
-		switch {
-		case r.Pod == "peer-api":
-			gotAPI = true
-			if a := r.Headers["Authorization"]; len(a) != 1 || a[0] != "Bearer "+value {
-				t.Errorf("the secret's host got Authorization %q, want the value", a)
-			}
-			if k := r.Headers["X-Api-Key"]; len(k) != 1 || k[0] != value {
-				t.Errorf("the secret's host got X-Api-Key %q, want the value", k)
-			}
-		case strings.Contains(string(all), value):
-			t.Errorf("%s got the value: %.300s", r.Pod, all)
-		case strings.Contains(string(all), key):
-			t.Errorf("%s got the CA's key: %.300s", r.Pod, all)
-		case r.Pod == "peer-drop" && r.Method == "POST":
-			gotDump = len(r.Body) > 1000 && strings.Contains(r.Body, placeholder)
-		case r.Pod == "peer-rogue":
-			t.Errorf("the host whose certificate the proxy cannot verify got a request: %.300s", all)
-		}
-	}
-	if !gotAPI || !gotDump {
-		t.Errorf("the secret's host got a request: %v; the other host got the dump, with the placeholder: %v", gotAPI, gotDump)
-	}
-}
-
-// peerReport is what secretpeer attack writes.
-type peerReport struct {
-	API, Plain, Drop, Rogue struct {
-		Status int    `json:"status"`
-		Issuer string `json:"issuer"`
-		Error  string `json:"error"`
-	}
-	KeyFiles []string `json:"key_files"`
-	KeyInEnv bool     `json:"key_in_env"`
 }

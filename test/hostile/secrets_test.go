@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sbxhq/sbx/internal/fixture"
+	"github.com/sbxhq/sbx/internal/secretpeer"
 )
 
 // TestSecretsStayOutside plays an agent that wants a secret that names
@@ -133,7 +134,7 @@ loop:
 		}
 	})
 
-	attack := func(value string) report {
+	attack := func(value string) secretpeer.Report {
 		t.Helper()
 		os.Remove(filepath.Join(s.ws, "report.json"))
 		out, code := s.sbx("loop", "-y")
@@ -143,7 +144,7 @@ loop:
 		if strings.Contains(out, value) {
 			t.Errorf("sbx loop's output holds the value:\n%s", out)
 		}
-		var rep report
+		var rep secretpeer.Report
 		data, err := os.ReadFile(filepath.Join(s.ws, "report.json"))
 		if err != nil {
 			t.Fatalf("the agent wrote no report: %v\n%s", err, out)
@@ -183,8 +184,11 @@ loop:
 	if rep.DumpBytes < 1000 {
 		t.Errorf("the dump is %d bytes: the agent read next to nothing", rep.DumpBytes)
 	}
-	reqs := peerRequests(t, server, since)
-	checkRequests(t, reqs, api, drop, rogue, value1)
+	roles := map[string]string{api: "api", drop: "drop", rogue: "rogue"}
+	// The dump holds the agent's environment (the placeholder) and
+	// /proc.
+	dumped := func(body string) bool { return strings.Contains(body, "\nKEY=") && strings.Contains(body, "== /proc/") }
+	secretpeer.Check(t, peerRequests(t, server, since, roles), value1, dumped)
 
 	// The proxy logged the placeholder it refused.
 	log, code := s.sbx("netlog", "--json")
@@ -206,7 +210,7 @@ loop:
 	if rep.API.Status != 200 {
 		t.Errorf("the secret's host after rotation: %+v", rep.API)
 	}
-	checkRequests(t, peerRequests(t, server, since), api, drop, rogue, value2)
+	secretpeer.Check(t, peerRequests(t, server, since, roles), value2, dumped)
 	if now := dk("inspect", "-f", "{{.Id}}", "sbx-"+s.name); now != id {
 		t.Errorf("the sandbox was recreated to rotate the value: %s, then %s", id, now)
 	}
@@ -221,10 +225,10 @@ loop:
 	since = time.Now()
 	rep = attack(value2)
 	var sawKept bool
-	for _, r := range peerRequests(t, server, since) {
+	for _, r := range peerRequests(t, server, since, roles) {
 		all, _ := json.Marshal(r)
 		if strings.Contains(string(all), value2) {
-			t.Errorf("%s got the removed secret's value: %s", r.Host, clip(string(all)))
+			t.Errorf("%s got the removed secret's value: %.300s", r.Host, all)
 		}
 		if strings.HasPrefix(r.Host, api) && strings.Join(r.Headers["Authorization"], "") == "Bearer "+kept {
 			sawKept = true
@@ -235,79 +239,22 @@ loop:
 	}
 }
 
-// report is what secretpeer attack writes.
-type report struct {
-	API, Plain, Drop, Rogue struct {
-		Status int    `json:"status"`
-		Issuer string `json:"issuer"`
-		Error  string `json:"error"`
-	}
-	Placeholder string   `json:"placeholder"`
-	KeyFiles    []string `json:"key_files"`
-	KeyInEnv    bool     `json:"key_in_env"`
-	DumpBytes   int      `json:"dump_bytes"`
-}
-
-// peerRequest is a request secretpeer serve logged.
-type peerRequest struct {
-	Host    string              `json:"host"`
-	TLS     bool                `json:"tls"`
-	Method  string              `json:"method"`
-	Headers map[string][]string `json:"headers"`
-	Body    string              `json:"body"`
-}
-
-// checkRequests: api got the value in both headers, and only api got
-// it; drop got the dump, without the value; rogue got nothing.
-func checkRequests(t *testing.T, reqs []peerRequest, api, drop, rogue, value string) {
-	t.Helper()
-	var gotAPI, gotDump bool
-	for _, r := range reqs {
-		host := strings.Split(r.Host, ":")[0]
-		all, _ := json.Marshal(r)
-		switch {
-		case host == api:
-			gotAPI = true
-			if a := r.Headers["Authorization"]; len(a) != 1 || a[0] != "Bearer "+value {
-				t.Errorf("the secret's host got Authorization %q, want the value", a)
-			}
-			if k := r.Headers["X-Api-Key"]; len(k) != 1 || k[0] != value {
-				t.Errorf("the secret's host got X-Api-Key %q, want the value", k)
-			}
-		case strings.Contains(string(all), value):
-			t.Errorf("%s got the value: %s", r.Host, clip(string(all)))
-		case host == drop && r.Method == "POST":
-			// The dump holds the agent's environment: the placeholder.
-			gotDump = strings.Contains(r.Body, "\nKEY=") && strings.Contains(r.Body, "== /proc/")
-		case host == rogue:
-			t.Errorf("the host whose certificate the proxy cannot verify got a request: %s", clip(string(all)))
-		}
-	}
-	if !gotAPI || !gotDump {
-		t.Errorf("the secret's host got a request: %v; the other host got the dump: %v", gotAPI, gotDump)
-	}
-}
-
-func clip(s string) string {
-	if len(s) > 300 {
-		return s[:300] + "…"
-	}
-	return s
-}
-
-func peerRequests(t *testing.T, container string, since time.Time) []peerRequest {
+// peerRequests are the requests the server logged since a time, each
+// with the role of the name it was asked for (api, drop, rogue).
+func peerRequests(t *testing.T, container string, since time.Time, roles map[string]string) []secretpeer.Request {
 	t.Helper()
 	out, err := exec.Command("docker", "logs", "--since", since.Format(time.RFC3339Nano), container).Output()
 	if err != nil {
 		t.Fatalf("docker logs %s: %v", container, err)
 	}
-	var reqs []peerRequest
+	var reqs []secretpeer.Request
 	dec := json.NewDecoder(strings.NewReader(strings.ReplaceAll(string(out), "secretpeer: listening\n", "")))
 	for {
-		var r peerRequest
+		var r secretpeer.Request
 		if err := dec.Decode(&r); err != nil {
 			break
 		}
+		r.Role = roles[strings.Split(r.Host, ":")[0]]
 		reqs = append(reqs, r)
 	}
 	return reqs

@@ -30,6 +30,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/sbxhq/sbx/internal/secretpeer"
 )
 
 func main() {
@@ -53,7 +55,7 @@ func serve(args []string) {
 	enc := json.NewEncoder(os.Stdout)
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(io.LimitReader(r.Body, 16<<20))
-		enc.Encode(map[string]any{"host": r.Host, "tls": r.TLS != nil, "method": r.Method, "path": r.URL.Path, "headers": r.Header, "body": string(body)})
+		enc.Encode(secretpeer.Request{Host: r.Host, TLS: r.TLS != nil, Method: r.Method, Path: r.URL.Path, Headers: r.Header, Body: string(body)})
 		fmt.Fprintf(w, "ok %s\n", r.Host)
 	})
 	cfg := &tls.Config{GetCertificate: func(hi *tls.ClientHelloInfo) (*tls.Certificate, error) {
@@ -72,25 +74,6 @@ func serve(args []string) {
 	log.Fatal(srv.ListenAndServeTLS("", ""))
 }
 
-// report is what the attack saw.
-type report struct {
-	API         result   `json:"api"`
-	Plain       result   `json:"plain"`
-	Drop        result   `json:"drop"`
-	Rogue       result   `json:"rogue"`
-	Placeholder string   `json:"placeholder"` // what it sent as the key
-	KeyFiles    []string `json:"key_files"`   // files holding a private key
-	KeyInEnv    bool     `json:"key_in_env"`
-	DumpBytes   int      `json:"dump_bytes"`
-}
-
-type result struct {
-	Status int    `json:"status"`
-	Body   string `json:"body"`
-	Issuer string `json:"issuer"` // of the certificate the client was shown
-	Error  string `json:"error,omitempty"`
-}
-
 func attack(args []string) {
 	fl := flag.NewFlagSet("attack", flag.ExitOnError)
 	api := fl.String("api", "", "the secret's host (https URL)")
@@ -107,7 +90,7 @@ func attack(args []string) {
 	if *keyFlag != "" {
 		key = *keyFlag
 	}
-	rep := report{Placeholder: key}
+	rep := secretpeer.Report{Placeholder: key}
 	// A client as the agents' are: the proxy from the environment, the
 	// roots SSL_CERT_FILE names (Go reads it).
 	verified := &http.Client{Timeout: time.Minute, Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, DisableKeepAlives: true}}
@@ -166,20 +149,20 @@ func attack(args []string) {
 	}
 }
 
-func call(c *http.Client, method, url, key string, body []byte) result {
+func call(c *http.Client, method, url, key string, body []byte) secretpeer.Result {
 	req, err := http.NewRequest(method, url, bytes.NewReader(body))
 	if err != nil {
-		return result{Error: err.Error()}
+		return secretpeer.Result{Error: err.Error()}
 	}
 	req.Header.Set("Authorization", "Bearer "+key)
 	req.Header.Set("X-Api-Key", key)
 	resp, err := c.Do(req)
 	if err != nil {
-		return result{Error: err.Error()}
+		return secretpeer.Result{Error: err.Error()}
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	r := result{Status: resp.StatusCode, Body: string(b)}
+	r := secretpeer.Result{Status: resp.StatusCode, Body: string(b)}
 	if resp.TLS != nil && len(resp.TLS.PeerCertificates) > 0 {
 		r.Issuer = resp.TLS.PeerCertificates[0].Issuer.CommonName
 	}
