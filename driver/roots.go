@@ -1,12 +1,6 @@
 package driver
 
 import (
-	"errors"
-	"fmt"
-	"io"
-	"io/fs"
-	"os"
-
 	"github.com/sbxhq/sbx/egress"
 )
 
@@ -25,23 +19,6 @@ func HostRoots(lookupEnv func(string) (string, bool)) ([]byte, error) {
 	if f, ok := lookupEnv("SSL_CERT_FILE"); ok && f != "" {
 		paths = []string{f}
 	}
-	for _, p := range paths {
-		f, err := os.Open(p)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		data, err := io.ReadAll(io.LimitReader(f, maxRootBundle+1))
-		f.Close()
-		if err != nil {
-			return nil, err
-		}
-		if len(data) > maxRootBundle {
-			return nil, fmt.Errorf("%s: CA bundle over %d bytes", p, maxRootBundle)
-		}
-		return data, nil
-	}
-	return nil, nil
+	data, _, err := egress.FirstBundle(paths, maxRootBundle)
+	return data, err
 }

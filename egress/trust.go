@@ -58,6 +58,23 @@ var SystemBundles = []string{
 	"/etc/ssl/cert.pem",
 }
 
+// FirstBundle reads the first of paths that exists (a bundle of roots),
+// bounded to max bytes, without blocking on a FIFO (untrusted.ReadPath):
+// its data and path, or nothing when none exists.
+func FirstBundle(paths []string, max int64) ([]byte, string, error) {
+	for _, p := range paths {
+		data, err := untrusted.ReadPath(p, max)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, "", err
+		}
+		return data, p, nil
+	}
+	return nil, "", nil
+}
+
 // maxTrustInput bounds the certificate read from stdin and the system
 // bundle read inside the sandbox (Debian's is about 200 KiB).
 const maxTrustInput = 8 << 20
@@ -98,20 +115,10 @@ func trust(dir string, stdin io.Reader, bundles []string, appendTo appendFile) e
 	if err := atomicfile.ReplaceBytes(filepath.Join(dir, TrustCert), cert, 0o644); err != nil {
 		return err
 	}
-	var system []byte
-	store := ""
-	for _, b := range bundles {
-		// The template's, or whatever the agent put there: read without
-		// blocking on a FIFO, bounded.
-		data, err := untrusted.ReadPath(b, maxTrustInput)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("the system's roots: %v", err)
-		}
-		system, store = data, b
-		break
+	// The template's, or whatever the agent put there.
+	system, store, err := FirstBundle(bundles, maxTrustInput)
+	if err != nil {
+		return fmt.Errorf("the system's roots: %v", err)
 	}
 	bundle := append(append([]byte{}, system...), '\n')
 	if err := atomicfile.ReplaceBytes(filepath.Join(dir, TrustBundle), append(bundle, cert...), 0o644); err != nil {
