@@ -47,6 +47,13 @@ func OwnerOf(stored *Record, live *Live) Owner {
 	if l := existing(live); l != nil && l.Record != nil {
 		labelled = l.Record.Owner
 	}
+	return OwnerFrom(stored, labelled)
+}
+
+// OwnerFrom is OwnerOf with the owner the backend's labels name (zero
+// without) in place of the observed sandbox: for a listing, which
+// observes nothing.
+func OwnerFrom(stored *Record, labelled Owner) Owner {
 	if stored == nil || !stored.Owner.Known() {
 		return labelled
 	}
