@@ -74,7 +74,7 @@ func anotherWorkspace(t *testing.T, w *world, sp *spec.Spec) {
 	}
 	elsewhere := []reconcile.Owner{
 		{Workspace: w.dir + "-worktree", User: "conform-a"}, // a second checkout
-		{Workspace: w.dir, User: "conform-b"},                // another user, the same path
+		{Workspace: w.dir, User: "conform-b"},               // another user, the same path
 	}
 	records := []map[string]*reconcile.Record{w.records}
 	if l.Record != nil {
