@@ -2,16 +2,23 @@ package docker
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/reconcile"
+	"github.com/sbxhq/sbx/spec"
 )
 
 // A sandbox belongs to its workspace: two checkouts with the same
@@ -152,5 +159,87 @@ func TestTwoCheckouts(t *testing.T) {
 	}
 	if out, code := e.sbxIn(b, "destroy", "-y"); code != 0 {
 		t.Errorf("destroy in B after adopting: exit %d\n%s", code, out)
+	}
+}
+
+// TestLsOtherUsers: on a daemon shared with another user, sbx ls lists the
+// current user's sandboxes and only counts the other's; --all lists it by
+// what the listing labels it with, never reading its file (here a file
+// whose content would show in any error about it) or observing it.
+func TestLsOtherUsers(t *testing.T) {
+	e := newLoopEnv(t, "e2e-ls-mine")
+	e.lifecycleFile(testImage)
+	e.must("apply", "-y")
+
+	other := uniq("e2e-ls-theirs")
+	t.Cleanup(func() { New(Options{Binary: env.binary}).remove(context.Background(), other) })
+	theirs := t.TempDir()
+	file := filepath.Join(theirs, "sandbox.yaml")
+	const marker = "THEIR-FILE-CONTENT-7f3a"
+	if err := os.WriteFile(file, []byte("version: 1\nname: ["+marker+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	owner := reconcile.Owner{Workspace: theirs, User: "sbx-e2e-someone-else"}
+	rec, err := json.Marshal(reconcile.Record{ManagedBy: reconcile.ManagedBy, FormatVersion: reconcile.RecordVersion, Driver: "docker", Name: other,
+		Config: spec.Spec{Files: []string{file}, Dir: theirs, Name: other, Declarations: []spec.Declaration{{Path: file}}}, Owner: owner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"create", "--name", containerName(other)}
+	for k, v := range map[string]string{driver.LabelManaged: "true", driver.LabelRole: "sandbox", driver.LabelSandbox: other,
+		driver.LabelOwner: owner.User, driver.LabelOwnerWorkspace: owner.Workspace, driver.LabelRecord: string(rec)} {
+		args = append(args, "--label", k+"="+v)
+	}
+	if out, err := exec.Command("docker", append(args, testImage, "true")...).CombinedOutput(); err != nil {
+		t.Fatalf("docker create: %v\n%s", err, out)
+	}
+
+	ls := func(args ...string) (map[string]map[string]any, float64, string) {
+		t.Helper()
+		out, code := e.sbx(append([]string{"ls", "--driver", "docker"}, args...)...)
+		if code != 0 {
+			t.Fatalf("sbx ls %v: exit %d\n%s", args, code, out)
+		}
+		if strings.Contains(out, marker) || strings.Contains(out, "cannot be read") {
+			t.Errorf("sbx ls %v read the other user's file:\n%s", args, out)
+		}
+		if !slices.Contains(args, "--json") {
+			return nil, 0, out
+		}
+		var doc struct {
+			Sandboxes []map[string]any `json:"sandboxes"`
+			Others    float64          `json:"others"`
+		}
+		if err := json.Unmarshal([]byte(out), &doc); err != nil {
+			t.Fatalf("sbx ls --json: %v\n%s", err, out)
+		}
+		m := map[string]map[string]any{}
+		for _, s := range doc.Sandboxes {
+			m[s["name"].(string)] = s
+		}
+		return m, doc.Others, out
+	}
+	mine, others, _ := ls("--json")
+	if _, ok := mine[other]; ok {
+		t.Errorf("sbx ls lists another user's sandbox: %v", mine[other])
+	}
+	if others < 1 {
+		t.Errorf("sbx ls counts %v other users' sandboxes, want at least 1", others)
+	}
+	if got := mine[e.name]; got == nil || got["state"] != "in-sync" || got["here"] != true {
+		t.Errorf("sbx ls of the user's own sandbox: %v", got)
+	}
+	if _, _, out := ls(); strings.Contains(out, other) || !strings.Contains(out, "of other users are not listed; 'sbx ls --all' lists them") {
+		t.Errorf("sbx ls:\n%s", out)
+	}
+
+	all, _, _ := ls("--all", "--json")
+	want := map[string]any{"name": other, "driver": "docker", "workspace": theirs, "user": owner.User,
+		"exists": true, "status": "created", "state": "other-user", "pending_changes": float64(0)}
+	if diff := cmp.Diff(want, all[other]); diff != "" {
+		t.Errorf("sbx ls --all: the other user's sandbox (-want +got):\n%s", diff)
+	}
+	if _, _, out := ls("--all"); !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(other) + ` +docker +created +sbx-e2e-someone-else +` + regexp.QuoteMeta(theirs) + `$`).MatchString(out) {
+		t.Errorf("sbx ls --all does not list the other user's sandbox by name, status, user and workspace:\n%s", out)
 	}
 }
