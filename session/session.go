@@ -487,6 +487,31 @@ func (s *Session) Foreign(sp *spec.Spec) error {
 	return nil
 }
 
+// CheckOwned refuses, with a *ForeignError, files that declare a sandbox
+// this machine last applied from another workspace or as another user (its
+// approval in the state directory, Store.Approved): the loop's verbs that
+// work on its runs in the state directory without asking the backend
+// (loop status, logs, wait, stop, hint, and a run before it converges)
+// would otherwise read or change another workspace's loop, which shares
+// the name. user "" is HostUser().
+func CheckOwned(dir state.Dir, specs []*spec.Spec, user string) error {
+	if user == "" {
+		user = HostUser()
+	}
+	store := &reconcile.Store{Dir: dir}
+	for _, sp := range specs {
+		r, err := store.Approved(sp.Name)
+		if err != nil {
+			return err
+		}
+		here := reconcile.Owner{Workspace: filepath.Clean(sp.Dir), User: user}
+		if r != nil && r.Owner.Known() && r.Owner != here {
+			return &ForeignError{Sandbox: sp.Name, Owner: r.Owner, Here: here}
+		}
+	}
+	return nil
+}
+
 // Plan decides what apply would do, with the backend calls of each step.
 func (s *Session) Plan(adopt bool) (*reconcile.Changes, error) {
 	p := reconcile.Plan(s.Desired, s.Live, s.Records, s.Backend.Caps(), reconcile.Options{Adopt: adopt, DriverVersion: s.Version})
