@@ -50,4 +50,11 @@ const (
 	LabelSandbox = "dev.sbx.sandbox"
 	LabelRole    = "dev.sbx.role"
 	LabelRecord  = "dev.sbx.record"
+	// LabelOwner and LabelOwnerWorkspace are the host user and the
+	// workspace a sandbox belongs to (reconcile.Owner), set by sbx when
+	// it creates the sandbox: sbx ls tells the current user's sandboxes
+	// from others' by them, without reading anything of the others'.
+	// (Kubernetes keeps them as annotations: a path is no label value.)
+	LabelOwner          = "dev.sbx.owner"
+	LabelOwnerWorkspace = "dev.sbx.owner.workspace"
 )

@@ -169,10 +169,21 @@ type Prober interface {
 }
 
 // Lister lists the sandboxes the backend itself marks as sbx's (the docker
-// driver's labels), for sbx ls. On backends without labels the records in
-// the state directory are the only marker.
+// driver's labels), for sbx ls, with one listing call: nothing else of a
+// sandbox is read, so that listing others' sandboxes reads nothing of
+// theirs. On backends without labels the records in the state directory
+// are the only marker.
 type Lister interface {
-	Managed(ctx context.Context) ([]string, error)
+	Managed(ctx context.Context) ([]Listed, error)
+}
+
+// Listed is one sandbox a Lister lists: its name, the backend's word for
+// its status, and whom its labels say it belongs to (zero for a sandbox
+// created before sbx labelled owners).
+type Listed struct {
+	Name   string
+	Status string
+	Owner  reconcile.Owner
 }
 
 // Checkpointer keeps checkpoints of sandboxes on the backend (package

@@ -188,8 +188,13 @@ type Changes struct {
 
 // Options tune planning.
 type Options struct {
-	// Adopt lets sbx manage a same-named sandbox it did not create.
+	// Adopt lets sbx manage a same-named sandbox it did not create, or
+	// one that belongs to another workspace (Owner).
 	Adopt bool
+	// Owners are, for PlanDestroy, whom each named sandbox belongs to
+	// when applied from here (Plan reads Desired.Owner): one that
+	// belongs to another is refused without Adopt.
+	Owners map[string]Owner
 	// DriverVersion is shown next to the driver name.
 	DriverVersion string
 }
@@ -275,6 +280,17 @@ func Plan(desired []Desired, live map[string]*Live, records map[string]*Record, 
 			r.errs = []string{fmt.Sprintf("sandbox %q exists but was not created by sbx; use --adopt to manage it", name)}
 			return
 		}
+		own := ownership{owner: OwnerOf(records[name], live[name])}
+		if l != nil && l.Record != nil {
+			own.labelled = l.Record.Owner
+		}
+		if msg := foreign(name, own.owner, d.Owner); msg != "" {
+			if !opts.Adopt {
+				r.errs = []string{msg}
+				return
+			}
+			own.adopt = true
+		}
 		problems := Check(d.Spec, caps)
 		if raw := live[name]; raw != nil {
 			problems = append(problems, raw.Problems...)
@@ -285,7 +301,7 @@ func Plan(desired []Desired, live map[string]*Live, records map[string]*Record, 
 		if len(r.errs) > 0 {
 			return
 		}
-		r.change, r.errs = planOne(d, l, rec, caps, base, baseErr)
+		r.change, r.errs = planOne(d, l, rec, own, caps, base, baseErr)
 		if raw := live[name]; raw != nil {
 			r.change.Notes = append(r.change.Notes, raw.Notes...)
 		}
@@ -331,6 +347,10 @@ func PlanDestroy(names []string, live map[string]*Live, records map[string]*Reco
 		step := func(k StepKind, reason string) {
 			c.Steps = append(c.Steps, Step{Kind: k, Sandbox: name, Reason: reason})
 		}
+		if msg := foreign(name, OwnerOf(records[name], live[name]), opts.Owners[name]); msg != "" && !opts.Adopt {
+			p.Errors = append(p.Errors, msg)
+			continue
+		}
 		switch {
 		case l != nil && rec == nil && !l.Managed && !opts.Adopt:
 			p.Errors = append(p.Errors, fmt.Sprintf("sandbox %q exists but was not created by sbx; use --adopt to manage it", name))
@@ -370,9 +390,16 @@ type planner struct {
 	knownPorts []spec.Port
 }
 
+// ownership is what Plan found of whom a sandbox belongs to.
+type ownership struct {
+	owner    Owner // OwnerOf
+	labelled Owner // what the backend's labels say, zero without
+	adopt    bool  // it belongs to another and --adopt takes it over
+}
+
 // planOne plans one sandbox; base is newRecord of d without the driver's
 // defaults (or the error making it).
-func planOne(d Desired, live *Live, rec *Record, caps Caps, base *Record, baseErr error) (*SandboxChange, []string) {
+func planOne(d Desired, live *Live, rec *Record, own ownership, caps Caps, base *Record, baseErr error) (*SandboxChange, []string) {
 	deleted := live == nil && rec != nil
 	if live == nil {
 		rec = nil // a new sandbox gets everything, whatever was applied before
@@ -469,6 +496,15 @@ func planOne(d Desired, live *Live, rec *Record, caps Caps, base *Record, baseEr
 	}
 
 	pl.declarationNotes()
+	// A sandbox applied before sbx recorded owners becomes the first
+	// workspace's that applies it: its record must be written again.
+	legacy := live != nil && rec != nil && !own.owner.Known() && d.Owner.Known()
+	switch {
+	case own.adopt:
+		pl.notes = append(pl.notes, fmt.Sprintf("adopting takes the sandbox over from %s: from now on it belongs to this workspace, and sbx refuses it there", own.owner))
+	case legacy:
+		pl.notes = append(pl.notes, fmt.Sprintf("sbx has no record of the workspace this sandbox belongs to (it was applied by an earlier sbx); applying makes it this workspace's: %s", d.Owner))
+	}
 	c := &SandboxChange{Sandbox: sb.Name, Reasons: []string{}, Changes: pl.diffs, Drift: pl.drift, Notes: pl.notes, Steps: []Step{},
 		Widenings: widenings(d, caps)}
 	if c.Changes == nil {
@@ -537,9 +573,17 @@ func planOne(d Desired, live *Live, rec *Record, caps Caps, base *Record, baseEr
 		if pl.caps.ReplaceLoses != "" {
 			c.Notes = append(c.Notes, "replacing also discards "+pl.caps.ReplaceLoses)
 		}
-	case len(pl.diffs) > 0 || rec == nil || len(l.Missing) > 0:
+	case len(pl.diffs) > 0 || rec == nil || len(l.Missing) > 0 || own.adopt || legacy:
 		c.Action = ActionUpdate
-		c.Adopt = rec == nil
+		c.Adopt = rec == nil || own.adopt
+		if record != nil && own.labelled.Known() && own.labelled != d.Owner {
+			// The sandbox stays as it was made: its labels still name
+			// the owner it was taken over from.
+			r := *record
+			from := own.labelled
+			r.AdoptedFrom = &from
+			record = &r
+		}
 		if len(l.Missing) > 0 {
 			parts := sortedCopy(l.Missing)
 			c.Notes = append(c.Notes, fmt.Sprintf("the sandbox's %s is gone; apply recreates it", strings.Join(parts, ", ")))

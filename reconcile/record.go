@@ -49,6 +49,13 @@ type Record struct {
 	Fingerprints map[string]string `json:"fingerprints,omitempty"`
 	// BuildHash is the content hash of the template's build context.
 	BuildHash string `json:"buildHash,omitempty"`
+	// Owner is the workspace and host user the sandbox was applied from
+	// (OwnerOf); zero in records written before sbx recorded it.
+	Owner Owner `json:"owner,omitzero"`
+	// AdoptedFrom is the owner whose sandbox this record's owner took
+	// over with --adopt, when the backend still labels it as that
+	// owner's.
+	AdoptedFrom *Owner `json:"adoptedFrom,omitempty"`
 }
 
 // Key is the per-machine secret that keys fingerprints, so a stored
@@ -97,6 +104,11 @@ type Desired struct {
 	// written a declaration file. With no approval, a declaration one of
 	// them could have written is measured from the defaults.
 	Neighbours []Neighbour
+	// Owner is whom the sandbox belongs to when applied from here: the
+	// base file's directory and the host user running sbx. A sandbox of
+	// that name owned by another is refused without --adopt; zero skips
+	// the check (a caller that knows no owner).
+	Owner Owner
 
 	// config is Spec as its record keeps it (sensitive values redacted),
 	// made by NewDesired: a plan over hundreds of sandboxes then does not
@@ -152,6 +164,7 @@ func newRecord(driver string, defaults spec.Resources, d Desired) (*Record, erro
 	r := &Record{
 		ManagedBy: ManagedBy, FormatVersion: RecordVersion, Driver: driver, Name: d.Spec.Name,
 		Config: *config, Sensitive: sensitivePaths(d.Spec), BuildHash: d.BuildHash, Fingerprints: map[string]string{},
+		Owner: d.Owner,
 	}
 	r.Config.Resources = effectiveResources(r.Config.Resources, defaults)
 	for k, v := range d.Fingerprints {

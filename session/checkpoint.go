@@ -237,6 +237,9 @@ func (s *Session) Checkpoint(ctx context.Context, sp *spec.Spec, o CreateOptions
 	if rec == nil && !l.Managed {
 		return nil, fmt.Errorf("sandbox %q exists but was not created by sbx; sbx checkpoint leaves it alone", sp.Name)
 	}
+	if err := s.Foreign(sp); err != nil {
+		return nil, err
+	}
 	now := c.now().UTC()
 	name := o.Name
 	if name == "" {

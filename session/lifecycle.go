@@ -28,6 +28,9 @@ func (s *Session) Runnable(sp *spec.Spec) error {
 	if l == nil || !l.Exists {
 		return &NotCreatedError{Sandbox: sp.Name}
 	}
+	if err := s.Foreign(sp); err != nil {
+		return err
+	}
 	if l.Stopped && s.Backend.Caps().Of(reconcile.FieldStatus).Mode != reconcile.Ignored {
 		return &StoppedError{Sandbox: sp.Name, Status: l.Status}
 	}
@@ -64,6 +67,9 @@ func (s *Session) Lifecycle(kind reconcile.StepKind) ([]*Lifecycle, error) {
 		}
 		if s.Records[sp.Name] == nil && !l.Managed {
 			return nil, fmt.Errorf("sandbox %q exists but was not created by sbx; %s leaves it alone", sp.Name, verb)
+		}
+		if err := s.Foreign(sp); err != nil {
+			return nil, err
 		}
 		lc := &Lifecycle{Sandbox: sp.Name, Step: reconcile.Step{Kind: kind, Sandbox: sp.Name, Reason: verb}}
 		switch {

@@ -15,8 +15,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/user"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -63,6 +65,20 @@ type Options struct {
 	// HostValue hears every value the files read from the host
 	// environment (spec.Options.HostValue).
 	HostValue func(spec.HostValue)
+	// User is the host user the session's sandboxes belong to
+	// (reconcile.Owner); "" is HostUser().
+	User string
+}
+
+// HostUser is the account running sbx, as the operating system names it
+// (not $USER, which anything can set): the owner sbx records, beside the
+// workspace, for every sandbox it applies. Where the system has no name
+// for it, its numeric id.
+func HostUser() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	return "uid " + strconv.Itoa(os.Getuid())
 }
 
 // Session is the declared sandboxes, observed on their backend.
@@ -78,6 +94,7 @@ type Session struct {
 
 	env      driver.Env
 	stateDir state.Dir
+	user     string
 	// approvals are every approval on this machine (Store.ApprovedList).
 	approvals []*reconcile.Record
 	// proxyEnv is, by sandbox, the environment its execs get for the
@@ -252,7 +269,10 @@ func Open(ctx context.Context, opts Options) (*Session, error) {
 	if len(problems) > 0 {
 		return nil, &CheckError{Problems: problems}
 	}
-	s := &Session{Specs: res.Specs, Backend: chosen.Backend, Entry: chosen.Entry, Version: chosen.Identity.Version, env: opts.Env, stateDir: opts.StateDir}
+	s := &Session{Specs: res.Specs, Backend: chosen.Backend, Entry: chosen.Entry, Version: chosen.Identity.Version, env: opts.Env, stateDir: opts.StateDir, user: opts.User}
+	if s.user == "" {
+		s.user = HostUser()
+	}
 	if s.Store, err = reconcile.OpenStore(opts.StateDir); err != nil {
 		return nil, err
 	}
@@ -378,6 +398,7 @@ func (s *Session) desire() ([]reconcile.Desired, error) {
 			return nil, err
 		}
 		d.Approved = reconcile.ApprovalFor(sp, approvals, s.Names())
+		d.Owner = s.Owner(sp)
 		desired = append(desired, d)
 	}
 	return desired, nil
@@ -426,6 +447,71 @@ func (s *Session) neighbours(desired []reconcile.Desired) []reconcile.Neighbour 
 	return out
 }
 
+// Owner is whom sp's sandbox belongs to when applied from here: the
+// directory of its base file and the host user (reconcile.Owner).
+func (s *Session) Owner(sp *spec.Spec) reconcile.Owner {
+	return reconcile.Owner{Workspace: filepath.Clean(sp.Dir), User: s.user}
+}
+
+// owners are Owner of every declared sandbox, by name.
+func (s *Session) owners() map[string]reconcile.Owner {
+	out := map[string]reconcile.Owner{}
+	for _, sp := range s.Specs {
+		out[sp.Name] = s.Owner(sp)
+	}
+	return out
+}
+
+// ForeignError is a verb run on a sandbox that belongs to another
+// workspace or user (reconcile.OwnerOf).
+type ForeignError struct {
+	Sandbox string
+	Owner   reconcile.Owner
+	Here    reconcile.Owner
+}
+
+func (e *ForeignError) Error() string {
+	return fmt.Sprintf("sandbox %q belongs to %s, not to this workspace (%s): give this workspace's sandbox another name (name: in sandbox.local.yaml), or work on it there",
+		e.Sandbox, e.Owner, e.Here.Workspace)
+}
+
+// Foreign is a *ForeignError when sp's sandbox belongs to another
+// workspace or user than here; verbs that work in a sandbox (shell,
+// stop, start, netlog, checkpoint) refuse it, as plan does without
+// --adopt.
+func (s *Session) Foreign(sp *spec.Spec) error {
+	own := reconcile.OwnerOf(s.Records[sp.Name], s.Live[sp.Name])
+	if here := s.Owner(sp); own.Known() && own != here {
+		return &ForeignError{Sandbox: sp.Name, Owner: own, Here: here}
+	}
+	return nil
+}
+
+// CheckOwned refuses, with a *ForeignError, files that declare a sandbox
+// this machine last applied from another workspace or as another user (its
+// approval in the state directory, Store.Approved): the loop's verbs that
+// work on its runs in the state directory without asking the backend
+// (loop status, logs, wait, stop, hint, and a run before it converges)
+// would otherwise read or change another workspace's loop, which shares
+// the name. user "" is HostUser().
+func CheckOwned(dir state.Dir, specs []*spec.Spec, user string) error {
+	if user == "" {
+		user = HostUser()
+	}
+	store := &reconcile.Store{Dir: dir}
+	for _, sp := range specs {
+		r, err := store.Approved(sp.Name)
+		if err != nil {
+			return err
+		}
+		here := reconcile.Owner{Workspace: filepath.Clean(sp.Dir), User: user}
+		if r != nil && r.Owner.Known() && r.Owner != here {
+			return &ForeignError{Sandbox: sp.Name, Owner: r.Owner, Here: here}
+		}
+	}
+	return nil
+}
+
 // Plan decides what apply would do, with the backend calls of each step.
 func (s *Session) Plan(adopt bool) (*reconcile.Changes, error) {
 	p := reconcile.Plan(s.Desired, s.Live, s.Records, s.Backend.Caps(), reconcile.Options{Adopt: adopt, DriverVersion: s.Version})
@@ -435,7 +521,7 @@ func (s *Session) Plan(adopt bool) (*reconcile.Changes, error) {
 
 // PlanDestroy decides what destroy would do.
 func (s *Session) PlanDestroy(adopt bool) (*reconcile.Changes, error) {
-	p := reconcile.PlanDestroy(s.Names(), s.Live, s.Records, s.Backend.Caps(), reconcile.Options{Adopt: adopt, DriverVersion: s.Version})
+	p := reconcile.PlanDestroy(s.Names(), s.Live, s.Records, s.Backend.Caps(), reconcile.Options{Adopt: adopt, DriverVersion: s.Version, Owners: s.owners()})
 	return p, s.prepare(p)
 }
 
@@ -538,7 +624,7 @@ func (s *Session) Apply(ctx context.Context, p *reconcile.Changes, adopt bool, o
 	}
 	var after *reconcile.Changes
 	if p.Kind == "destroy" {
-		after = reconcile.PlanDestroy(s.Names(), s.Live, s.Records, s.Backend.Caps(), reconcile.Options{Adopt: adopt})
+		after = reconcile.PlanDestroy(s.Names(), s.Live, s.Records, s.Backend.Caps(), reconcile.Options{Adopt: adopt, Owners: s.owners()})
 	} else {
 		desired, err := s.desire()
 		if err != nil {
@@ -561,7 +647,8 @@ func (e *NotCreatedError) Error() string {
 	return fmt.Sprintf("sandbox %q does not exist; create it with 'sbx apply'", e.Sandbox)
 }
 
-// One is the session's only sandbox, which must exist.
+// One is the session's only sandbox, which must exist and belong here
+// (Foreign).
 func (s *Session) One() (*spec.Spec, error) {
 	if len(s.Specs) != 1 {
 		return nil, fmt.Errorf("the files declare %d sandboxes; name one with -f", len(s.Specs))
@@ -569,6 +656,9 @@ func (s *Session) One() (*spec.Spec, error) {
 	sp := s.Specs[0]
 	if l := s.Live[sp.Name]; l == nil || !l.Exists {
 		return nil, &NotCreatedError{Sandbox: sp.Name}
+	}
+	if err := s.Foreign(sp); err != nil {
+		return nil, err
 	}
 	return sp, nil
 }

@@ -21,7 +21,9 @@ type Status struct {
 	Exists bool   `json:"exists"`
 	// Status is the backend's word for it: running, stopped, exited…
 	Status string `json:"status,omitempty"`
-	// State: in-sync, changes-pending, drifted, absent, unmanaged.
+	// State: in-sync, changes-pending, drifted, absent, unmanaged,
+	// other-workspace (it belongs to another workspace or user; the
+	// report's errors say whose).
 	State   string           `json:"state"`
 	Pending int              `json:"pending_changes"`
 	Drift   []reconcile.Diff `json:"drift"`
@@ -51,6 +53,8 @@ func (s *Session) Status() ([]Status, []string) {
 		}
 		c := byName[sp.Name]
 		switch {
+		case s.Foreign(sp) != nil:
+			r.State = "other-workspace"
 		case !r.Exists:
 			r.State = "absent"
 		case c == nil:

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
@@ -142,7 +143,7 @@ func (a *app) lifecycle(ctx context.Context, t *target, args []string, kind reco
 func lsVerb() *verb {
 	return &verb{
 		name:    "ls",
-		summary: "list every sandbox sbx manages on this machine, on every backend",
+		summary: "list your sandboxes sbx manages on this machine, on every backend",
 		usage:   "[flags]",
 		help: `Lists the sandboxes sbx manages: those it has a record of in its state
 directory, on every backend that answers, and those a backend marks as
@@ -152,12 +153,19 @@ file (as 'sbx status' says: in sync, changes pending, drifted, absent;
 undeclared when the file no longer declares it; unknown when the file or
 backend cannot be read). Nothing is changed and no host command runs.
 
+Only your sandboxes are listed (those sbx applied as your user, or has a
+record of in your state directory); those of the workspace you run it in
+are marked *. On a Docker daemon others share, --all also lists the other
+users' sandboxes, by name, status, user and workspace only, as the
+backend's listing labels them: sbx reads nothing of theirs.
+
 --json prints a versioned document (docs/ls-json.md). Docker's own forms,
 'sbx ls -q' and 'sbx ls --format F', run Docker's sbx.`,
 		dockerForm: hasFlag("-q", "--quiet", "--format"),
 		setup: func(fs *pflag.FlagSet) runFunc {
 			driver := fs.String("driver", "", "list only this driver's sandboxes: "+strings.Join(session.DriverNames(), ", "))
 			asJSON := fs.Bool("json", false, "print as a versioned JSON document (docs/ls-json.md)")
+			all := fs.Bool("all", false, "also list other users' sandboxes (name, status, user and workspace only)")
 			return func(ctx context.Context, a *app, args []string) int {
 				if len(args) > 0 {
 					return a.errorf("ls takes no arguments")
@@ -166,7 +174,13 @@ backend cannot be read). Nothing is changed and no host command runs.
 				if err != nil {
 					return a.errorf("%v", err)
 				}
-				l, err := session.List(ctx, session.ListOptions{Env: a.driverEnv(), StateDir: dir, Driver: *driver, HostValue: a.hostValues.add})
+				// The workspace ls runs in, as plan would find it; none
+				// is no error here.
+				here := ""
+				if f, err := session.Find("."); err == nil {
+					here = filepath.Dir(f)
+				}
+				l, err := session.List(ctx, session.ListOptions{Env: a.driverEnv(), StateDir: dir, Driver: *driver, HostValue: a.hostValues.add, All: *all, Here: here})
 				if err != nil {
 					return a.fail(err)
 				}
@@ -175,7 +189,17 @@ backend cannot be read). Nothing is changed and no host command runs.
 				}
 				tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "NAME\tDRIVER\tSTATUS\tSTATE\tFILE")
+				var others []session.Listed
+				marked := false
 				for _, r := range l.Sandboxes {
+					if r.State == "other-user" {
+						others = append(others, r)
+						continue
+					}
+					name := untrusted.Text(r.Name)
+					if r.Here {
+						name, marked = name+" *", true
+					}
 					status := r.Status
 					if !r.Exists {
 						status = "-"
@@ -188,9 +212,30 @@ backend cannot be read). Nothing is changed and no host command runs.
 					if file == "" {
 						file = "-"
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", untrusted.Text(r.Name), r.Driver, untrusted.Text(status), state, untrusted.Text(file))
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", name, r.Driver, untrusted.Text(status), state, untrusted.Text(file))
 				}
 				tw.Flush()
+				if marked {
+					fmt.Fprintf(a.stdout, "* belongs to this workspace (%s)\n", untrusted.Text(here))
+				}
+				if len(others) > 0 {
+					// What the backend's listing labels them with, and
+					// nothing else: they are other users'.
+					fmt.Fprintln(a.stdout, "\nOther users' sandboxes:")
+					tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+					fmt.Fprintln(tw, "NAME\tDRIVER\tSTATUS\tUSER\tWORKSPACE")
+					for _, r := range others {
+						user, ws := r.User, r.Workspace
+						if user == "" {
+							user, ws = "(unknown)", "(applied by an earlier sbx)"
+						}
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", untrusted.Text(r.Name), r.Driver, untrusted.Text(r.Status), untrusted.Text(user), untrusted.Text(ws))
+					}
+					tw.Flush()
+				}
+				if l.Others > 0 {
+					fmt.Fprintf(a.stdout, "%d sandboxes of other users are not listed; 'sbx ls --all' lists them.\n", l.Others)
+				}
 				for _, r := range l.Sandboxes {
 					if r.Detail != "" {
 						fmt.Fprintf(a.stdout, "%s (%s): %s\n", untrusted.Text(r.Name), r.Driver, untrusted.Line(r.Detail))
@@ -199,7 +244,7 @@ backend cannot be read). Nothing is changed and no host command runs.
 				for _, e := range l.Errors {
 					fmt.Fprintf(a.stderr, "sbx: %s\n", untrusted.Visible(e))
 				}
-				if len(l.Sandboxes) == 0 {
+				if len(l.Sandboxes) == 0 && l.Others == 0 {
 					fmt.Fprintln(a.stdout, "No sandboxes managed by sbx.")
 				}
 				return exitOK

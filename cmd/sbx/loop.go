@@ -175,7 +175,8 @@ func loopSubcommand(name string) *verb {
 	return nil
 }
 
-// loopSpecs loads the files without touching the backend.
+// loopSpecs loads the files without touching the backend, refusing a
+// sandbox of another workspace (session.CheckOwned) unless --adopt.
 func (a *app) loopSpecs(t *target) ([]*spec.Spec, error) {
 	res, err := session.Load(session.Options{Files: t.files, NoLocal: t.noLocal, Offline: true, HostValue: a.hostValues.add}, a.lookupEnv)
 	if err != nil {
@@ -183,6 +184,17 @@ func (a *app) loopSpecs(t *target) ([]*spec.Spec, error) {
 	}
 	if len(res.Specs) == 0 {
 		return nil, errors.New("the files declare no sandbox")
+	}
+	if !t.adopt {
+		// Loops share their sandbox's name: another workspace's is not
+		// this one's to read or stop.
+		dir, err := a.stateDir()
+		if err != nil {
+			return nil, err
+		}
+		if err := session.CheckOwned(dir, res.Specs, ""); err != nil {
+			return nil, err
+		}
 	}
 	return res.Specs, nil
 }

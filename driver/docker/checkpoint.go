@@ -210,25 +210,31 @@ func (d *Driver) ImportCheckpoint(ctx context.Context, name, archive string) err
 	return nil
 }
 
-// Managed lists the sandboxes whose containers carry sbx's labels (one
-// Engine API request).
-func (d *Driver) Managed(ctx context.Context) ([]string, error) {
+// Managed lists the sandboxes whose containers carry sbx's labels, with
+// their state and owner labels (one Engine API request: GET
+// /containers/json, ContainerSummary's Labels and State, Engine API
+// v1.41).
+func (d *Driver) Managed(ctx context.Context) ([]driver.Listed, error) {
 	q := labelFilter(driver.LabelManaged + "=true")
 	q.Set("all", "1")
 	data, err := d.api.do(ctx, http.MethodGet, "/containers/json", q, nil, "")
 	if err != nil {
 		return nil, err
 	}
-	var list []struct{ Labels map[string]string }
+	var list []struct {
+		Labels map[string]string
+		State  string
+	}
 	if err := json.Unmarshal(data, &list); err != nil {
 		return nil, fmt.Errorf("listing containers: %v", err)
 	}
-	var names []string
+	var out []driver.Listed
 	for _, c := range list {
 		if c.Labels[driver.LabelRole] == "sandbox" && c.Labels[driver.LabelSandbox] != "" {
-			names = append(names, c.Labels[driver.LabelSandbox])
+			out = append(out, driver.Listed{Name: c.Labels[driver.LabelSandbox], Status: c.State,
+				Owner: reconcile.Owner{Workspace: c.Labels[driver.LabelOwnerWorkspace], User: c.Labels[driver.LabelOwner]}})
 		}
 	}
-	sort.Strings(names)
-	return names, nil
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
 }

@@ -713,12 +713,14 @@ func (d *Driver) sandboxContainer(sp *spec.Spec, rec *reconcile.Record, prot *pr
 	// emptied, imported ones removed).
 	c.Labels[LabelCheckpoint] = sp.Template.Checkpoint
 	c.Labels[driver.LabelRecord] = ""
+	c.Labels[driver.LabelOwner], c.Labels[driver.LabelOwnerWorkspace] = "", ""
 	if rec != nil {
 		data, err := json.Marshal(rec)
 		if err != nil {
 			return nil, err
 		}
 		c.Labels[driver.LabelRecord] = string(data)
+		c.Labels[driver.LabelOwner], c.Labels[driver.LabelOwnerWorkspace] = rec.Owner.User, rec.Owner.Workspace
 	}
 	c.User = sp.User
 	c.Labels[labelUser] = sp.User

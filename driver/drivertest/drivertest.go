@@ -58,6 +58,48 @@ func Run(t *testing.T, h Harness) {
 	t.Run("lifecycle", func(t *testing.T) { lifecycle(t, h) })
 }
 
+// anotherWorkspace: the sandbox belongs to the suite's workspace; the
+// same file in another checkout (or a user's other account) is refused by
+// plan and destroy, and nothing is planned for it. Where the backend keeps
+// the record with the sandbox (labels, annotations), it carries the owner,
+// so that the refusal holds without this machine's records (another
+// user's state directory); elsewhere the state directory's record is the
+// only marker, and it carries the owner.
+func anotherWorkspace(t *testing.T, w *world, sp *spec.Spec) {
+	caps := w.d.Caps()
+	live := w.observe()
+	l := live[w.name]
+	if r := w.records[w.name]; r == nil || r.Owner != w.owner() {
+		t.Fatalf("the record of the applied sandbox has owner %+v, want %+v", r, w.owner())
+	}
+	elsewhere := []reconcile.Owner{
+		{Workspace: w.dir + "-worktree", User: "conform-a"}, // a second checkout
+		{Workspace: w.dir, User: "conform-b"},               // another user, the same path
+	}
+	records := []map[string]*reconcile.Record{w.records}
+	if l.Record != nil {
+		if l.Record.Owner != w.owner() {
+			t.Errorf("the record the backend keeps has owner %+v, want %+v", l.Record.Owner, w.owner())
+		}
+		records = append(records, map[string]*reconcile.Record{w.name: l.Record})
+	}
+	for _, o := range elsewhere {
+		for _, recs := range records {
+			d := w.desired(sp)
+			d.Owner = o
+			p := reconcile.Plan([]reconcile.Desired{d}, live, recs, caps, reconcile.Options{})
+			want := fmt.Sprintf("sandbox %q belongs to %s, not to this workspace (%s)", w.name, w.owner(), o.Workspace)
+			if len(p.Errors) != 1 || !strings.HasPrefix(p.Errors[0], want) || len(p.Sandboxes) != 0 {
+				t.Errorf("plan from %s: errors %q, %d sandboxes; want one refusal %q", o, p.Errors, len(p.Sandboxes), want)
+			}
+			pd := reconcile.PlanDestroy([]string{w.name}, live, recs, caps, reconcile.Options{Owners: map[string]reconcile.Owner{w.name: o}})
+			if len(pd.Errors) != 1 || !strings.HasPrefix(pd.Errors[0], want) || len(pd.Sandboxes) != 0 {
+				t.Errorf("destroy from %s: errors %q; want one refusal", o, pd.Errors)
+			}
+		}
+	}
+}
+
 // allFields are the fields a capability table must have a row for.
 var allFields = []reconcile.Field{
 	reconcile.FieldAgent, reconcile.FieldTemplate, reconcile.FieldTemplateBuild, reconcile.FieldWorkspace,
@@ -145,7 +187,14 @@ func (w *world) desired(sp *spec.Spec) reconcile.Desired {
 	if err != nil {
 		w.t.Fatal(err)
 	}
+	des.Owner = w.owner()
 	return des
+}
+
+// owner is whom the suite's sandbox belongs to: its base file's directory
+// and a user of the suite's.
+func (w *world) owner() reconcile.Owner {
+	return reconcile.Owner{Workspace: w.dir, User: "conform-a"}
 }
 
 // plan plans sp and prepares the plan's calls.
@@ -295,6 +344,8 @@ func lifecycle(t *testing.T, h Harness) {
 	if caps.Of(reconcile.FieldWorkspace).Readable && l.Workspace.Path != sp.Workspace.Path {
 		t.Errorf("observed workspace %q, created with %q", l.Workspace.Path, sp.Workspace.Path)
 	}
+
+	t.Run("another workspace", func(t *testing.T) { anotherWorkspace(t, w, sp) })
 
 	t.Run("no-op", func(t *testing.T) {
 		p, _ := w.plan(sp)

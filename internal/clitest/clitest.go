@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -154,6 +155,9 @@ func Params(t *testing.T, files []string, version string) testscript.Params {
 				own = built
 			}
 			e.Setenv("OWN_SBX", own) // this sbx, by path
+			if u, err := user.Current(); err == nil {
+				e.Setenv("HOST_USER", u.Username) // whom sbx records as a sandbox's owner
+			}
 			e.Setenv("FAKE_SBX_STATE", filepath.Join(e.WorkDir, ".fake", "sbx.json"))
 			e.Setenv("FAKE_SBX_LOG", filepath.Join(e.WorkDir, "sbx.log"))
 			e.Setenv("FAKE_SBX_VERSION", version)
