@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os/exec"
 	"strings"
 
 	"github.com/sbxhq/sbx/driver"
@@ -25,7 +26,7 @@ func (d *Driver) Checks(ctx context.Context) []driver.Check {
 	if err != nil {
 		return append(cs, driver.Check{Name: "cluster", Detail: err.Error()})
 	}
-	cs = append(cs, driver.Check{Name: "cluster", OK: true, Detail: "Kubernetes " + vs.serverGit + " answers (" + p.String() + ")"}, vs.skewCheck(d.opts.Kubectl))
+	cs = append(cs, driver.Check{Name: "cluster", OK: true, Detail: "Kubernetes " + vs.serverGit + " answers (" + p.String() + ")"}, vs.skewCheck(kubectlPath(d.opts.Kubectl)))
 	for _, r := range []struct{ group, resource, why string }{
 		{"agents.x-k8s.io", "sandboxes", "install agent-sandbox v1.0 or later (its CRDs and controller)"},
 		{"extensions.agents.x-k8s.io", "sandboxwarmpools", "only kubernetes.warmPool needs it: run agent-sandbox's controller with --extensions"},
@@ -111,6 +112,14 @@ func (vs versions) skewCheck(kubectl string) driver.Check {
 			vs.clientGit, kubectl, vs.serverGit, vs.server[0], vs.server[1]-1, vs.server[0], vs.server[1], vs.server[0], vs.server[1]+1)
 	}
 	return c
+}
+
+// kubectlPath is where kubectl is found, to name it in a message.
+func kubectlPath(kubectl string) string {
+	if p, err := exec.LookPath(kubectl); err == nil {
+		return p
+	}
+	return kubectl
 }
 
 func oneLine(err error) string {

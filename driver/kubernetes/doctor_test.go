@@ -21,7 +21,9 @@ func TestSkewCheck(t *testing.T) {
 		return string(b)
 	}
 	old, same := read("kubectl-1.32.json"), read("kubectl-1.35.json")
-	withClient := func(v string) string { return strings.Replace(same, `"gitVersion": "v1.35.4"`, `"gitVersion": "`+v+`"`, 1) }
+	withClient := func(v string) string {
+		return strings.Replace(same, `"gitVersion": "v1.35.4"`, `"gitVersion": "`+v+`"`, 1)
+	}
 	for _, tc := range []struct {
 		name, doc string
 		warn      bool
