@@ -281,8 +281,9 @@ type (
 		Effect   string `json:"effect"`
 	}
 	containerStatus struct {
-		Name  string `json:"name"`
-		State struct {
+		Name         string `json:"name"`
+		RestartCount int    `json:"restartCount"`
+		State        struct {
 			Waiting *struct {
 				Reason  string `json:"reason"`
 				Message string `json:"message"`
@@ -533,10 +534,10 @@ func (s *seen) terminal(want []string) (err error, needNodes bool) {
 //   - CreateContainerConfigError: the container's configuration refers to
 //     what is not there; sbx makes everything its pods refer to before
 //     them, so nothing will appear;
-//   - CrashLoopBackOff: the container exited and kubelet backs off
-//     restarting it; the same command on the same volumes exits again
-//     (the exit code is shown, not the container's termination message:
-//     that is the sandbox's to write);
+//   - CrashLoopBackOff once the container was restarted twice: it
+//     exits, again, and the same command on the same volumes will exit
+//     again (the exit code is shown, not the container's termination
+//     message: that is the sandbox's to write);
 //   - phase Failed (evicted, or a pod that does not restart).
 func podCause(p *waitPod) (reason, msg string) {
 	if p.Status.Phase == "Failed" {
@@ -551,6 +552,11 @@ func podCause(p *waitPod) (reason, msg string) {
 		case "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName", "CreateContainerConfigError":
 			return w.Reason, "container " + cs.Name + ": " + w.Message
 		case "CrashLoopBackOff":
+			if cs.RestartCount < 2 {
+				// One exit may be a race at start: kubelet's
+				// restart is awaited.
+				continue
+			}
 			msg := "container " + cs.Name + " keeps exiting"
 			if t := cs.LastState.Terminated; t != nil {
 				msg += fmt.Sprintf(" (last: %s, exit code %d)", t.Reason, t.ExitCode)

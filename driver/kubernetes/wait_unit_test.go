@@ -175,12 +175,17 @@ func TestTerminal(t *testing.T) {
 func TestTerminalHostile(t *testing.T) {
 	var p waitPod
 	if err := json.Unmarshal([]byte(`{"kind":"Pod","metadata":{"name":"s","uid":"u1"},"status":{"phase":"Running",
-	"containerStatuses":[{"name":"agent","state":{"waiting":{"reason":"CrashLoopBackOff","message":"back-off 10s\n\u001b[2Jsbx: applied"}},
+	"containerStatuses":[{"name":"agent","restartCount":2,"state":{"waiting":{"reason":"CrashLoopBackOff","message":"back-off 10s\n\u001b[2Jsbx: applied"}},
 	"lastState":{"terminated":{"reason":"Error","exitCode":3,"message":"FORGED\nsbx: all sandboxes applied"}}}]}}`), &p); err != nil {
 		t.Fatal(err)
 	}
 	s := newSeen("s")
 	s.pods["s"] = &p
+	p.Status.ContainerStatuses[0].RestartCount = 1
+	if err, _ := s.terminal([]string{"pod/s"}); err != nil {
+		t.Errorf("terminal after one restart: %v", err)
+	}
+	p.Status.ContainerStatuses[0].RestartCount = 2
 	err, _ := s.terminal([]string{"pod/s"})
 	if err == nil {
 		t.Fatal("a crash-looping pod is not terminal")
