@@ -69,8 +69,14 @@ func (e *NotReadyError) Error() string {
 
 // waitDesc is how a plan shows a wait for objs (waitReady).
 func (d *Driver) waitDesc(p place, name string, objs ...string) string {
+	also := "and the Warning events"
+	for _, o := range objs {
+		if strings.HasPrefix(o, "sandboxes.agents.x-k8s.io/") {
+			also = "and its Sandbox, claim and Warning events"
+		}
+	}
 	return runner.Quote(d.kubectl(p, "get", "pods", "-l", driver.LabelSandbox+"="+name, "--watch", "-o", "json", "--output-watch-events")) +
-		"  # and its Sandbox, claim and Warning events, until " + strings.Join(objs, " and ") + " Ready; fails on a cause that will not clear by itself, or after " + waitFor.String()
+		"  # " + also + ", until " + strings.Join(objs, " and ") + " Ready; fails on a cause that will not clear by itself, or after " + waitFor.String()
 }
 
 // waitReady waits for objs ("pod/NAME", "sandboxes.agents.x-k8s.io/NAME",
