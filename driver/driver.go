@@ -251,9 +251,12 @@ type Claimer interface {
 
 // Check is one line of a backend's own report in sbx doctor.
 type Check struct {
-	Name   string
-	OK     bool
-	Info   bool // neither ok nor a problem: what cannot be known yet
+	Name string
+	OK   bool
+	Info bool // neither ok nor a problem: what cannot be known yet
+	// Warn marks a check that is not OK but does not stop the backend
+	// from working (a kubectl outside its supported version skew).
+	Warn   bool
 	Detail string
 }
 

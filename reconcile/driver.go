@@ -429,6 +429,11 @@ type Caps struct {
 	// installed inside the sandbox ("its network log (sbx netlog)"); a
 	// replace plan says so.
 	ReplaceLoses string
+	// StopKeeps says what sbx stop keeps and what it loses on this
+	// backend, as the sentence after `Stopped sandbox "NAME"; ` (stops
+	// differ: docker keeps the container's filesystem, kubernetes deletes
+	// the pod and keeps only the workspace volume).
+	StopKeeps string
 }
 
 // Of returns the row for f; a field the table omits is unsupported.

@@ -80,6 +80,8 @@ func (a *app) doctor(ctx context.Context) int {
 				switch {
 				case c.Info:
 					mark = "note"
+				case c.Warn:
+					mark = "warning"
 				case !c.OK:
 					mark = "PROBLEM"
 				}

@@ -29,10 +29,13 @@ func stopVerb() *verb {
 		name:    "stop",
 		summary: "stop the declared sandboxes without removing them",
 		usage:   "[flags]",
-		help: `Stops the sandboxes the files declare; what was installed inside them stays.
-docker: both containers (the sandbox and its egress proxy); sbx: sbx stop;
-docker-sandbox: docker sandbox stop. -v prints each backend call as 'sbx
-plan' shows it.
+		help: `Stops the sandboxes the files declare. docker: both containers (the
+sandbox and its egress proxy), their filesystems kept, so what was
+installed inside stays; sbx: sbx stop, and docker-sandbox: docker sandbox
+stop, both keeping the VM's state; kubernetes: the Sandbox is suspended,
+which deletes its pod and keeps its workspace volume, so the workspace
+stays but what was installed outside it is lost. -v prints each backend
+call as 'sbx plan' shows it.
 
 ` + lifecycleHelp + `
 
@@ -127,14 +130,19 @@ func (a *app) lifecycle(ctx context.Context, t *target, args []string, kind reco
 		}
 		return a.errorf("%v", err)
 	}
+	// What the backend's stop keeps (its capability table's StopKeeps).
+	keeps := ""
+	if k := s.Backend.Caps().StopKeeps; k != "" {
+		keeps = "; " + k
+	}
 	for _, lc := range todo {
 		switch {
 		case kind == reconcile.StepStart:
 			fmt.Fprintf(a.stdout, "Started sandbox %q.\n", lc.Sandbox)
 		case s.StatusDeclared():
-			fmt.Fprintf(a.stdout, "Stopped sandbox %q; what was installed inside stays. 'sbx start' or 'sbx apply' starts it again (until then 'sbx plan' shows it as a change).\n", lc.Sandbox)
+			fmt.Fprintf(a.stdout, "Stopped sandbox %q%s. 'sbx start' or 'sbx apply' starts it again (until then 'sbx plan' shows it as a change).\n", lc.Sandbox, keeps)
 		default:
-			fmt.Fprintf(a.stdout, "Stopped sandbox %q; what was installed inside stays. The %s backend starts it again for the next 'sbx shell' or 'sbx loop'.\n", lc.Sandbox, s.Backend.Name())
+			fmt.Fprintf(a.stdout, "Stopped sandbox %q%s. The %s backend starts it again for the next 'sbx shell' or 'sbx loop'.\n", lc.Sandbox, keeps, s.Backend.Name())
 		}
 	}
 	return exitOK

@@ -23,7 +23,11 @@ const (
 func Capabilities() reconcile.Caps {
 	const d = "docker"
 	return reconcile.Caps{Driver: d, Defaults: spec.Resources{Memory: DefaultMemory, Pids: DefaultPids}, Hardening: Hardening, Protects: true, NetworkAtCreate: true,
-		ReplaceLoses: "the sandbox's network log (sbx netlog): it is its egress proxy's, which is replaced with it", Fields: map[reconcile.Field]reconcile.Cap{
+		ReplaceLoses: "the sandbox's network log (sbx netlog): it is its egress proxy's, which is replaced with it",
+		// docker stop keeps a container's filesystem (docker start runs
+		// the same container again).
+		StopKeeps: "its containers are stopped, their filesystems kept: what was installed inside stays",
+		Fields: map[reconcile.Field]reconcile.Cap{
 			reconcile.FieldAgent:           reconcile.ReplaceCap(d, "the agent", true),
 			reconcile.FieldTemplate:        reconcile.ReplaceCap(d, "the template", true),
 			reconcile.FieldTemplateBuild:   reconcile.ReplaceCap(d, "the template", false),

@@ -84,7 +84,7 @@ func TestStopStart(t *testing.T) {
 	e.must("shell", "--", "sh", "-c", "echo kept > /inside")
 
 	out := e.must("stop", "-v")
-	for _, want := range []string{`[1/1] stop sandbox "` + e.name + `"`, `Stopped sandbox "` + e.name + `"`, "'sbx plan' shows it as a change"} {
+	for _, want := range []string{`[1/1] stop sandbox "` + e.name + `"`, `Stopped sandbox "` + e.name + `"; its containers are stopped, their filesystems kept: what was installed inside stays.`, "'sbx plan' shows it as a change"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stop output lacks %q:\n%s", want, out)
 		}

@@ -115,6 +115,9 @@ func capabilities(t *testing.T, d driver.Backend) {
 	if caps.Driver != d.Name() {
 		t.Errorf("Caps().Driver = %q, driver name %q", caps.Driver, d.Name())
 	}
+	if caps.StopKeeps == "" {
+		t.Error("Caps().StopKeeps is empty: sbx stop says what a stop keeps on each backend")
+	}
 	for _, f := range allFields {
 		c, ok := caps.Fields[f]
 		if !ok {

@@ -23,9 +23,6 @@ import (
 	"github.com/sbxhq/sbx/spec"
 )
 
-// waitTimeout bounds each wait for a pod or Sandbox to be Ready or gone.
-const waitTimeout = "180s"
-
 // Calls turns a step into kubectl (and, for builds, docker) commands.
 func (d *Driver) Calls(s reconcile.Step, sp *spec.Spec, live *reconcile.Live) ([]reconcile.Call, error) {
 	name := s.Sandbox
@@ -57,7 +54,7 @@ func (d *Driver) Calls(s reconcile.Step, sp *spec.Spec, live *reconcile.Live) ([
 	case reconcile.StepStart:
 		return []reconcile.Call{
 			d.command(p, "patch", "sandboxes.agents.x-k8s.io", name, "--type=merge", "-p", `{"spec":{"operatingMode":"Running"}}`),
-			d.command(p, "wait", "--for=condition=Ready", "sandboxes.agents.x-k8s.io/"+name, "--timeout="+waitTimeout),
+			d.waitCall(p, name, "sandboxes.agents.x-k8s.io/"+name),
 			d.prepareCall(sp, p, false),
 		}, nil
 	case reconcile.StepSetNetwork:
@@ -68,11 +65,19 @@ func (d *Driver) Calls(s reconcile.Step, sp *spec.Spec, live *reconcile.Live) ([
 		return d.poolCalls(sp, p, o)
 	case reconcile.StepVerify:
 		return []reconcile.Call{
-			d.command(p, "wait", "--for=condition=Ready", "sandboxes.agents.x-k8s.io/"+name, "pod/"+egressPodName(name), "--timeout="+waitTimeout),
+			d.waitCall(p, name, "sandboxes.agents.x-k8s.io/"+name, "pod/"+egressPodName(name)),
 			d.prepareCall(sp, p, false),
 		}, nil
 	}
 	return nil, fmt.Errorf("the kubernetes driver cannot %s", s.Kind)
+}
+
+// waitCall is a plan's wait for objs of sandbox name to be Ready
+// (waitReady).
+func (d *Driver) waitCall(p place, name string, objs ...string) reconcile.Call {
+	return reconcile.Call{Desc: d.waitDesc(p, name, objs...), Run: func(ctx context.Context) error {
+		return d.waitReady(ctx, p, name, objs...)
+	}}
 }
 
 // command is one kubectl command of a plan.
@@ -183,7 +188,7 @@ func (d *Driver) createCalls(sp *spec.Spec, rec *reconcile.Record, live *reconci
 		runner.Quote(d.kubectl(p, applyArgs...))+
 			"  # Pod "+egressPodName(n)+" (sbx __egress-proxy, the policy of sandbox.yaml), NetworkPolicy "+sandboxPolicyName(n)+" and "+egressPolicyName(n)+
 			", Sandbox "+n+" ("+image+", workspace claim "+claimName(n)+")",
-		runner.Quote(d.kubectl(p, "wait", "--for=condition=Ready", "pod/"+egressPodName(n), "sandboxes.agents.x-k8s.io/"+n, "--timeout="+waitTimeout)))
+		d.waitDesc(p, n, "pod/"+egressPodName(n), "sandboxes.agents.x-k8s.io/"+n))
 	if replace {
 		steps = append(steps, "the workspace volume "+claimName(n)+" is kept, with the agent's work")
 	} else {
@@ -355,64 +360,6 @@ func parseNodeAddrs(out []byte) ([]string, error) {
 		}
 	}
 	return addrs, nil
-}
-
-// waitReady waits for objects to be Ready; when they are not, the error
-// says why as far as the cluster tells (an image that cannot be pulled,
-// a claim with no volume).
-func (d *Driver) waitReady(ctx context.Context, p place, name string, objs ...string) error {
-	args := append([]string{"wait", "--for=condition=Ready"}, objs...)
-	_, err := d.run(ctx, p, append(args, "--timeout="+waitTimeout)...)
-	if err == nil {
-		return nil
-	}
-	if why := d.whyNotReady(context.WithoutCancel(ctx), p, name); why != "" {
-		return fmt.Errorf("%w\n%s", err, why)
-	}
-	return err
-}
-
-// whyNotReady summarises the events of a sandbox's pods and claim.
-func (d *Driver) whyNotReady(ctx context.Context, p place, name string) string {
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	out, err := d.run(ctx, p, "get", "events", "--field-selector", "type=Warning", "-o", "json")
-	if err != nil {
-		return ""
-	}
-	var l struct {
-		Items []struct {
-			InvolvedObject struct {
-				Kind string `json:"kind"`
-				Name string `json:"name"`
-			} `json:"involvedObject"`
-			Reason  string `json:"reason"`
-			Message string `json:"message"`
-		} `json:"items"`
-	}
-	if json.Unmarshal(out, &l) != nil {
-		return ""
-	}
-	var lines []string
-	seen := map[string]bool{}
-	for _, e := range l.Items {
-		o := e.InvolvedObject.Name
-		if o != name && o != egressPodName(name) && o != claimName(name) {
-			continue
-		}
-		line := fmt.Sprintf("  %s %s: %s: %s", e.InvolvedObject.Kind, o, e.Reason, e.Message)
-		if !seen[line] {
-			seen[line] = true
-			lines = append(lines, line)
-		}
-	}
-	if len(lines) > 10 {
-		lines = lines[len(lines)-10:]
-	}
-	if len(lines) == 0 {
-		return ""
-	}
-	return "the cluster's warnings:\n" + strings.Join(lines, "\n")
 }
 
 // seeded reports whether the sandbox's workspace claim holds the host
@@ -731,10 +678,7 @@ func (d *Driver) repairCalls(sp *spec.Spec, p place, parts []string) ([]reconcil
 	}
 	calls := []reconcile.Call{apply}
 	if proxy {
-		calls = append(calls, reconcile.Call{
-			Desc: runner.Quote(d.kubectl(p, "wait", "--for=condition=Ready", "pod/"+egressPodName(n), "--timeout="+waitTimeout)),
-			Run:  func(ctx context.Context) error { return d.waitReady(ctx, p, n, "pod/"+egressPodName(n)) },
-		})
+		calls = append(calls, d.waitCall(p, n, "pod/"+egressPodName(n)))
 	}
 	return calls, nil
 }

@@ -26,6 +26,10 @@ func Capabilities() reconcile.Caps {
 		return reconcile.Cap{Mode: reconcile.Replace, Readable: readable, Reason: podTemplateReason}
 	}
 	return reconcile.Caps{Driver: d, Defaults: spec.Resources{Memory: DefaultMemory}, Hardening: Hardening, Protects: true, NetworkAtCreate: true,
+		// A suspended Sandbox has no pod (agent-sandbox deletes it, and
+		// the stop waits until it is gone); its workspace claim stays,
+		// and start makes a new pod from the template.
+		StopKeeps: "its pod is deleted and its workspace volume kept: the workspace stays, but what was installed outside it is lost (start makes a new pod from the template)",
 		Constraints: reconcile.Constraints{DNSLabelNames: MaxName,
 			// policies: ipBlock.except holds every blocked range.
 			BlockedBeatsAllow: "the kubernetes driver's NetworkPolicy keeps every blocked range closed to the egress proxy's pod (ipBlock.except)",

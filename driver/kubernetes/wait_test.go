@@ -1,0 +1,116 @@
+package kubernetes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestWaitFailsOnCause: on the test cluster, a sandbox that cannot become
+// Ready fails its apply with the cause the cluster reports, not after the
+// time limit: the error is a *NotReadyError with the cluster's reason,
+// which only a cause sets (the time limit leaves Reason empty), and the
+// wait runs under a context without a deadline. Nothing of the sandbox
+// stays.
+func TestWaitFailsOnCause(t *testing.T) {
+	t.Parallel()
+	t.Run("image", func(t *testing.T) {
+		t.Parallel()
+		c := newCluster(t, 1)
+		// A registry address the test owns, on loopback, that refuses
+		// every pull: the cluster has no registry, and the image is
+		// pulled with the driver's imagePullPolicy (IfNotPresent).
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			for {
+				conn, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				conn.Close()
+			}
+		}()
+		t.Cleanup(func() { ln.Close() })
+		image := fmt.Sprintf("%s/sbx-missing-%s:none", ln.Addr(), runID)
+		d := c.driver(0)
+		b := newBox(t, d, "pull-"+runID)
+		head := strings.Replace(c.head(), "template: ", "template: "+image+"\n# ", 1)
+		sp := b.spec(head + "  egress: advisory\n")
+		start := time.Now()
+		_, err = b.apply(sp)
+		t.Logf("apply failed after %s", time.Since(start))
+		nr := notReady(t, err)
+		if nr.Reason != "ImagePullBackOff" || nr.Object != "pod/"+b.name || !strings.Contains(nr.Message, image) {
+			t.Errorf("apply failed with %q %q %q, want ImagePullBackOff of pod/%s naming %s\n%v", nr.Reason, nr.Object, nr.Message, b.name, image, err)
+		}
+		if left := c.labelled(b.name); len(left) > 0 {
+			t.Errorf("the failed create left %v", left)
+		}
+	})
+	t.Run("claim", func(t *testing.T) {
+		t.Parallel()
+		c := newCluster(t, 0)
+		class := "sbx-no-such-class-" + runID
+		b := newBox(t, c.driver(0), "claim-"+runID)
+		head := strings.Replace(c.head(), "storageClass: "+c.class, "storageClass: "+class, 1)
+		sp := b.spec(head + "  egress: advisory\n")
+		start := time.Now()
+		_, err := b.apply(sp)
+		t.Logf("apply failed after %s", time.Since(start))
+		nr := notReady(t, err)
+		if nr.Reason != "ProvisioningFailed" || nr.Object != "persistentvolumeclaim/"+claimName(b.name) || !strings.Contains(nr.Message, `"`+class+`" not found`) {
+			t.Errorf("apply failed with %q %q %q, want ProvisioningFailed of the claim naming %s\n%v", nr.Reason, nr.Object, nr.Message, class, err)
+		}
+		if left := c.labelled(b.name); len(left) > 0 {
+			t.Errorf("the failed create left %v", left)
+		}
+	})
+	t.Run("unschedulable", func(t *testing.T) {
+		t.Parallel()
+		// The pod is the test's own (labelled as a sandbox's), so that
+		// its request is exactly one no node has, whatever requests the
+		// driver derives from a file.
+		c := newCluster(t, 0)
+		d := c.driver(0)
+		name := "big-" + runID
+		c.KubectlInput(t, fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: %s, namespace: %s, labels: {dev.sbx.sandbox: %s}}
+spec:
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: agent
+    image: busybox-none
+    imagePullPolicy: Never
+    resources: {requests: {memory: 64Ti}, limits: {memory: 64Ti}}
+`, name, c.ns, name), "create", "-f", "-")
+		start := time.Now()
+		err := d.waitReady(context.Background(), place{namespace: c.ns}, name, "pod/"+name)
+		t.Logf("the wait failed after %s", time.Since(start))
+		nr := notReady(t, err)
+		if nr.Reason != "Unschedulable" || nr.Object != "pod/"+name || !strings.Contains(nr.Message, "more than any node") || !strings.Contains(nr.Message, "Insufficient memory") {
+			t.Errorf("the wait failed with %q %q %q, want Unschedulable naming the request and the scheduler's message\n%v", nr.Reason, nr.Object, nr.Message, err)
+		}
+	})
+}
+
+func notReady(t *testing.T, err error) *NotReadyError {
+	t.Helper()
+	t.Logf("the error: %v", err)
+	var nr *NotReadyError
+	if !errors.As(err, &nr) {
+		t.Fatalf("got %v, want a *NotReadyError", err)
+	}
+	if nr.Reason == "" {
+		t.Fatalf("the wait ended at its time limit, not on a cause:\n%v", err)
+	}
+	return nr
+}
