@@ -24,6 +24,7 @@ import (
 
 	"github.com/sbxhq/sbx/driver/runner"
 	"github.com/sbxhq/sbx/egress"
+	"github.com/sbxhq/sbx/reconcile"
 )
 
 // engine asks the Docker Engine API of the daemon the docker CLI uses for
@@ -531,6 +532,13 @@ func errNoImage(err error) bool {
 // createContainer creates a container and returns its ID.
 func (e *engine) createContainer(ctx context.Context, name string, c *containerSpec) (string, error) {
 	data, err := e.doJSON(ctx, http.MethodPost, "/containers/create", url.Values{"name": {name}}, c)
+	var ae *apiError
+	if errors.As(err, &ae) && ae.Status == http.StatusConflict {
+		// The daemon's answer when the name is taken (moby
+		// daemon/names.go, errdefs.Conflict: "The container name … is
+		// already in use by container …").
+		return "", fmt.Errorf("the container name %s is in use by a container this sandbox's remove step did not remove (%w): remove or rename that container, or take it over with --adopt: %v", name, reconcile.ErrNameInUse, err)
+	}
 	if err != nil {
 		return "", err
 	}
