@@ -79,11 +79,11 @@ func (d *Driver) Calls(s reconcile.Step, sp *spec.Spec, live *reconcile.Live) ([
 			// without --adopt): the containers found by the sandbox's
 			// names go, by the ids the plan saw, so one put there since
 			// is not removed (the create then says the name is in use).
-			return []reconcile.Call{{Desc: fmt.Sprintf("remove the containers sbx did not create that hold the sandbox's names, %s (ids %s, as the plan found them), and anything labelled %s=%s (Engine API)",
+			return []reconcile.Call{{Desc: fmt.Sprintf("remove the containers sbx did not create that hold the sandbox's names, %s (ids %s, as the plan found them; their volumes stay), and anything labelled %s=%s (Engine API)",
 				containerName(name), strings.Join(shortIDs(foreign), ", "), driver.LabelSandbox, name),
 				Run: func(ctx context.Context) error {
 					for _, id := range foreign {
-						if err := d.api.removeContainer(ctx, id); err != nil {
+						if err := d.api.removeKeepingVolumes(ctx, id); err != nil {
 							return err
 						}
 					}

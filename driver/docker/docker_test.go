@@ -611,11 +611,19 @@ func TestAdoptUnmanagedContainer(t *testing.T) {
 	requireDocker(t)
 	b := newBox(t, "e2e-adopt")
 	exec.Command("docker", "rm", "-f", containerName(b.name)).Run()
-	if out, err := exec.Command("docker", "run", "-d", "--name", containerName(b.name), testImage, "sleep", "600").CombinedOutput(); err != nil {
+	// The container has an anonymous volume (what docker rm -v would
+	// remove): adopting replaces the container, never its owner's data.
+	if out, err := exec.Command("docker", "run", "-d", "--name", containerName(b.name), "-v", "/data", testImage, "sleep", "600").CombinedOutput(); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
 	defer exec.Command("docker", "rm", "-f", containerName(b.name)).Run()
 	foreign := b.containerID(containerName(b.name))
+	vol, err := exec.Command("docker", "inspect", "-f", "{{range .Mounts}}{{.Name}}{{end}}", foreign).Output()
+	data := strings.TrimSpace(string(vol))
+	if err != nil || data == "" {
+		t.Fatalf("the container's volume: %v %q", err, vol)
+	}
+	defer exec.Command("docker", "volume", "rm", "-f", data).Run()
 	sp := b.spec("")
 	p := b.planWith(sp, reconcile.Options{Adopt: true})
 	if err := p.Err(); err != nil {
@@ -635,6 +643,9 @@ func TestAdoptUnmanagedContainer(t *testing.T) {
 	}
 	if out, code := b.sh("echo adopted", nil); code != 0 || strings.TrimSpace(out) != "adopted" {
 		t.Errorf("exec in the adopted sandbox: %d %q", code, out)
+	}
+	if err := exec.Command("docker", "volume", "inspect", data).Run(); err != nil {
+		t.Errorf("adopting removed the container's volume %s: %v", data, err)
 	}
 }
 

@@ -450,6 +450,17 @@ func (e *engine) removeContainer(ctx context.Context, id string) error {
 	return err
 }
 
+// removeKeepingVolumes removes a container sbx did not create (adopting
+// it): as docker rm -f, without -v, so its anonymous volumes stay for
+// their owner. One already gone is not an error.
+func (e *engine) removeKeepingVolumes(ctx context.Context, id string) error {
+	_, err := e.do(ctx, http.MethodDelete, "/containers/"+url.PathEscape(id), url.Values{"force": {"1"}}, nil, "")
+	if notFound(err) {
+		return nil
+	}
+	return err
+}
+
 // removeVolume removes a volume; one already gone is not an error.
 func (e *engine) removeVolume(ctx context.Context, name string) error {
 	_, err := e.do(ctx, http.MethodDelete, "/volumes/"+url.PathEscape(name), url.Values{"force": {"1"}}, nil, "")
