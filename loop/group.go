@@ -17,6 +17,7 @@ type ShellGrouper struct{}
 // Group wraps argv.
 func (ShellGrouper) Group(argv []string, pidfile string) []string {
 	script := `p="$1"; shift
+[ -d "${p%/*}" ] || mkdir -m 1777 "${p%/*}" 2>/dev/null
 command -v "$1" >/dev/null 2>&1 || { echo "` + MissingCommand + `$1" >&2; exit 127; }
 if setsid -w true >/dev/null 2>&1; then
   setsid -w sh -c 'echo $$ > "$0"; exec "$@"' "$p" "$@"

@@ -11,11 +11,31 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 )
+
+// writePidfile records the group's pid. A template without the pid file's
+// directory (an image FROM scratch has no /tmp) gets it, as /tmp is
+// everywhere else: world-writable and sticky.
+func writePidfile(pidfile string, pgid int) error {
+	data := []byte(strconv.Itoa(pgid) + "\n")
+	err := os.WriteFile(pidfile, data, 0o600)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	dir := filepath.Dir(pidfile)
+	switch err := os.Mkdir(dir, fs.ModePerm|fs.ModeSticky); {
+	case err == nil:
+		os.Chmod(dir, fs.ModePerm|fs.ModeSticky) // past the umask
+	case !errors.Is(err, fs.ErrExist):
+		return err
+	}
+	return os.WriteFile(pidfile, data, 0o600)
+}
 
 // RunGroupMain is `sbx __run-group PIDFILE -- ARGV...`, run inside the
 // sandbox: it starts ARGV as the leader of a new process group, writes the
@@ -54,7 +74,7 @@ func RunGroupMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		return 126
 	}
 	pgid := cmd.Process.Pid
-	if err := os.WriteFile(pidfile, []byte(strconv.Itoa(pgid)+"\n"), 0o600); err != nil {
+	if err := writePidfile(pidfile, pgid); err != nil {
 		fmt.Fprintf(stderr, "sbx: %v\n", err)
 	}
 	defer os.Remove(pidfile)

@@ -130,3 +130,30 @@ func TestKillReachesDetached(t *testing.T) {
 		})
 	}
 }
+
+// TestPidfileDirectoryMissing: in a template without the pid file's
+// directory (FROM scratch: no /tmp) both groupers make it, world-writable
+// and sticky as /tmp is, and print nothing about the pid file.
+func TestPidfileDirectoryMissing(t *testing.T) {
+	t.Run("helper", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "tmp")
+		var out bytes.Buffer
+		if code := RunGroupMain([]string{filepath.Join(dir, "sbx-loop-1.pid"), "--", "sh", "-c", "test -f " + dir + "/sbx-loop-1.pid && echo ok"}, nil, &out, &out); code != 0 || out.String() != "ok\n" {
+			t.Errorf("exit %d: %q", code, out.String())
+		}
+		if fi, err := os.Stat(dir); err != nil || fi.Mode()&os.ModeSticky == 0 || fi.Mode().Perm() != 0o777 {
+			t.Errorf("the pid file's directory: %v", err)
+		}
+	})
+	t.Run("shell", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "tmp")
+		argv := ShellGrouper{}.Group([]string{"sh", "-c", "test -f " + dir + "/sbx-loop-1.pid && echo ok"}, filepath.Join(dir, "sbx-loop-1.pid"))
+		out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
+		if err != nil || string(out) != "ok\n" {
+			t.Errorf("%v: %q", err, out)
+		}
+		if fi, err := os.Stat(dir); err != nil || fi.Mode()&os.ModeSticky == 0 {
+			t.Errorf("the pid file's directory: %v", err)
+		}
+	})
+}

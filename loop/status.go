@@ -154,6 +154,22 @@ func ReadRun(runDir state.RunDir) (*Status, error) {
 	return &s, nil
 }
 
+// Report is a Status as `sbx loop status --json` prints it: with records,
+// [] before the first iteration ends (docs/loop-status-json.md), where
+// status.json has none.
+type Report struct {
+	*Status
+	Records []Record `json:"records"`
+}
+
+// Report reads the run's records (ReadRecords) into a Report.
+func (s *Status) Report() (Report, error) {
+	if err := s.ReadRecords(); err != nil {
+		return Report{}, err
+	}
+	return Report{Status: s, Records: s.Records}, nil
+}
+
 // ReadRecords fills s.Records from the run's records.jsonl.
 func (s *Status) ReadRecords() error {
 	f, err := os.Open(state.RunDir(s.RunDir).Records())

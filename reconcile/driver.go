@@ -7,6 +7,7 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -132,6 +133,12 @@ type LiveNetwork struct {
 	Deny       []string `json:"deny,omitempty"`
 	BlockCIDRs []string `json:"blockCIDRs,omitempty"`
 }
+
+// ErrNameInUse is what a driver's create step wraps when the backend
+// already holds an object by the sandbox's name that the create could not
+// replace: the fix is that object (remove, rename or adopt it), not
+// sandbox.yaml.
+var ErrNameInUse = errors.New("name in use")
 
 // StepKind enumerates what a step does.
 type StepKind int

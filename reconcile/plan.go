@@ -357,6 +357,7 @@ func PlanDestroy(names []string, live map[string]*Live, records map[string]*Reco
 			continue
 		case l != nil:
 			c.Action = ActionDestroy
+			c.Adopt = rec == nil && !l.Managed
 			step(StepStop, "sbx destroy")
 			step(StepRemove, "sbx destroy")
 			if rec != nil {
@@ -563,6 +564,7 @@ func planOne(d Desired, live *Live, rec *Record, own ownership, caps Caps, base 
 		full(reason)
 	case len(forcing) > 0:
 		c.Action = ActionReplace
+		c.Adopt = rec == nil
 		reason := strings.Join(dedupe(forcing), ", ") + " changed; " + strings.Join(c.Reasons, "; ")
 		if sb.Template.Build != nil && (buildChanged || rec == nil) {
 			step(StepBuild, "the template build context changed")

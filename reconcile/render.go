@@ -192,6 +192,9 @@ func (r *renderer) sandbox(c *SandboxChange) {
 		if c.FromCheckpoint != "" {
 			header = fmt.Sprintf("must be replaced from checkpoint %q", c.FromCheckpoint)
 		}
+		if c.Adopt {
+			header = "will be adopted: " + header + " by one sbx makes"
+		}
 	case ActionDestroy:
 		header, sym = "will be destroyed", "  -"
 		if c.Deleted {

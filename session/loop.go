@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sbxhq/sbx/checkpoint"
 	"io"
 	"io/fs"
 	"os"
@@ -453,6 +454,10 @@ func (s *Session) LoopConfig(ctx context.Context, maxIterations int, stdout, std
 // when the agent's command is not there.
 func TemplateText(sp *spec.Spec) string {
 	switch {
+	case sp.Template.Checkpoint != "":
+		// A checkpoint is the template: its image, not the agent's
+		// default, is what lacks the command.
+		return fmt.Sprintf("checkpoint %q, image %s", sp.Template.Checkpoint, checkpoint.Ref(sp.Template.Checkpoint))
 	case sp.Template.Build != nil:
 		return fmt.Sprintf("built from %s/%s", sp.Template.Build.Context, sp.Template.Build.Dockerfile)
 	case sp.Template.Image != "":

@@ -213,6 +213,8 @@ func TestTemplateText(t *testing.T) {
 	built.Template.Build = &spec.Build{Context: "ctx", Dockerfile: "Dockerfile.agent"}
 	image := &spec.Spec{Agent: "shell"}
 	image.Template.Image = "example/agent:1"
+	fromCheckpoint := &spec.Spec{Agent: "claude"}
+	fromCheckpoint.Template.Checkpoint = "before-refactor"
 	for _, tc := range []struct {
 		name string
 		sp   *spec.Spec
@@ -220,6 +222,7 @@ func TestTemplateText(t *testing.T) {
 	}{
 		{"build", built, "built from ctx/Dockerfile.agent"},
 		{"image", image, "example/agent:1"},
+		{"checkpoint", fromCheckpoint, `checkpoint "before-refactor", image sbx-checkpoint:before-refactor`},
 		{"default", &spec.Spec{Agent: "claude"}, spec.DefaultTemplate("claude") + ", the claude agent's default"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

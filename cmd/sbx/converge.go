@@ -396,7 +396,11 @@ func (a *app) failure(err error) (int, string) {
 	case errors.As(err, &se):
 		a.errorf("%v", se)
 		cause := "the cause"
-		if k := se.Step.Kind.Key(); k != "" {
+		if errors.Is(se, reconcile.ErrNameInUse) {
+			// Another object holds the sandbox's name: sandbox.yaml is
+			// not what is wrong.
+			cause = "what holds the sandbox's name (the backend's object named above)"
+		} else if k := se.Step.Kind.Key(); k != "" {
 			cause += " (" + k + " in sandbox.yaml, or the backend)"
 		}
 		fmt.Fprintf(a.stderr, "sbx: nothing after the failed step was done; fix %s and run the same command again to finish\n", cause)

@@ -233,10 +233,11 @@ func (a *app) loopStatus(t *target, asJSON bool, args []string) int {
 		return a.fail(err)
 	}
 	if asJSON {
-		if err := s.ReadRecords(); err != nil {
+		r, err := s.Report()
+		if err != nil {
 			return a.errorf("%v", err)
 		}
-		return a.writeJSON(s)
+		return a.writeJSON(r)
 	}
 	a.printStatus(s)
 	return exitOK
@@ -535,6 +536,12 @@ func (a *app) loopRun(ctx context.Context, o *loopFlags) int {
 	defer stopHangup()
 	term := stdio{out: a.stdout, err: a.stderr}
 	a.stdout = io.MultiWriter(term.out, loop.Quiet{W: run.Log()})
+	if o.detach {
+		// The run's id is all --detach prints on stdout, as scripts
+		// read it (RUN=$(sbx loop -y --detach)); the plan, the approval
+		// and apply's steps go to stderr.
+		a.stdout = io.MultiWriter(term.err, loop.Quiet{W: run.Log()})
+	}
 	a.stderr = io.MultiWriter(term.err, loop.Quiet{W: run.Log()})
 	return a.loopDrive(run.Watch(ctx), run, o, term, false)
 }

@@ -21,9 +21,21 @@ import (
 )
 
 // observed is what Observe read of a sandbox for the calls of its steps:
-// its proxy's container (nil when it is gone).
+// its proxy's container (nil when it is gone), or, for a same-named
+// container sbx did not create, the ids of it and of a proxy's namesake,
+// which the remove step of an adopting plan removes.
 type observed struct {
-	egress *inspect
+	egress  *inspect
+	foreign []string
+}
+
+func foreignOf(live *reconcile.Live) []string {
+	if live != nil {
+		if o, ok := live.Detail.(*observed); ok {
+			return o.foreign
+		}
+	}
+	return nil
 }
 
 func egressOf(live *reconcile.Live) *inspect {
@@ -62,6 +74,22 @@ func (d *Driver) Calls(s reconcile.Step, sp *spec.Spec, live *reconcile.Live) ([
 			Run:  func(ctx context.Context) error { return d.containers(ctx, "start", nil, eg, sb) },
 		}}, nil
 	case reconcile.StepRemove:
+		if foreign := foreignOf(live); len(foreign) > 0 {
+			// Adopting (the plan refuses a container sbx did not create
+			// without --adopt): the containers found by the sandbox's
+			// names go, by the ids the plan saw, so one put there since
+			// is not removed (the create then says the name is in use).
+			return []reconcile.Call{{Desc: fmt.Sprintf("remove the containers sbx did not create that hold the sandbox's names, %s (ids %s, as the plan found them; their volumes stay), and anything labelled %s=%s (Engine API)",
+				containerName(name), strings.Join(shortIDs(foreign), ", "), driver.LabelSandbox, name),
+				Run: func(ctx context.Context) error {
+					for _, id := range foreign {
+						if err := d.api.removeKeepingVolumes(ctx, id); err != nil {
+							return err
+						}
+					}
+					return d.remove(ctx, name)
+				}}}, nil
+		}
 		return []reconcile.Call{{Desc: "fetch the sandbox's commits into refs/sbx/" + name + "/* (git fetch), remove the containers, then the volumes, labelled " + driver.LabelSandbox + "=" + name + ", and unused proxy images of earlier sbx builds (Engine API)",
 			Run: func(ctx context.Context) error {
 				// The sandbox's own git directory goes with it: its
@@ -97,6 +125,15 @@ func (d *Driver) Calls(s reconcile.Step, sp *spec.Spec, live *reconcile.Live) ([
 			Run: func(ctx context.Context) error { return d.verify(ctx, name) }}}, nil
 	}
 	return nil, fmt.Errorf("the docker driver cannot %s", s.Kind)
+}
+
+// shortIDs are container ids as docker ps shows them.
+func shortIDs(ids []string) []string {
+	short := make([]string, len(ids))
+	for i, id := range ids {
+		short[i] = id[:min(12, len(id))]
+	}
+	return short
 }
 
 // command is one docker CLI command of a plan.

@@ -244,8 +244,20 @@ func (d *Driver) Observe(ctx context.Context, names []string) (map[string]*recon
 			continue
 		}
 		l := &reconcile.Live{Name: name, Exists: true, Status: in.State.Status, Template: in.Config.Image, User: observedUser(in)}
-		if in.Config.Labels[driver.LabelManaged] != "true" || in.Config.Labels[driver.LabelSandbox] != name {
-			live[name] = l // a same-named container sbx did not create
+		if !ours(in, name) {
+			// A same-named container sbx did not create: the plan refuses
+			// it without --adopt, and with it the remove step removes it
+			// (and a proxy's namesake), by the ids seen here.
+			foreign := []string{in.ID}
+			eg, err := d.api.inspectContainer(ctx, egressName(name))
+			if err != nil {
+				return nil, err
+			}
+			if eg != nil && !ours(eg, name) {
+				foreign = append(foreign, eg.ID)
+			}
+			l.Detail = &observed{foreign: foreign}
+			live[name] = l
 			continue
 		}
 		l.Managed, l.Problems = true, problems
@@ -327,6 +339,11 @@ func (d *Driver) Observe(ctx context.Context, names []string) (map[string]*recon
 		live[name] = l
 	}
 	return live, nil
+}
+
+// ours reports whether sbx made the container for the sandbox name.
+func ours(in *inspect, name string) bool {
+	return in.Config.Labels[driver.LabelManaged] == "true" && in.Config.Labels[driver.LabelSandbox] == name
 }
 
 // observedUser is who a sandbox's processes run as, in the terms of the

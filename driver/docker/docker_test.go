@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -198,6 +199,12 @@ func (b *box) observe() (map[string]*reconcile.Live, map[string]*reconcile.Recor
 
 func (b *box) plan(sp *spec.Spec) *reconcile.Changes {
 	b.t.Helper()
+	return b.planWith(sp, reconcile.Options{})
+}
+
+// planWith plans with the options apply's flags give (--adopt).
+func (b *box) planWith(sp *spec.Spec, opts reconcile.Options) *reconcile.Changes {
+	b.t.Helper()
 	hash, err := b.d.BuildHash(sp)
 	if err != nil {
 		b.t.Fatal(err)
@@ -207,7 +214,7 @@ func (b *box) plan(sp *spec.Spec) *reconcile.Changes {
 		b.t.Fatal(err)
 	}
 	live, recs := b.observe()
-	p := reconcile.Plan([]reconcile.Desired{des}, live, recs, b.d.Caps(), reconcile.Options{})
+	p := reconcile.Plan([]reconcile.Desired{des}, live, recs, b.d.Caps(), opts)
 	if p.Err() == nil {
 		if err := p.Prepare(b.d, live); err != nil {
 			b.t.Fatal(err)
@@ -594,5 +601,77 @@ func TestCheckStatic(t *testing.T) {
 	}
 	if err := driver.CheckStatic("/bin/sh"); err == nil || !strings.Contains(err.Error(), "CGO_ENABLED=0") {
 		t.Errorf("dynamic binary: %v", err)
+	}
+}
+
+// TestAdoptUnmanagedContainer: --adopt takes over a same-named container
+// sbx did not create, as the README says: apply replaces it with sbx's
+// sandbox, and a second plan is empty.
+func TestAdoptUnmanagedContainer(t *testing.T) {
+	requireDocker(t)
+	b := newBox(t, "e2e-adopt")
+	exec.Command("docker", "rm", "-f", containerName(b.name)).Run()
+	// The container has an anonymous volume (what docker rm -v would
+	// remove): adopting replaces the container, never its owner's data.
+	if out, err := exec.Command("docker", "run", "-d", "--name", containerName(b.name), "-v", "/data", testImage, "sleep", "600").CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	defer exec.Command("docker", "rm", "-f", containerName(b.name)).Run()
+	foreign := b.containerID(containerName(b.name))
+	vol, err := exec.Command("docker", "inspect", "-f", "{{range .Mounts}}{{.Name}}{{end}}", foreign).Output()
+	data := strings.TrimSpace(string(vol))
+	if err != nil || data == "" {
+		t.Fatalf("the container's volume: %v %q", err, vol)
+	}
+	defer exec.Command("docker", "volume", "rm", "-f", data).Run()
+	sp := b.spec("")
+	p := b.planWith(sp, reconcile.Options{Adopt: true})
+	if err := p.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !p.Adopts() {
+		t.Fatalf("the plan does not adopt: %+v", p.Sandboxes)
+	}
+	if err := reconcile.Apply(context.Background(), b.d, p, reconcile.ApplyOptions{Records: b.store}); err != nil {
+		t.Fatalf("apply --adopt: %v\ntrace:\n%s", err, b.trace.String())
+	}
+	if id := b.containerID(containerName(b.name)); id == foreign {
+		t.Error("the foreign container still runs as the sandbox")
+	}
+	if err := reconcile.Converged(b.plan(sp)); err != nil {
+		t.Errorf("after adopting: %v", err)
+	}
+	if out, code := b.sh("echo adopted", nil); code != 0 || strings.TrimSpace(out) != "adopted" {
+		t.Errorf("exec in the adopted sandbox: %d %q", code, out)
+	}
+	if err := exec.Command("docker", "volume", "inspect", data).Run(); err != nil {
+		t.Errorf("adopting removed the container's volume %s: %v", data, err)
+	}
+}
+
+// TestCreateNameInUse: a container sbx did not create holding one of the
+// sandbox's names fails the create with an error that says the name is in
+// use (reconcile.ErrNameInUse), not one that points at sandbox.yaml.
+func TestCreateNameInUse(t *testing.T) {
+	requireDocker(t)
+	b := newBox(t, "e2e-inuse")
+	exec.Command("docker", "rm", "-f", egressName(b.name)).Run()
+	if out, err := exec.Command("docker", "create", "--name", egressName(b.name), testImage, "sleep", "1").CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	defer exec.Command("docker", "rm", "-f", egressName(b.name)).Run()
+	p := b.plan(b.spec(""))
+	if err := p.Err(); err != nil {
+		t.Fatal(err)
+	}
+	err := reconcile.Apply(context.Background(), b.d, p, reconcile.ApplyOptions{Records: b.store})
+	if !errors.Is(err, reconcile.ErrNameInUse) {
+		t.Fatalf("apply over a taken name: %v, want reconcile.ErrNameInUse", err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "container name "+egressName(b.name)+" is in use") || !strings.Contains(msg, "--adopt") {
+		t.Errorf("the error does not say the name is in use: %v", err)
+	}
+	if id := b.containerID(egressName(b.name)); id == "" {
+		t.Error("the container holding the name was removed")
 	}
 }

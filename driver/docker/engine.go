@@ -24,6 +24,7 @@ import (
 
 	"github.com/sbxhq/sbx/driver/runner"
 	"github.com/sbxhq/sbx/egress"
+	"github.com/sbxhq/sbx/reconcile"
 )
 
 // engine asks the Docker Engine API of the daemon the docker CLI uses for
@@ -449,6 +450,17 @@ func (e *engine) removeContainer(ctx context.Context, id string) error {
 	return err
 }
 
+// removeKeepingVolumes removes a container sbx did not create (adopting
+// it): as docker rm -f, without -v, so its anonymous volumes stay for
+// their owner. One already gone is not an error.
+func (e *engine) removeKeepingVolumes(ctx context.Context, id string) error {
+	_, err := e.do(ctx, http.MethodDelete, "/containers/"+url.PathEscape(id), url.Values{"force": {"1"}}, nil, "")
+	if notFound(err) {
+		return nil
+	}
+	return err
+}
+
 // removeVolume removes a volume; one already gone is not an error.
 func (e *engine) removeVolume(ctx context.Context, name string) error {
 	_, err := e.do(ctx, http.MethodDelete, "/volumes/"+url.PathEscape(name), url.Values{"force": {"1"}}, nil, "")
@@ -531,6 +543,13 @@ func errNoImage(err error) bool {
 // createContainer creates a container and returns its ID.
 func (e *engine) createContainer(ctx context.Context, name string, c *containerSpec) (string, error) {
 	data, err := e.doJSON(ctx, http.MethodPost, "/containers/create", url.Values{"name": {name}}, c)
+	var ae *apiError
+	if errors.As(err, &ae) && ae.Status == http.StatusConflict {
+		// The daemon's answer when the name is taken (moby
+		// daemon/names.go, errdefs.Conflict: "The container name … is
+		// already in use by container …").
+		return "", fmt.Errorf("the container name %s is in use by a container this sandbox's remove step did not remove (%w): remove or rename that container, or take it over with --adopt: %v", name, reconcile.ErrNameInUse, err)
+	}
 	if err != nil {
 		return "", err
 	}

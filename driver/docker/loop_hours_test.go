@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -92,13 +93,23 @@ func TestLoopDetach(t *testing.T) {
 	e := newLoopEnv(t, "e2e-loop-detach")
 	e.file("  maxIterations: 5\n  completion: {promise: DONE}\n" + gated)
 	t.Cleanup(e.stopDetached)
-	out, err := e.cmd("loop", "-y", "--detach").Output()
+	var stderr bytes.Buffer
+	c := e.cmd("loop", "-y", "--detach")
+	c.Stderr = &stderr
+	out, err := c.Output()
 	if err != nil {
-		t.Fatalf("loop --detach: %v\n%s", err, out)
+		t.Fatalf("loop --detach: %v\n%s%s", err, out, stderr.String())
 	}
-	// What converging printed, then the run's id.
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	runID := lines[len(lines)-1]
+	// Only the run's id is on stdout (RUN=$(sbx loop -y --detach)); what
+	// converging printed (the plan of the sandbox it creates) is on
+	// stderr.
+	runID := strings.TrimSuffix(string(out), "\n")
+	if !regexp.MustCompile(`^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{6}$`).MatchString(runID) {
+		t.Fatalf("stdout of loop --detach is not just the run id:\n%s", out)
+	}
+	if !strings.Contains(stderr.String(), "will be created") {
+		t.Errorf("the plan is not on stderr:\n%s", stderr.String())
+	}
 	e.waitFile("in-1", &bytes.Buffer{})
 	s := e.status()
 	if s["run_id"] != runID || s["state"] != "running" || s["phase"] != "agent" || s["iteration"].(float64) != 1 || s["detached"] != true {

@@ -139,6 +139,13 @@ func TestLoopCompletesAndVerifies(t *testing.T) {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
 	recs := e.records()
+	// The docker driver counts denials: 0 is said, not left out
+	// (docs/loop-status-json.md).
+	for _, r := range recs {
+		if r["denials"] != 0.0 || r["upstream_errors"] != 0.0 {
+			t.Errorf("iteration %v: denials %v, upstream_errors %v, want 0 and 0", r["iteration"], r["denials"], r["upstream_errors"])
+		}
+	}
 	v0 := recs[0]["verify"].([]any)[0].(map[string]any)
 	v1 := recs[1]["verify"].([]any)[0].(map[string]any)
 	if v0["exit_status"].(float64) == 0 || v1["exit_status"].(float64) != 0 {
@@ -287,5 +294,39 @@ func TestLoopEphemeral(t *testing.T) {
 		if s := strings.TrimSpace(string(left)); s != "" {
 			t.Errorf("docker %s: left behind %s", kind[0], s)
 		}
+	}
+}
+
+// TestLoopTemplateWithoutTmp: the template (FROM scratch) has no /tmp, and
+// the workspace is not under /tmp either (its mount would make one): the
+// loop's pid file for the agent's process group still works, and no
+// iteration prints an error about it.
+func TestLoopTemplateWithoutTmp(t *testing.T) {
+	e := newLoopEnv(t, "e2e-notmp")
+	base, err := os.UserCacheDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(base, 0o700)
+	ws, err := os.MkdirTemp(base, "sbx-notmp-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(ws) })
+	if strings.HasPrefix(ws, "/tmp/") {
+		t.Fatalf("the workspace %s is under /tmp", ws)
+	}
+	e.ws = ws
+	os.WriteFile(filepath.Join(e.ws, "PROMPT.md"), []byte("Do the task.\n"), 0o644)
+	e.file(`  maxIterations: 2
+  completion: {promise: DONE}
+  command: [sh, -c, 'test -f $$(ls /tmp/sbx-loop-*.pid) && echo "<promise>DONE</promise>"']
+`)
+	out, code := e.sbx("loop", "-y")
+	if code != 0 || !strings.Contains(out, "completed: complete after 1 iteration(s)") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	if strings.Contains(out, "sbx: open") || strings.Contains(out, "can't create") {
+		t.Errorf("an iteration printed a pid file error:\n%s", out)
 	}
 }
