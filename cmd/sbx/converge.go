@@ -38,6 +38,21 @@ func (t *target) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&t.noLocal, "no-local", false, "do not merge sandbox.local.yaml")
 }
 
+// argv is the target's flags as a command line: what the user gave.
+func (t *target) argv() []string {
+	var args []string
+	for _, f := range t.files {
+		args = append(args, "--file", f)
+	}
+	if t.driver != "" {
+		args = append(args, "--driver", t.driver)
+	}
+	if t.noLocal {
+		args = append(args, "--no-local")
+	}
+	return args
+}
+
 func (t *target) registerAdopt(fs *pflag.FlagSet) {
 	fs.BoolVar(&t.adopt, "adopt", false, "manage a same-named sandbox sbx did not create")
 }
