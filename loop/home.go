@@ -67,9 +67,9 @@ func (it *iterator) pullHome(ctx context.Context, res *Result) {
 	}
 }
 
-// pulled says what a pull copied, and how many entries it skipped: the
-// protected files skip every time, so their names would be noise in the
-// line; sbx pull names them all.
+// pulled says what a pull copied, and how many entries it skipped (a
+// protected file the agent changed, a link out of the workspace): their
+// names would crowd the line; sbx pull names them all.
 func pulled(st *tarball.Stats) string {
 	s := plural(st.Files, "file")
 	switch n := len(st.Skipped) + st.SkippedMore; n {

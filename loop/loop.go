@@ -239,7 +239,7 @@ func (r *Run) Loop(ctx context.Context, cfg Config) *Result {
 		}
 	}
 	// Said before the end is recorded: whoever follows the log until
-	// the run ends (sbx loop logs -f) sees this line.
+	// the run ends (sbx loop logs --follow) sees this line.
 	it.say("%s: %s (exit %d; records in %s)", res.State, res.Detail, res.ExitCode, res.RunDir)
 	if n := r.Finish(res.State, res.ExitCode, res.Detail); n > 0 {
 		it.say("%d hint(s) queued for this run were not delivered: it ended first", n)

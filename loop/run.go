@@ -47,7 +47,7 @@ func (e *BusyError) Error() string {
 	if e.Run != nil {
 		who = fmt.Sprintf("run %s, pid %d, %s", e.Run.RunID, e.Run.PID, e.Run.Doing())
 	}
-	return fmt.Sprintf("a loop is already running on sandbox %q (%s); follow it with 'sbx loop status' or 'sbx loop logs -f', or end it with 'sbx loop stop'", e.Sandbox, who)
+	return fmt.Sprintf("a loop is already running on sandbox %q (%s); follow it with 'sbx loop status' or 'sbx loop logs --follow', or end it with 'sbx loop stop'", e.Sandbox, who)
 }
 
 // BeginOptions describe a run that starts.

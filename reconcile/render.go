@@ -19,27 +19,91 @@ const (
 )
 
 // replaceNote is printed under every replaced sandbox.
-const replaceNote = "note: replacing deletes what was installed inside the sandbox; workspace files on the host are kept"
+const replaceNote = "note: replacing deletes what was installed inside the sandbox; the workspace on the host stays"
 
-const destroyNote = "note: destroying deletes what was installed inside the sandbox; workspace files on the host are kept"
+const destroyNote = "note: destroying deletes what was installed inside the sandbox; the workspace on the host stays"
 
 // Render writes the plan for people: drift first ("Changed outside sbx"),
 // then each sandbox's action with its field changes, then the summary line.
 // Sensitive values show as "(sensitive)". A plan with errors is not
 // rendered: Render returns p.Err() and writes nothing.
 func Render(w io.Writer, p *Changes, color bool) error {
+	return RenderWidth(w, p, color, Width)
+}
+
+// Width is the columns a rendered plan fits when the output is not a
+// terminal (a CI log, a file, a pipe): Terraform wraps its messages to the
+// terminal's width and to a fixed one elsewhere, and so does sbx.
+const Width = 100
+
+// RenderWidth is Render for an output of width columns (a terminal's).
+// A line longer than that is wrapped at a space, never inside a word, so
+// nothing is lost: a widening's or a note's text continues on the next
+// line indented under its first word, a field's annotation ("# forces
+// replacement") moves under the field, and a change's new value goes to
+// its own line after "→". A word longer than a line (a long quoted value,
+// a backend command) stays whole.
+func RenderWidth(w io.Writer, p *Changes, color bool, width int) error {
 	if err := p.Err(); err != nil {
 		return err
 	}
-	r := &renderer{color: color}
+	r := &renderer{color: color, width: max(width, minWidth)}
 	r.render(p)
 	_, err := io.WriteString(w, r.b.String())
 	return err
 }
 
+// minWidth is the narrowest a plan is wrapped to, whatever the terminal
+// says.
+const minWidth = 60
+
 type renderer struct {
 	b     strings.Builder
 	color bool
+	width int
+}
+
+// wrapped writes text after prefix (which may hold colour codes; visible
+// is how many columns it takes), folding it at spaces to the renderer's
+// width; continuation lines start with cont.
+func (r *renderer) wrapped(prefix string, visible int, text string, cont string) {
+	for i, line := range wrap(text, r.width-visible, r.width-utf8.RuneCountInString(cont)) {
+		if i == 0 {
+			r.printf("%s%s\n", prefix, line)
+		} else {
+			r.printf("%s%s\n", cont, line)
+		}
+	}
+}
+
+// bold writes a heading, wrapped, each line painted.
+func (r *renderer) bold(text string) {
+	for i, line := range wrap(text, r.width, r.width-2) {
+		if i > 0 {
+			line = "  " + line
+		}
+		r.printf("%s\n", r.paint(ansiBold, line))
+	}
+}
+
+// wrap folds text at spaces into lines of at most first columns, then
+// rest columns; a word longer than a line is kept whole on a line of its
+// own.
+func wrap(text string, first, rest int) []string {
+	var lines []string
+	line, limit := "", first
+	for _, word := range strings.Split(text, " ") {
+		switch {
+		case line == "":
+			line = word
+		case utf8.RuneCountInString(line)+1+utf8.RuneCountInString(word) <= limit:
+			line += " " + word
+		default:
+			lines = append(lines, line)
+			line, limit = word, rest
+		}
+	}
+	return append(lines, line)
 }
 
 func (r *renderer) paint(code, s string) string {
@@ -83,7 +147,8 @@ func (r *renderer) render(p *Changes) {
 	if p.DriverVersion != "" {
 		driver += " " + p.DriverVersion
 	}
-	r.printf("%s\n\n", r.paint(ansiBold, fmt.Sprintf("sbx will perform the following actions (driver: %s):", driver)))
+	r.bold(fmt.Sprintf("sbx will perform the following actions (driver: %s):", driver))
+	r.printf("\n")
 	var widens []string
 	for _, c := range p.Sandboxes {
 		if c.Action == ActionNoOp {
@@ -95,11 +160,12 @@ func (r *renderer) render(p *Changes) {
 		}
 	}
 	if len(widens) > 0 {
-		r.printf("Warning: this plan widens the network egress of sandbox %s (marked \"widens egress\").\n\n", strings.Join(widens, ", "))
+		r.wrapped("", 0, fmt.Sprintf("Warning: this plan widens the network egress of sandbox %s (marked \"widens egress\").", strings.Join(widens, ", ")), "  ")
+		r.printf("\n")
 	}
 	r.widenings(p)
 	create, update, replace, destroy := p.Count()
-	r.printf("%s\n", r.paint(ansiBold, fmt.Sprintf("Plan: %d to create, %d to update, %d to replace, %d to destroy.", create, update, replace, destroy)))
+	r.bold(fmt.Sprintf("Plan: %d to create, %d to update, %d to replace, %d to destroy.", create, update, replace, destroy))
 }
 
 // widenings lists what the plan gives each sandbox beyond what was last
@@ -108,21 +174,29 @@ func (r *renderer) widenings(p *Changes) {
 	if !p.Widens() {
 		return
 	}
-	r.printf("%s\n", r.paint(ansiBold, "This plan widens what the sandbox may do, beyond what you last approved:"))
+	r.bold("This plan widens what the sandbox may do, beyond what you last approved:")
 	for _, c := range p.Sandboxes {
 		if c.Action == ActionNoOp || c.Action == ActionDestroy || len(c.Widenings) == 0 {
 			continue
 		}
 		r.printf("  # sandbox %q\n", c.Sandbox)
 		for _, w := range c.Widenings {
-			line := "    " + r.paint(ansiYellow, "!") + " " + w.String()
+			mark := r.paint(ansiYellow, "!")
 			if w.FromSandbox || len(w.Writers) > 0 {
-				line = "    " + r.paint(ansiRed, "!") + " " + w.String()
+				mark = r.paint(ansiRed, "!")
 			}
-			r.printf("%s\n", line)
+			if all := w.String(); 6+utf8.RuneCountInString(all) <= r.width || w.Origin == "" {
+				r.wrapped("    "+mark+" ", 6, all, "      ")
+				continue
+			}
+			// Too long for one line: where it came from goes on a line
+			// of its own, whole where it fits.
+			r.wrapped("    "+mark+" ", 6, w.What, "      ")
+			r.wrapped("      ", 6, strings.TrimPrefix(w.String(), w.What+" "), "      ")
 		}
 	}
-	r.printf("Apply asks before it makes these changes; apply -y makes them only with --approve-widening.\n\n")
+	r.wrapped("", 0, "Apply asks before it makes these changes; apply -y makes them only with --approve-widening.", "  ")
+	r.printf("\n")
 }
 
 func (r *renderer) noChanges(p *Changes, names []string) {
@@ -157,7 +231,8 @@ func (r *renderer) drift(p *Changes) {
 	if !any {
 		return
 	}
-	r.printf("%s\n\n", r.paint(ansiBold, "Changed outside sbx (apply restores the values in sandbox.yaml):"))
+	r.bold("Changed outside sbx (apply restores the values in sandbox.yaml):")
+	r.printf("\n")
 	for _, c := range p.Sandboxes {
 		switch {
 		case c.Deleted:
@@ -203,20 +278,20 @@ func (r *renderer) sandbox(c *SandboxChange) {
 	}
 	r.printf("  %s\n", r.paint(ansiBold, "# sandbox "+q+" "+header))
 	for _, reason := range c.Reasons {
-		r.printf("  # (because %s)\n", reason)
+		r.wrapped("  # ", 4, "(because "+reason+")", "  #  ")
 	}
 	r.printf("%s sandbox %s\n", r.symbol(sym), q)
 	r.diffs(c.Changes, true)
 	for _, n := range c.Notes {
-		r.printf("    note: %s\n", n)
+		r.note(n)
 	}
 	r.steps(c)
 	switch c.Action {
 	case ActionReplace:
-		r.printf("    %s\n", replaceNote)
+		r.note(strings.TrimPrefix(replaceNote, "note: "))
 	case ActionDestroy:
 		if !c.Deleted {
-			r.printf("    %s\n", destroyNote)
+			r.note(strings.TrimPrefix(destroyNote, "note: "))
 		}
 	}
 	r.printf("\n")
@@ -303,21 +378,55 @@ func lastWordPrefix(call string) (string, bool) {
 	return call[:i+1], true
 }
 
-// diffs writes one line per diff, annotations aligned in one column.
+// note writes a sandbox's note, wrapped under its first word.
+func (r *renderer) note(text string) {
+	r.wrapped("    note: ", 10, text, "          ")
+}
+
+// diffIndent is where a diff line starts.
+const diffIndent = 6
+
+// diffs writes one line per diff, annotations aligned in one column: the
+// column of the longest diff whose line fits the width with its
+// annotation. A diff that does not fit so gets its annotation on the next
+// line, under its path; a change too long for one line shows its new
+// value on a line of its own.
 func (r *renderer) diffs(ds []Diff, annotate bool) {
-	width := 0
+	note := func(d Diff) string {
+		if a := d.annotations(); annotate && len(a) > 0 {
+			return "# " + strings.Join(a, "; ")
+		}
+		return ""
+	}
+	col := 0
 	for _, d := range ds {
-		if n := utf8.RuneCountInString(d.String()); n > width {
-			width = n
+		n := utf8.RuneCountInString(d.String())
+		if a := note(d); a == "" && diffIndent+n <= r.width || a != "" && diffIndent+n+5+utf8.RuneCountInString(a) <= r.width {
+			col = max(col, n)
 		}
 	}
+	// Two columns in from the path ("~ " comes before it).
+	under := strings.Repeat(" ", diffIndent+4)
 	for _, d := range ds {
 		s := d.String()
-		line := r.symbol(d.Op.Symbol()) + s[len(d.Op.Symbol()):]
-		if a := d.annotations(); annotate && len(a) > 0 {
-			line += strings.Repeat(" ", width-utf8.RuneCountInString(s)+5) + "# " + strings.Join(a, "; ")
+		sym := d.Op.Symbol()
+		a := note(d)
+		n := utf8.RuneCountInString(s)
+		switch {
+		case a != "" && n <= col && diffIndent+col+5+utf8.RuneCountInString(a) <= r.width:
+			r.printf("%s%s%s%s%s\n", strings.Repeat(" ", diffIndent), r.symbol(sym), s[len(sym):], strings.Repeat(" ", col-n+5), a)
+			continue
+		case d.Op == Change && !d.Sensitive && diffIndent+n > r.width:
+			// The old value on the diff's line, the new one under it.
+			before, after, _ := strings.Cut(s[len(sym):], " → ")
+			r.printf("%s%s%s\n", strings.Repeat(" ", diffIndent), r.symbol(sym), before)
+			r.printf("%s→ %s\n", under, after)
+		default:
+			r.printf("%s%s%s\n", strings.Repeat(" ", diffIndent), r.symbol(sym), s[len(sym):])
 		}
-		r.printf("      %s\n", line)
+		if a != "" {
+			r.wrapped(under, len(under), a, under+"  ")
+		}
 	}
 }
 

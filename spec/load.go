@@ -332,9 +332,13 @@ func resolve(layers []*document, opts Options) (*Spec, Diagnostics, Diagnostics)
 		st.interpolate(d.root, &fieldPath{})
 	}
 	root := layers[0].root
+	if n := findAppend(root); n != nil {
+		st.errorf(n, "", "%s appends to a list of the files merged before this one; this file is the sandbox's first: write the list without it", AppendTag)
+	}
 	for _, d := range layers[1:] {
 		root = merge(root, d.root)
 	}
+	clearAppend(root)
 	v, err := newConverter(root).value(root)
 	if err != nil {
 		st.errorf(root, "", "%v", err)
@@ -490,10 +494,25 @@ func (st *state) interpolate(n *yaml.Node, path *fieldPath) {
 	}
 }
 
-// merge lays over on top of base: mappings merge by key, anything else is
-// replaced. base is modified and returned.
+// AppendTag marks a list in a layer (sandbox.local.yaml, a later -f file)
+// that adds to the list of the files before it instead of replacing it:
+// network: {allow: !append [pypi.org]}. Each added item keeps the layer as
+// its origin, so a widening it causes names that file and line, exactly
+// as if the layer had replaced the list with the whole of it.
+const AppendTag = "!append"
+
+// merge lays over on top of base: mappings merge by key, a list tagged
+// !append is added to base's list, anything else is replaced. base is
+// modified and returned.
 func merge(base, over *yaml.Node) *yaml.Node {
 	base, over = deref(base), deref(over)
+	if base != nil && base.Kind == yaml.SequenceNode && over.Kind == yaml.SequenceNode && over.Tag == AppendTag {
+		// A new node: base's own stays as the file has it. The list is
+		// the base file's (its origin), every item its own file's.
+		joined := *base
+		joined.Content = append(slices.Clip(base.Content), over.Content...)
+		return &joined
+	}
 	if base == nil || base.Kind != yaml.MappingNode || over.Kind != yaml.MappingNode {
 		return over
 	}
@@ -512,6 +531,37 @@ func merge(base, over *yaml.Node) *yaml.Node {
 		}
 	}
 	return base
+}
+
+// findAppend is the first list under n tagged !append, or nil.
+func findAppend(n *yaml.Node) *yaml.Node {
+	if n == nil || n.Kind == yaml.AliasNode {
+		return nil
+	}
+	if n.Kind == yaml.SequenceNode && n.Tag == AppendTag {
+		return n
+	}
+	for _, c := range n.Content {
+		if f := findAppend(c); f != nil {
+			return f
+		}
+	}
+	return nil
+}
+
+// clearAppend makes every list still tagged !append after merging (one
+// with nothing before it to add to: the list is then just itself) a plain
+// list. A tag anywhere but on a list is left for the converter to refuse.
+func clearAppend(n *yaml.Node) {
+	if n == nil || n.Kind == yaml.AliasNode {
+		return
+	}
+	if n.Kind == yaml.SequenceNode && n.Tag == AppendTag {
+		n.Tag = "!!seq"
+	}
+	for _, c := range n.Content {
+		clearAppend(c)
+	}
 }
 
 // locate finds the node a schema error points at, and its field path.

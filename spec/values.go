@@ -226,6 +226,22 @@ func FormatSize(n int64) string {
 	return strconv.FormatInt(n, 10)
 }
 
+// HumanSize formats n bytes for people, in binary units with at most one
+// decimal (1.2 GiB, 512 MiB, 900 B): what a size column or message shows.
+// JSON outputs keep the exact number of bytes.
+func HumanSize(n int64) string {
+	if n < 1<<10 {
+		return strconv.FormatInt(n, 10) + " B"
+	}
+	units := []string{"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
+	v, u := float64(n)/(1<<10), 0
+	for v >= 1023.95 && u < len(units)-1 {
+		v /= 1 << 10
+		u++
+	}
+	return strings.TrimSuffix(strconv.FormatFloat(v, 'f', 1, 64), ".0") + " " + units[u]
+}
+
 // ParsePort parses a ports entry in docker run -p form:
 // [IP:][HOSTPORT:]CONTAINERPORT[/PROTO].
 func ParsePort(s string) (Port, error) {

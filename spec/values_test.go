@@ -101,6 +101,30 @@ func TestParseSize(t *testing.T) {
 	}
 }
 
+func TestHumanSize(t *testing.T) {
+	tests := []struct {
+		in   int64
+		want string
+	}{
+		{0, "0 B"},
+		{1023, "1023 B"},
+		{1024, "1 KiB"},
+		{1536, "1.5 KiB"},
+		{512 << 20, "512 MiB"},
+		{1288490189, "1.2 GiB"},
+		{8 << 30, "8 GiB"},
+		// Just under a unit rounds up into it, not to "1024.0 MiB".
+		{1<<30 - 1, "1 GiB"},
+		{3 << 40, "3 TiB"},
+		{1<<63 - 1, "8 EiB"},
+	}
+	for _, tt := range tests {
+		if got := HumanSize(tt.in); got != tt.want {
+			t.Errorf("HumanSize(%d) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
 func TestParsePort(t *testing.T) {
 	tests := []struct {
 		in   string

@@ -183,7 +183,13 @@ func (c *keyChecker) report(n *yaml.Node, path, message string) {
 // twice.
 func (c *keyChecker) walk(n *yaml.Node) {
 	if n.Tag != "" && !strings.HasPrefix(n.Tag, "!!") && n.Kind != yaml.AliasNode {
-		if !strings.HasPrefix(n.Tag, "tag:yaml.org,2002:") {
+		switch {
+		case n.Tag == AppendTag && n.Kind == yaml.SequenceNode:
+			// A layer's list that adds to the one before (merge); in a
+			// sandbox's first file, resolve refuses it.
+		case n.Tag == AppendTag:
+			c.report(n, c.path.String(), AppendTag+" applies to a list only (a mapping merges by key without it)")
+		case !strings.HasPrefix(n.Tag, "tag:yaml.org,2002:"):
 			c.report(n, c.path.String(), fmt.Sprintf("unsupported YAML tag %q", n.Tag))
 		}
 	}

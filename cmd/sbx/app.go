@@ -125,9 +125,18 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		a.usage(stderr)
 		return exitError
 	}
+	args, global, err := splitGlobal(args)
+	if err != nil {
+		fmt.Fprintf(stderr, "sbx: %v\nRun 'sbx help' for usage.\n", err)
+		return exitError
+	}
 	name := args[0]
 	switch name {
 	case "-h", "--help", "help":
+		if global != nil {
+			// sbx -f x help apply: help is about the verb, not the files.
+			args = slices.Delete(args, 1, 1+globalTokens(global))
+		}
 		if len(args) > 1 && name == "help" {
 			if v := findVerb(args[1]); v != nil {
 				v.printHelp(stdout)
@@ -139,6 +148,21 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		return exitOK
 	case "--version":
 		return findVerb("version").run(ctx, a, nil)
+	}
+	if global != nil {
+		// Flags before the verb are sbx's own: they never reach Docker's
+		// sbx or an internal verb.
+		v := findVerb(name)
+		if v == nil {
+			return a.unknown(name)
+		}
+		fs := v.flags()
+		for _, g := range global {
+			if fs.Lookup(g) == nil {
+				return a.errorf("%q takes no --%s (a flag before the command is the command's)", name, g)
+			}
+		}
+		return v.run(ctx, a, args[1:])
 	}
 	if h, ok := hiddenVerbs()[name]; ok {
 		return h(ctx, a, args[1:])
@@ -315,7 +339,7 @@ func (a *app) parse(v *verb, fs *pflag.FlagSet, args []string) (code int, ok boo
 			v.printHelp(a.stdout)
 			return exitOK, false
 		}
-		fmt.Fprintf(a.stderr, "sbx %s: %v\nUsage: sbx %s %s\nRun 'sbx help %s' for details.\n", v.name, err, v.name, v.usage, v.name)
+		fmt.Fprintf(a.stderr, "sbx: %s\nUsage: sbx %s %s\nRun 'sbx help %s' for details.\n", flagError(v.name, fs, err), v.name, v.usage, v.name)
 		return exitError, false
 	}
 	if *help {

@@ -192,7 +192,7 @@ func (a *app) checkpointList(ctx context.Context, t *target, args []string, asJS
 			present = "no (gone from the backend)"
 		}
 		if cp.Size > 0 {
-			size = spec.FormatSize(cp.Size)
+			size = spec.HumanSize(cp.Size)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cp.Name, sandbox, cp.Kind, cp.Created.UTC().Format("2006-01-02 15:04:05"), origin, present, size)
 	}

@@ -38,6 +38,21 @@ func (t *target) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&t.noLocal, "no-local", false, "do not merge sandbox.local.yaml")
 }
 
+// argv is the target's flags as a command line: what the user gave.
+func (t *target) argv() []string {
+	var args []string
+	for _, f := range t.files {
+		args = append(args, "--file", f)
+	}
+	if t.driver != "" {
+		args = append(args, "--driver", t.driver)
+	}
+	if t.noLocal {
+		args = append(args, "--no-local")
+	}
+	return args
+}
+
 func (t *target) registerAdopt(fs *pflag.FlagSet) {
 	fs.BoolVar(&t.adopt, "adopt", false, "manage a same-named sandbox sbx did not create")
 }
@@ -129,7 +144,7 @@ func (a *app) render(p *reconcile.Changes, s *session.Session) error {
 		_, err := io.WriteString(a.stdout, b.String())
 		return err
 	}
-	return reconcile.Render(a.stdout, p, a.color(a.stdout))
+	return reconcile.RenderWidth(a.stdout, p, a.color(a.stdout), termWidth(a.stdout))
 }
 
 func applyVerb() *verb {
@@ -298,7 +313,7 @@ alone unless --adopt is given.`,
 					fmt.Fprintln(a.stdout, "Nothing to destroy.")
 					return exitOK
 				}
-				if err := reconcile.Render(a.stdout, p, a.color(a.stdout)); err != nil {
+				if err := reconcile.RenderWidth(a.stdout, p, a.color(a.stdout), termWidth(a.stdout)); err != nil {
 					return a.errorf("%v", err)
 				}
 				if code, ok := a.approve(p, ap, "destroy"); !ok {

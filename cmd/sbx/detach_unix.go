@@ -99,7 +99,7 @@ func (a *app) detach(ctx context.Context, run *loop.Run, o *loopFlags, term stdi
 	cmd.Process.Release()
 	fmt.Fprintln(term.out, run.ID)
 	fmt.Fprintf(term.err, `sbx loop: run %s continues in the background (pid %d)
-  follow it:  sbx loop logs -f
+  follow it:  sbx loop logs --follow
   its state:  sbx loop status
   end it:     sbx loop stop
 `, run.ID, pid)

@@ -13,6 +13,7 @@ import (
 	"github.com/sbxhq/sbx/loop"
 	"github.com/sbxhq/sbx/netlog"
 	"github.com/sbxhq/sbx/session"
+	"github.com/sbxhq/sbx/spec"
 )
 
 // TestJSONDocs keeps each documented JSON format and its Go types in step:
@@ -28,6 +29,7 @@ func TestJSONDocs(t *testing.T) {
 		{"checkpoint-json.md", []any{checkpointsDoc{}, session.SavedCheckpoint{}}},
 		{"netlog-json.md", []any{netlogLine{}}},
 		{"loop-status-json.md", []any{loop.Status{}, loop.Record{}, netlog.Denial{}}},
+		{"validate-json.md", []any{validateReport{}, validatedSandbox{}, spec.Diagnostic{}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.doc, func(t *testing.T) {

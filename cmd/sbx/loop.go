@@ -27,7 +27,7 @@ func loopVerb() *verb {
 	return &verb{
 		name:    "loop",
 		summary: "run the agent loop inside the converged sandbox; status, logs, hint, stop",
-		usage:   "[flags] | status [--json] | logs [-f] [RUN] | hint [--next] TEXT | stop | wait",
+		usage:   "[flags] | status [--json] | logs [--follow] [RUN] | hint [--next] TEXT | stop | wait",
 		help: `sbx loop converges the sandbox (showing the plan and applying it with the
 usual approval rules), then runs iterations of the file's loop section: the
 prompt, any hints, and a header go to the agent's non-interactive command on
@@ -50,9 +50,9 @@ From another terminal:
   sbx loop status [--json]   what the run does now (converging, iteration i running,
                              verifying, finished and why), its last iteration, breaker;
                              --json: docs/loop-status-json.md, with every iteration's record
-  sbx loop logs [-f] [RUN]   the run's output (default: the sandbox's latest run); -f
-                             follows it until the run ends and exits with its status
-                             (with logs, -f is --follow: name files with --file)
+  sbx loop logs [--follow] [RUN]  the run's output (default: the sandbox's latest run);
+                             --follow follows it until the run ends and exits with its
+                             status (-f is --file here too, as on every verb)
   sbx loop hint "TEXT"       add TEXT to the next iteration's prompt of the live run;
                              --next queues it for the sandbox's next run instead
   sbx loop stop              kill the agent inside the sandbox and end the run (also the
@@ -70,13 +70,25 @@ tripped, 5 maxDuration spent, 130 interrupted (Ctrl-C or sbx loop stop).`,
 		setup: func(fs *pflag.FlagSet) runFunc {
 			o := &loopFlags{}
 			o.register(fs)
-			// Flags end at the subcommand: each has its own (logs' -f is
-			// --follow).
+			// Flags end at the subcommand: each has its own.
 			fs.SetInterspersed(false)
 			return func(ctx context.Context, a *app, args []string) int {
 				if len(args) > 0 {
 					if sub := loopSubcommand(args[0]); sub != nil {
-						return sub.run(ctx, a, args[1:])
+						// sbx -f x loop logs: the files, driver and
+						// --no-local before the subcommand are its own.
+						var other []string
+						fs.Visit(func(f *pflag.Flag) {
+							switch f.Name {
+							case "file", "driver", "no-local":
+							default:
+								other = append(other, "--"+f.Name)
+							}
+						})
+						if len(other) > 0 {
+							return a.errorf("%s of a run cannot go with loop %s", strings.Join(other, ", "), args[0])
+						}
+						return sub.run(ctx, a, append(o.t.argv(), args[1:]...))
 					}
 					return a.errorf("loop: unknown subcommand %q (loop takes status, logs, hint, stop or wait)", args[0])
 				}
@@ -110,16 +122,7 @@ func (o *loopFlags) register(fs *pflag.FlagSet) {
 // argv is the flags as the detached process gets them: what the user
 // gave, nothing from the files.
 func (o *loopFlags) argv() []string {
-	var args []string
-	for _, f := range o.t.files {
-		args = append(args, "--file", f)
-	}
-	if o.t.driver != "" {
-		args = append(args, "--driver", o.t.driver)
-	}
-	if o.t.noLocal {
-		args = append(args, "--no-local")
-	}
+	args := o.t.argv()
 	args = append(args, "--lock-timeout", o.t.lockTimeout.String())
 	if o.maxIter > 0 {
 		args = append(args, "--max-iterations", strconv.Itoa(o.maxIter))
@@ -148,11 +151,19 @@ func loopSubcommand(name string) *verb {
 			return func(ctx context.Context, a *app, args []string) int { return a.loopStatus(t, *asJSON, args) }
 		}}
 	case "logs":
-		return &verb{name: "loop logs", usage: "[-f] [--file FILE...] [RUN]", setup: func(fs *pflag.FlagSet) runFunc {
-			fs.StringArrayVar(&t.files, "file", nil, "sandbox file (repeatable; default: the nearest sandbox.yaml)")
+		return &verb{name: "loop logs", usage: "[--follow] [-f FILE...] [RUN]", setup: func(fs *pflag.FlagSet) runFunc {
+			// -f is --file here as on every verb (it was --follow once:
+			// movedFollow turns the old spelling into an error naming
+			// the new one rather than a file that is not there).
+			fs.StringArrayVarP(&t.files, "file", "f", nil, "sandbox file (repeatable; default: the nearest sandbox.yaml)")
 			fs.BoolVar(&t.noLocal, "no-local", false, "do not merge sandbox.local.yaml")
-			follow := fs.BoolP("follow", "f", false, "follow the log until the run ends; exit with the run's status")
-			return func(ctx context.Context, a *app, args []string) int { return a.loopLogs(ctx, t, *follow, args) }
+			follow := fs.Bool("follow", false, "follow the log until the run ends; exit with the run's status")
+			return func(ctx context.Context, a *app, args []string) int {
+				if code, moved := a.movedFollow(t.files); moved {
+					return code
+				}
+				return a.loopLogs(ctx, t, *follow, args)
+			}
 		}}
 	case "hint":
 		return &verb{name: "loop hint", usage: "[--next] [-f FILE] TEXT", setup: func(fs *pflag.FlagSet) runFunc {
@@ -173,6 +184,18 @@ func loopSubcommand(name string) *verb {
 		}}
 	}
 	return nil
+}
+
+// movedFollow refuses a -f of loop logs that is no file: `sbx loop logs
+// -f RUN` from when -f meant --follow there would otherwise read RUN as a
+// sandbox file and fail on something the user never meant.
+func (a *app) movedFollow(files []string) (int, bool) {
+	for _, f := range files {
+		if _, err := os.Stat(f); err != nil {
+			return a.errorf("loop logs: no sandbox file %q: %s", f, movedShort["loop logs -f"]), true
+		}
+	}
+	return 0, false
 }
 
 // loopSpecs loads the files without touching the backend, refusing a

@@ -4,6 +4,8 @@ import (
 	"os"
 
 	"golang.org/x/term"
+
+	"github.com/sbxhq/sbx/reconcile"
 )
 
 // isTerminal reports whether a stream is a terminal (a console on
@@ -11,4 +13,16 @@ import (
 func isTerminal(w any) bool {
 	f, ok := stream(w).(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// termWidth is the columns a plan printed to w wraps to: the terminal's
+// width, or reconcile.Width when w is no terminal (a CI log, a pipe), as
+// Terraform wraps its messages.
+func termWidth(w any) int {
+	if f, ok := stream(w).(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		if cols, _, err := term.GetSize(int(f.Fd())); err == nil && cols > 0 {
+			return cols
+		}
+	}
+	return reconcile.Width
 }

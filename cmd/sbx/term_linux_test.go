@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sbxhq/sbx/reconcile"
 )
 
 // TestIsTerminal: /dev/null and a pipe are not terminals (sbx shell must
@@ -51,5 +53,17 @@ func TestIsTerminal(t *testing.T) {
 	defer pts.Close()
 	if !isTerminal(pts) {
 		t.Error("a pseudo-terminal is not taken for a terminal")
+	}
+
+	// A plan wraps to the terminal's width, and to reconcile.Width
+	// elsewhere.
+	if err := unix.IoctlSetWinsize(int(ptmx.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 40, Col: 132}); err != nil {
+		t.Fatal(err)
+	}
+	if got := termWidth(pts); got != 132 {
+		t.Errorf("termWidth of a 132-column terminal = %d", got)
+	}
+	if got := termWidth(w); got != reconcile.Width {
+		t.Errorf("termWidth of a pipe = %d, want %d", got, reconcile.Width)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -45,19 +46,37 @@ file is merged over it unless --no-local is given.`,
 	}
 }
 
-// validateReport is the --json output of validate.
+// validateReport is the --json output of validate (docs/validate-json.md).
 type validateReport struct {
-	Valid     bool               `json:"valid"`
-	Sandboxes []validatedSandbox `json:"sandboxes"`
-	Problems  spec.Diagnostics   `json:"problems"`
-	Needed    spec.Diagnostics   `json:"needed"`
+	FormatVersion string             `json:"format_version"`
+	Valid         bool               `json:"valid"`
+	Sandboxes     []validatedSandbox `json:"sandboxes"`
+	Problems      spec.Diagnostics   `json:"problems"`
+	Needed        spec.Diagnostics   `json:"needed"`
 }
+
+// validateFormat is the version of validate's JSON layout.
+const validateFormat = "1"
 
 type validatedSandbox struct {
 	Name   string   `json:"name"`
 	Agent  string   `json:"agent"`
 	Driver string   `json:"driver"`
 	Files  []string `json:"files"`
+	// Local is the personal layer (sandbox.local.yaml) merged over Files'
+	// base, when one was: it is also the last of Files.
+	Local string `json:"local,omitempty"`
+}
+
+// localLayer is the personal layer merged into s, or "".
+func localLayer(s *spec.Spec) string {
+	if len(s.Files) < 2 {
+		return ""
+	}
+	if local := spec.LocalPath(s.Files[0]); s.Files[len(s.Files)-1] == local {
+		return local
+	}
+	return ""
 }
 
 func (a *app) validate(files []string, asJSON bool, opts spec.Options) int {
@@ -78,7 +97,7 @@ func (a *app) validate(files []string, asJSON bool, opts spec.Options) int {
 		}
 	}
 	if asJSON {
-		rep := validateReport{Valid: len(problems) == 0, Problems: problems, Needed: res.Needed}
+		rep := validateReport{FormatVersion: validateFormat, Valid: len(problems) == 0, Problems: problems, Needed: res.Needed}
 		if rep.Problems == nil {
 			rep.Problems = spec.Diagnostics{}
 		}
@@ -88,7 +107,7 @@ func (a *app) validate(files []string, asJSON bool, opts spec.Options) int {
 		rep.Sandboxes = []validatedSandbox{}
 		if rep.Valid {
 			for _, s := range res.Specs {
-				rep.Sandboxes = append(rep.Sandboxes, validatedSandbox{Name: s.Name, Agent: s.Agent, Driver: s.Driver, Files: s.Files})
+				rep.Sandboxes = append(rep.Sandboxes, validatedSandbox{Name: s.Name, Agent: s.Agent, Driver: s.Driver, Files: s.Files, Local: localLayer(s)})
 			}
 		}
 		enc := json.NewEncoder(untrusted.JSONWriter{W: a.stdout})
@@ -106,7 +125,9 @@ func (a *app) validate(files []string, asJSON bool, opts spec.Options) int {
 			// One write, not one per file.
 			out := bufio.NewWriter(a.stdout)
 			for _, s := range res.Specs {
-				fmt.Fprintf(out, "%s: valid (sandbox %q, agent %s)\n", s.Files[0], s.Name, s.Agent)
+				// Every layer merged, the personal one included: what
+				// validate passed is their sum, not the base alone.
+				fmt.Fprintf(out, "%s: valid (sandbox %q, agent %s)\n", strings.Join(s.Files, " + "), s.Name, s.Agent)
 			}
 			out.Flush()
 		}

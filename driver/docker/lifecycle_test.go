@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -228,6 +229,14 @@ func TestCheckpointRestore(t *testing.T) {
 	out = e.must("checkpoint", "ls", "--json")
 	if !strings.Contains(out, `"name": "`+name+`"`) || !strings.Contains(out, `"present": true`) {
 		t.Errorf("checkpoint ls --json:\n%s", out)
+	}
+	// The size: exact bytes in JSON, human units in the table.
+	if !regexp.MustCompile(`"size": [0-9]{4,}`).MatchString(out) {
+		t.Errorf("checkpoint ls --json has no size in bytes:\n%s", out)
+	}
+	out = e.must("checkpoint", "ls")
+	if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + ` .* yes +[0-9]+(\.[0-9])? (KiB|MiB|GiB)$`).MatchString(out) {
+		t.Errorf("checkpoint ls shows no size in human units:\n%s", out)
 	}
 
 	// Destroy, then restore declaratively.

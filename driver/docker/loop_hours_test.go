@@ -125,15 +125,15 @@ func TestLoopDetach(t *testing.T) {
 	if out, code := e.sbx("loop", "-y"); code == 0 || !strings.Contains(out, "a loop is already running on sandbox") || !strings.Contains(out, "sbx loop stop") {
 		t.Errorf("second run: exit %d\n%s", code, out)
 	}
-	follow, fout := e.start("loop", "logs", "-f")
+	follow, fout := e.start("loop", "logs", "--follow")
 	e.touch("go-1")
 	e.touch("go-2")
 	if err := follow.Wait(); err != nil {
-		t.Fatalf("logs -f: %v\n%s", err, fout)
+		t.Fatalf("logs --follow: %v\n%s", err, fout)
 	}
 	for _, want := range []string{"sbx loop: iteration 1 of 5\n", "sbx loop: iteration 1: exit 0 after ", "promise seen", "sbx loop: completed: complete after 2 iteration(s)"} {
 		if !strings.Contains(fout.String(), want) {
-			t.Errorf("logs -f lacks %q:\n%s", want, fout)
+			t.Errorf("logs --follow lacks %q:\n%s", want, fout)
 		}
 	}
 	if s := e.status(); s["state"] != "completed" || s["phase"] != "finished" || len(s["records"].([]any)) != 2 {

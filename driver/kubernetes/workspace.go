@@ -120,7 +120,7 @@ func (d *Driver) Push(ctx context.Context, sp *spec.Spec, w io.Writer) error {
 }
 
 func report(w io.Writer, verb, dir string, st *tarball.Stats) {
-	fmt.Fprintf(w, "%s %d files, %d directories and %d links (%d bytes) into %s\n", verb, st.Files, st.Dirs, st.Links, st.Bytes, dir)
+	fmt.Fprintf(w, "%s %d files, %d directories and %d links (%s) into %s\n", verb, st.Files, st.Dirs, st.Links, spec.HumanSize(st.Bytes), dir)
 	if n := len(st.Skipped) + st.SkippedMore; n > 0 {
 		fmt.Fprintf(w, "skipped %d entries:\n", n)
 		for _, s := range st.Skipped {
@@ -131,6 +131,11 @@ func report(w io.Writer, verb, dir string, st *tarball.Stats) {
 		if st.SkippedMore > 0 {
 			fmt.Fprintf(w, "  … and %d more\n", st.SkippedMore)
 		}
+	}
+	// Protected files the sandbox left as they are: a count, not a list
+	// that would hide the ones it changed.
+	if st.ProtectedSame > 0 {
+		fmt.Fprintf(w, "left %d protected files and links as they are (the sandbox's copies are the same)\n", st.ProtectedSame)
 	}
 }
 

@@ -40,6 +40,7 @@ package tarball
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -75,6 +76,10 @@ type Stats struct {
 	// pipe"); at most maxSkipped are kept, SkippedMore counts the rest.
 	Skipped     []string `json:",omitempty"`
 	SkippedMore int      `json:",omitempty"`
+	// ProtectedSame counts the protected files and links not written
+	// because the root already holds the same: they are not among
+	// Skipped, which names what was left different.
+	ProtectedSame int `json:",omitempty"`
 }
 
 const maxSkipped = 100
@@ -215,7 +220,15 @@ func Extract(ctx context.Context, r io.Reader, root *os.Root, o ExtractOptions) 
 			continue
 		}
 		if o.Protected != nil && protected(name, o.Protected) {
-			st.skip(name, "protected (the sandbox's declaration)")
+			switch same, err := sameAsRoot(root, name, h, tr, o.Limits.MaxFile); {
+			case err != nil:
+				return st, err
+			case same && h.Typeflag == tar.TypeDir:
+			case same:
+				st.ProtectedSame++
+			default:
+				st.skip(name, "protected (the sandbox's declaration)")
+			}
 			continue
 		}
 		if why := parentsOK(root, name, dirs); why != "" {
@@ -285,6 +298,53 @@ func localName(n string) (string, bool) {
 		}
 	}
 	return c, true
+}
+
+// sameAsRoot reports whether the entry h, whose content r holds, is what
+// root already has at name: a directory where there is one, a link with
+// the same text, a regular file with the same bytes. A protected entry
+// that is the same was not changed in the sandbox, and is not worth a
+// line of the pull's report. Only a regular file of the root is read
+// (never through a link), and only up to the entry's size; an entry over
+// maxFile counts as changed unread. The error is the stream's.
+func sameAsRoot(root *os.Root, name string, h *tar.Header, r io.Reader, maxFile int64) (bool, error) {
+	fi, err := root.Lstat(name)
+	if err != nil {
+		return false, nil
+	}
+	switch h.Typeflag {
+	case tar.TypeDir:
+		return fi.IsDir(), nil
+	case tar.TypeSymlink:
+		target, err := root.Readlink(name)
+		return fi.Mode()&fs.ModeSymlink != 0 && err == nil && target == h.Linkname, nil
+	case tar.TypeReg:
+	default:
+		return false, nil
+	}
+	if !fi.Mode().IsRegular() || fi.Size() != h.Size || h.Size > maxFile {
+		return false, nil
+	}
+	f, err := root.Open(name)
+	if err != nil {
+		return false, nil
+	}
+	defer f.Close()
+	if now, err := f.Stat(); err != nil || !os.SameFile(fi, now) {
+		return false, nil
+	}
+	a, b := make([]byte, 32<<10), make([]byte, 32<<10)
+	for left := h.Size; left > 0; {
+		n := int(min(left, int64(len(a))))
+		if _, err := io.ReadFull(r, a[:n]); err != nil {
+			return false, fmt.Errorf("reading the archive: %v", err)
+		}
+		if _, err := io.ReadFull(f, b[:n]); err != nil || !bytes.Equal(a[:n], b[:n]) {
+			return false, nil
+		}
+		left -= int64(n)
+	}
+	return true, nil
 }
 
 func protected(name string, p func(string) bool) bool {

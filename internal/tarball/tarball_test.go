@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 // entry is one member of a stream a test makes.
@@ -291,6 +292,73 @@ func TestExtractHostile(t *testing.T) {
 				t.Errorf("tool has mode %v", fi.Mode())
 			}
 		})
+	}
+}
+
+// TestExtractProtectedSame: a protected entry the sandbox left as the host
+// has it is counted, not reported; one the agent changed (same size, other
+// bytes; another kind; a new file under a protected directory) is
+// reported, and neither is written. The host's side is read only where it
+// is a regular file of the workspace: a host link to a file outside with
+// the same bytes is no match, so the count tells the agent nothing about
+// files outside the workspace.
+func TestExtractProtectedSame(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("symlinks need privileges on Windows")
+	}
+	base := t.TempDir()
+	ws, outside := filepath.Join(base, "ws"), filepath.Join(base, "outside")
+	os.Mkdir(ws, 0o755)
+	os.Mkdir(outside, 0o755)
+	os.WriteFile(filepath.Join(outside, "victim"), []byte("host secret"), 0o644)
+	host := map[string]string{
+		"sandbox.yaml":   "version: 1\n",
+		"PROMPT.md":      "mine",
+		"ctx/Dockerfile": "FROM x\n",
+		"plink":          "a file",
+		"big":            strings.Repeat("b", 1<<16+1),
+	}
+	for name, body := range host {
+		os.MkdirAll(filepath.Dir(filepath.Join(ws, name)), 0o755)
+		os.WriteFile(filepath.Join(ws, name), []byte(body), 0o644)
+	}
+	os.Symlink("sandbox.yaml", filepath.Join(ws, "l"))
+	os.Symlink(filepath.Join(outside, "victim"), filepath.Join(ws, "sec"))
+	prot := func(n string) bool {
+		switch n {
+		case "sandbox.yaml", "PROMPT.md", "ctx", "l", "plink", "sec", "big":
+			return true
+		}
+		return false
+	}
+	entries := []entry{
+		{name: "sandbox.yaml", body: "version: 1\n"},
+		{name: "PROMPT.md", body: "evil"},
+		{name: "ctx/", typ: tar.TypeDir, mode: 0o755},
+		{name: "ctx/Dockerfile", body: "FROM x\n"},
+		{name: "ctx/new", body: "planted"},
+		{name: "l", typ: tar.TypeSymlink, link: "sandbox.yaml"},
+		{name: "plink", typ: tar.TypeSymlink, link: "sandbox.yaml"},
+		{name: "sec", body: "host secret"},
+		{name: "big", body: strings.Repeat("b", 1<<16+1)},
+		{name: "work.txt", body: "agent work"},
+	}
+	before := tree(t, ws)
+	st, err := Extract(context.Background(), stream(t, entries...), open(t, ws), ExtractOptions{Limits: small, Protected: prot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const why = ": protected (the sandbox's declaration)"
+	if diff := cmp.Diff([]string{"PROMPT.md" + why, "ctx/new" + why, "plink" + why, "sec" + why, "big" + why}, st.Skipped); diff != "" {
+		t.Errorf("skipped (-want +got):\n%s", diff)
+	}
+	// sandbox.yaml, ctx/Dockerfile and l; the directory ctx is no line.
+	if st.ProtectedSame != 3 {
+		t.Errorf("ProtectedSame = %d, want 3", st.ProtectedSame)
+	}
+	after := tree(t, ws)
+	if diff := cmp.Diff(append(before, "work.txt=agent work"), after, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
+		t.Errorf("workspace (-before +after):\n%s", diff)
 	}
 }
 
