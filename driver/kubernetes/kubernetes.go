@@ -88,7 +88,7 @@ const (
 
 // Hardening versions the safeguards of the pods the driver makes (see
 // objects.go); a sandbox made with another is replaced to get them.
-const Hardening = "1"
+const Hardening = "2"
 
 // DefaultMemory is the memory limit of a sandbox whose file sets none.
 const DefaultMemory = 8 << 30
