@@ -165,3 +165,42 @@ func noNetAdmin(t *testing.T, status string) bool {
 	}
 	return true
 }
+
+// TestPinWarmPool: a warm pool's sandboxes are pinned to the pool's proxy
+// as a sandbox is to its own: with no NetworkPolicy emulation, a claim's
+// probe passes and the claimed sandbox reaches no other pod directly.
+func TestPinWarmPool(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 1)
+	c.podSecurity("privileged")
+	web := c.web("web")
+	d := c.driver(0)
+	b := newBox(t, d, "pinpool")
+	sp := b.spec(c.head() + "  warmPool: 1\nnetwork:\n  agentHosts: false\n")
+	b.mustApply(sp)
+	c.Kubectl(t, "-n", c.ns, "wait", "--for=jsonpath={.status.readyReplicas}=1", "sandboxwarmpools.extensions.agents.x-k8s.io/"+poolName(b.name), "--timeout=180s")
+	var tmpl struct {
+		Spec sandboxSpec `json:"spec"`
+	}
+	if err := json.Unmarshal([]byte(c.Kubectl(t, "-n", c.ns, "get", "sandboxtemplates.extensions.agents.x-k8s.io/"+poolName(b.name), "-o", "json")), &tmpl); err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := d.podIP(context.Background(), place{namespace: c.ns}, poolProxyName(b.name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pinnedTo(tmpl.Spec.PodTemplate.Spec); got != joinHostPort(proxy, proxyPort) {
+		t.Errorf("the pool's template is pinned to %q, want its proxy %s:%d", got, proxy, proxyPort)
+	}
+	var rep bytes.Buffer
+	release, err := d.Claim(context.Background(), sp, &rep)
+	if err != nil {
+		t.Fatalf("claim (its probe, with no NetworkPolicy emulation): %v", err)
+	}
+	if code, out := b.sh(`printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 3 `+web+` 8080 2>&1`, nil); code == 0 || strings.Contains(out, "hello") {
+		t.Errorf("a direct connection from the claimed sandbox bypassed the proxy: %d %q", code, out)
+	}
+	if err := release(context.Background()); err != nil {
+		t.Fatalf("release: %v\n%s", err, rep.String())
+	}
+}
