@@ -129,6 +129,22 @@ func TestPin(t *testing.T) {
 		}
 		check(t)
 	})
+
+	t.Run("a replacement is pinned to its new proxy", func(t *testing.T) {
+		before := d.mustProxyIP(t, c, b.name)
+		next := b.spec(c.head() + "env: {STAGE: two}\n" + fmt.Sprintf("network:\n  agentHosts: false\n  blockCIDRs: [127.0.0.0/8]\n  allow: [%s:8080]\n", allowed))
+		p := b.mustApply(next)
+		if a := p.Sandboxes[0].Action; a != reconcile.ActionReplace {
+			t.Fatalf("an env change is planned as %s", a)
+		}
+		if _, out := b.sh(`echo "$STAGE"`, nil); out != "two\n" {
+			t.Errorf("after the replacement: %q", out)
+		}
+		if now := d.mustProxyIP(t, c, b.name); now == before {
+			t.Logf("the new proxy got the old address %s", now)
+		}
+		check(t)
+	})
 }
 
 // mustProxyIP is the address of the sandbox's proxy pod.
