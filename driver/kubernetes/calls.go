@@ -60,7 +60,7 @@ func (d *Driver) Calls(s reconcile.Step, sp *spec.Spec, live *reconcile.Live) ([
 	case reconcile.StepSetNetwork:
 		return d.policyCalls(sp, p)
 	case reconcile.StepRepair:
-		return d.repairCalls(sp, p, s.Parts)
+		return d.repairCalls(sp, p, s.Parts, o)
 	case reconcile.StepSetWarmPool:
 		return d.poolCalls(sp, p, o)
 	case reconcile.StepVerify:
@@ -185,9 +185,12 @@ func (d *Driver) createCalls(sp *spec.Spec, rec *reconcile.Record, live *reconci
 	}
 	steps = append(steps,
 		"kubectl get nodes (their addresses, which the proxy always refuses)",
-		runner.Quote(d.kubectl(p, applyArgs...))+
+		runner.Quote(d.kubectl(p, pinCheckArgs...))+"  # Pod "+n+".pin-check: does the namespace admit the egress pin (init container "+pinInit+", root, NET_ADMIN only)?",
+		"  admitted (Pod Security privileged or no label): "+runner.Quote(d.kubectl(p, applyArgs...))+
 			"  # Pod "+egressPodName(n)+" (sbx __egress-proxy, the policy of sandbox.yaml), NetworkPolicy "+sandboxPolicyName(n)+" and "+egressPolicyName(n)+
-			", Sandbox "+n+" ("+image+", workspace claim "+claimName(n)+")",
+			"; "+d.waitDesc(p, n, "pod/"+egressPodName(n))+
+			"; then Sandbox "+n+" ("+image+", workspace claim "+claimName(n)+"), its pod's egress pinned to the proxy's pod address:3128 in its own network namespace (nftables: sbx __k8s-pin) besides the NetworkPolicy",
+		"  refused (Pod Security baseline, restricted): the same objects in one apply, the Sandbox's pod without the pin: the NetworkPolicy alone pins it",
 		d.waitDesc(p, n, "pod/"+egressPodName(n), "sandboxes.agents.x-k8s.io/"+n))
 	if replace {
 		steps = append(steps, "the workspace volume "+claimName(n)+" is kept, with the agent's work")
@@ -229,15 +232,55 @@ func (d *Driver) createObjects(ctx context.Context, sp *spec.Spec, p place, rec 
 			return err
 		}
 	}
-	objs, err := d.sandboxObjects(ctx, sp, p, rec, helper, image)
+	nodes, err := d.nodeAddrs(ctx, p)
 	if err != nil {
 		return err
 	}
-	if err := d.apply(ctx, p, objs); err != nil {
+	noPin, err := d.pinAdmitted(ctx, sp, p, helper)
+	if err != nil {
 		return err
 	}
-	if err := d.waitReady(ctx, p, sp.Name, "pod/"+egressPodName(sp.Name), "sandboxes.agents.x-k8s.io/"+sp.Name); err != nil {
-		return err
+	var proxyIP string
+	if noPin == "" {
+		// The pod is pinned to its proxy's address, so the proxy comes
+		// first: made, Ready, its address read; then the Sandbox.
+		objs, err := newSandboxObjects(sp, p, rec, helper, image, nodes, "")
+		if err != nil {
+			return err
+		}
+		if err := d.apply(ctx, p, objs[:len(objs)-1]); err != nil {
+			return err
+		}
+		if err := d.waitReady(ctx, p, sp.Name, "pod/"+egressPodName(sp.Name)); err != nil {
+			return err
+		}
+		if proxyIP, err = d.podIP(ctx, p, egressPodName(sp.Name)); err != nil {
+			return err
+		}
+		sb, err := sandboxObject(sp, p.namespace, image, helper, rec, joinHostPort(proxyIP, proxyPort))
+		if err != nil {
+			return err
+		}
+		if err := d.apply(ctx, p, []object{sb}); err != nil {
+			return err
+		}
+		if err := d.waitReady(ctx, p, sp.Name, "sandboxes.agents.x-k8s.io/"+sp.Name); err != nil {
+			return err
+		}
+	} else {
+		objs, err := newSandboxObjects(sp, p, rec, helper, image, nodes, "")
+		if err != nil {
+			return err
+		}
+		if err := d.apply(ctx, p, objs); err != nil {
+			return err
+		}
+		if err := d.waitReady(ctx, p, sp.Name, "pod/"+egressPodName(sp.Name), "sandboxes.agents.x-k8s.io/"+sp.Name); err != nil {
+			return err
+		}
+		if proxyIP, err = d.podIP(ctx, p, egressPodName(sp.Name)); err != nil {
+			return err
+		}
 	}
 	if seed {
 		seeded, err := d.seeded(ctx, p, sp.Name)
@@ -246,7 +289,15 @@ func (d *Driver) createObjects(ctx context.Context, sp *spec.Spec, p place, rec 
 		}
 		seed = !seeded
 	}
-	if err := d.prepare(ctx, sp, p, sandboxPodName(sp.Name), seed); err != nil {
+	pinned := ""
+	if noPin == "" {
+		pinned = joinHostPort(proxyIP, proxyPort)
+	}
+	if err := d.prepareAt(ctx, sp, p, sandboxPodName(sp.Name), proxyIP, seed, pinned); err != nil {
+		var ee *EnforcementError
+		if errors.As(err, &ee) && noPin != "" {
+			ee.NoPin = noPin
+		}
 		return err
 	}
 	if seed {
@@ -254,6 +305,49 @@ func (d *Driver) createObjects(ctx context.Context, sp *spec.Spec, p place, rec 
 		return err
 	}
 	return nil
+}
+
+// pinAdmitted asks the cluster whether the namespace admits the pin's
+// init container (root, NET_ADMIN): a server-side dry run of a pod made
+// of that container alone, so that Pod Security admission (the
+// namespace's pod-security.kubernetes.io/enforce label, or the cluster's
+// default level and exemptions) and any other admission webhook decide
+// as they will for the sandbox's pod. It returns "" when admitted, else
+// the cluster's reason. Pod Security's privileged level (and a namespace
+// without a label under the default configuration) admits it; baseline
+// and restricted forbid NET_ADMIN, and the sandbox is then pinned by its
+// NetworkPolicy alone.
+func (d *Driver) pinAdmitted(ctx context.Context, sp *spec.Spec, p place, helper string) (string, error) {
+	doc, err := applyList(pinCheckPod(sp, p.namespace, helper))
+	if err != nil {
+		return "", err
+	}
+	_, err = d.runInput(ctx, p, bytes.NewReader(doc), pinCheckArgs...)
+	if err == nil {
+		return "", nil
+	}
+	var re *runner.Error
+	if errors.As(err, &re) && strings.Contains(re.Stderr, "(Forbidden)") {
+		return strings.TrimSpace(re.Stderr), nil
+	}
+	return "", fmt.Errorf("asking the cluster whether namespace %s admits the pod's egress pin (a dry run): %w", p, err)
+}
+
+// pinCheckArgs create from stdin as a server-side dry run: admission
+// decides, nothing is stored.
+var pinCheckArgs = []string{"create", "--dry-run=server", "-o", "name", "-f", "-"}
+
+// pinCheckPod is the pod pinAdmitted submits: the pin's init container,
+// as the pod's only container, under the sandbox's RuntimeClass.
+func pinCheckPod(sp *spec.Spec, ns, helper string) object {
+	ps := podSpec{
+		AutomountServiceAccountToken: ptr(false),
+		EnableServiceLinks:           ptr(false),
+		RuntimeClassName:             sp.K8s().RuntimeClassName,
+		SecurityContext:              &podSecurity{SeccompProfile: &seccomp{Type: "RuntimeDefault"}},
+		Containers:                   []container{pinContainer(helper, "127.0.0.1:"+strconv.Itoa(proxyPort))},
+	}
+	return object{APIVersion: "v1", Kind: "Pod", Metadata: meta{Name: sp.Name + ".pin-check", Namespace: ns}, Spec: raw(ps)}
 }
 
 // pushesHelper reports whether a create builds (unless docker has it) and
@@ -266,24 +360,15 @@ func (d *Driver) pushesHelper(sp *spec.Spec) bool {
 	return sp.K8s().Registry != "" && d.opts.HelperImage == ""
 }
 
-// sandboxObjects are the objects of a new sandbox: its proxy, its
-// policies and the Sandbox.
-func (d *Driver) sandboxObjects(ctx context.Context, sp *spec.Spec, p place, rec *reconcile.Record, helper, image string) ([]object, error) {
-	nodes, err := d.nodeAddrs(ctx, p)
-	if err != nil {
-		return nil, err
-	}
-	return newSandboxObjects(sp, p, rec, helper, image, nodes)
-}
-
-// newSandboxObjects are sandboxObjects given the cluster's node
-// addresses (nodeAddrs).
-func newSandboxObjects(sp *spec.Spec, p place, rec *reconcile.Record, helper, image string, nodes []string) ([]object, error) {
+// newSandboxObjects are the objects of a new sandbox given the cluster's
+// node addresses (nodeAddrs): its proxy, its policies and, last, the
+// Sandbox, its pod pinned to pinTo when set.
+func newSandboxObjects(sp *spec.Spec, p place, rec *reconcile.Record, helper, image string, nodes []string, pinTo string) ([]object, error) {
 	proxy, err := proxyPod(sp, egressPodName(sp.Name), p.namespace, helper, roleEgress, egress.PolicyOf(sp, nodes))
 	if err != nil {
 		return nil, err
 	}
-	sb, err := sandboxObject(sp, p.namespace, image, helper, rec)
+	sb, err := sandboxObject(sp, p.namespace, image, helper, rec, pinTo)
 	if err != nil {
 		return nil, err
 	}
@@ -380,7 +465,7 @@ func (d *Driver) seeded(ctx context.Context, p place, name string) (bool, error)
 func (d *Driver) prepareDesc(sp *spec.Spec, p place) string {
 	desc := runner.Quote(d.kubectl(p, "exec", "-i", sandboxPodName(sp.Name), "-c", agentName, "--", helperPath, "__k8s-prepare", "--upstream", "<proxy pod address>:3128", "--upstream-file", upstreamFile))
 	if sp.K8s().Egress == spec.EgressEnforced {
-		desc += " --probe-open <proxy>:3128 --probe-closed <proxy>:3129  # refuses unless the cluster enforces the NetworkPolicy"
+		desc += " --probe-open <proxy>:3128 --probe-closed <proxy>:3129  # refuses unless the pod's pin or the cluster's NetworkPolicy holds"
 	} else {
 		desc += "  # egress advisory: no enforcement probe"
 	}
@@ -395,17 +480,26 @@ func (d *Driver) prepareCall(sp *spec.Spec, p place, seed bool) reconcile.Call {
 	}}
 }
 
-// EnforcementError is a cluster that does not enforce the NetworkPolicy
-// pinning a sandbox to its proxy.
+// EnforcementError is a sandbox that can reach more than its proxy: the
+// cluster does not enforce the NetworkPolicy pinning it there, and the
+// pod is not pinned in its own network namespace either.
 type EnforcementError struct {
 	Sandbox string
 	Detail  string
+	// NoPin is why the pod is not pinned in its own network namespace
+	// (the cluster's answer to the dry run), when the create knows it.
+	NoPin string
 }
 
 func (e *EnforcementError) Error() string {
+	noPin := "it was made without sbx's pin in its own network namespace"
+	if e.NoPin != "" {
+		noPin = "the namespace does not admit sbx's pin in the pod's own network namespace (an init container with NET_ADMIN): " + e.NoPin
+	}
 	return fmt.Sprintf("sandbox %q: the cluster does not enforce the NetworkPolicy that pins the sandbox to its egress proxy: from inside the sandbox, %s. "+
-		"Its network plugin ignores NetworkPolicy (a plain bridge, flannel alone, …): with it, the agent could bypass the proxy and its allow-list. "+
-		"Use a cluster whose CNI enforces NetworkPolicy (Calico, Cilium, …), or accept advisory egress with kubernetes.egress: advisory (the plan will say so)", e.Sandbox, e.Detail)
+		"Its network plugin ignores NetworkPolicy (a plain bridge, flannel alone, …), and %s: with it, the agent could bypass the proxy and its allow-list. "+
+		"Use a namespace whose Pod Security admits the pin (pod-security.kubernetes.io/enforce: privileged), a cluster whose CNI enforces NetworkPolicy (Calico, Cilium, …), "+
+		"or accept advisory egress with kubernetes.egress: advisory (the plan will say so)", e.Sandbox, e.Detail, noPin)
 }
 
 // prepare runs __k8s-prepare in a sandbox pod: the proxy's address for its
@@ -415,10 +509,13 @@ func (d *Driver) prepare(ctx context.Context, sp *spec.Spec, p place, pod string
 	if err != nil {
 		return err
 	}
-	return d.prepareAt(ctx, sp, p, pod, ip, seed)
+	return d.prepareAt(ctx, sp, p, pod, ip, seed, "")
 }
 
-func (d *Driver) prepareAt(ctx context.Context, sp *spec.Spec, p place, pod, proxyIP string, seed bool) error {
+// prepareAt is prepare with the proxy's address known. pinned is the
+// address the pod is pinned to in its own network namespace ("" when it
+// is not, or not known).
+func (d *Driver) prepareAt(ctx context.Context, sp *spec.Spec, p place, pod, proxyIP string, seed bool, pinned string) error {
 	proxy := joinHostPort(proxyIP, proxyPort)
 	args := []string{"exec", "-i", pod, "-c", agentName, "--", helperPath, "__k8s-prepare", "--upstream", proxy, "--upstream-file", upstreamFile}
 	enforced := sp.K8s().Egress == spec.EgressEnforced
@@ -457,6 +554,10 @@ func (d *Driver) prepareAt(ctx context.Context, sp *spec.Spec, p place, pod, pro
 			return fmt.Errorf("sbx __k8s-prepare in sandbox %q ran no probe", sp.Name)
 		case !rep.Probe.ProxyReached:
 			return fmt.Errorf("sandbox %q cannot reach its egress proxy: %s", sp.Name, rep.Probe.Detail)
+		case rep.Probe.CanaryReached && pinned != "":
+			// Never expected: the kernel's rules in the pod's namespace
+			// did not hold.
+			return fmt.Errorf("sandbox %q: the pod is pinned to its egress proxy %s in its own network namespace, yet from inside it %s", sp.Name, pinned, rep.Probe.Detail)
 		case rep.Probe.CanaryReached:
 			return &EnforcementError{Sandbox: sp.Name, Detail: rep.Probe.Detail}
 		}
@@ -635,7 +736,12 @@ func (w *replyWriter) Write(b []byte) (int, error) {
 // repairCalls make again what Observe found gone: the proxy (with the
 // file's policy) and the policies; then the sandbox's bridge learns the
 // new proxy's address, and the probe runs again.
-func (d *Driver) repairCalls(sp *spec.Spec, p place, parts []string) ([]reconcile.Call, error) {
+//
+// A new proxy has a new address: a sandbox pinned to the old one in its
+// own network namespace (o.pinned) gets its pod made again, from its
+// template with the new address, by suspending and resuming it (the
+// workspace volume stays).
+func (d *Driver) repairCalls(sp *spec.Spec, p place, parts []string, o *observed) ([]reconcile.Call, error) {
 	n := sp.Name
 	var kinds []string
 	proxy, pols := false, false
@@ -679,8 +785,42 @@ func (d *Driver) repairCalls(sp *spec.Spec, p place, parts []string) ([]reconcil
 	calls := []reconcile.Call{apply}
 	if proxy {
 		calls = append(calls, d.waitCall(p, n, "pod/"+egressPodName(n)))
+		if o != nil && o.pinned != "" {
+			calls = append(calls, d.repinCalls(p, n, o.suspended)...)
+		}
 	}
 	return calls, nil
+}
+
+// repinCalls point a pinned sandbox's pin at its proxy's current address
+// and, unless it is suspended, make its pod again with it.
+func (d *Driver) repinCalls(p place, n string, suspended bool) []reconcile.Call {
+	sb := "sandboxes.agents.x-k8s.io/" + n
+	calls := []reconcile.Call{{
+		Desc: runner.Quote(d.kubectl(p, "patch", sb, "--type=json", "-p", "<the pin's --allow: the new proxy's address>")) + "  # the pod is pinned to its proxy's address, which is new",
+		Run: func(ctx context.Context) error {
+			ip, err := d.podIP(ctx, p, egressPodName(n))
+			if err != nil {
+				return err
+			}
+			patch, err := json.Marshal([]map[string]any{
+				{"op": "test", "path": "/spec/podTemplate/spec/initContainers/0/name", "value": pinInit},
+				{"op": "replace", "path": "/spec/podTemplate/spec/initContainers/0/args", "value": []string{"__k8s-pin", "--allow", joinHostPort(ip, proxyPort)}},
+			})
+			if err != nil {
+				return err
+			}
+			_, err = d.run(ctx, p, "patch", sb, "--type=json", "-p", string(patch))
+			return err
+		},
+	}}
+	if suspended {
+		return calls
+	}
+	return append(calls,
+		d.command(p, "patch", sb, "--type=merge", "-p", `{"spec":{"operatingMode":"Suspended"}}`),
+		d.command(p, "wait", "--for=delete", "pod/"+sandboxPodName(n), "--timeout="+waitTimeout),
+		d.command(p, "patch", sb, "--type=merge", "-p", `{"spec":{"operatingMode":"Running"}}`))
 }
 
 // applyArgs apply a List from stdin server-side, as sbx's field manager,

@@ -53,7 +53,7 @@ func Capabilities() reconcile.Caps {
 			reconcile.FieldRuntime:         {Mode: reconcile.Unsupported, Reason: "the kubernetes driver runs pods under a RuntimeClass: set kubernetes.runtimeClassName (gvisor, kata) instead of docker.runtime"},
 			reconcile.FieldNoNewPrivileges: replace(true),
 			reconcile.FieldProtect:         reconcile.InPlaceCap("sbx pull reads it: while it is on, a pull never writes the declaration or the prompt (git's configuration never comes back, on or off)", false),
-			reconcile.FieldHardening:       {Mode: reconcile.Replace, Readable: true, Reason: "the sandbox was made without the kubernetes driver's current safeguards (pod security, limits, the proxy's readiness)"},
+			reconcile.FieldHardening:       {Mode: reconcile.Replace, Readable: true, Reason: "the sandbox was made without the kubernetes driver's current safeguards (pod security, limits, the proxy's readiness, the egress pin in the pod's own network namespace)"},
 			reconcile.FieldStatus:          reconcile.InPlaceCap("the suspended sandbox is resumed (operatingMode: Running); its workspace volume was kept", true),
 			reconcile.FieldKubernetes:      {Mode: reconcile.Replace, Readable: true, Reason: "a sandbox's RuntimeClass and workspace volume are fixed when it is made"},
 			reconcile.FieldEgressMode:      reconcile.InPlaceCap("apply runs the enforcement probe, or stops requiring it", false),

@@ -57,7 +57,7 @@ func (d *Driver) Checks(ctx context.Context) []driver.Check {
 		cs = append(cs, driver.Check{Name: "RuntimeClasses", Info: true, Detail: detail})
 	}
 	cs = append(cs, driver.Check{Name: "NetworkPolicy enforcement", Info: true,
-		Detail: "unknown until an apply probes it from inside a sandbox: with kubernetes.egress: enforced (the default), apply refuses a cluster whose network plugin ignores NetworkPolicy"})
+		Detail: "unknown until an apply probes it from inside a sandbox: with kubernetes.egress: enforced (the default), apply refuses a sandbox that reaches more than its proxy, which happens when the cluster's network plugin ignores NetworkPolicy and the namespace's Pod Security (baseline, restricted) does not admit sbx's pin in the pod's own network namespace"})
 	return cs
 }
 

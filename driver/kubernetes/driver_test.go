@@ -197,13 +197,16 @@ func TestSandbox(t *testing.T) {
 }
 
 // TestProbeRefusesWithoutEnforcement: on this cluster, whose network
-// plugin ignores NetworkPolicy, a sandbox whose egress must be enforced
-// is not created: apply fails saying why, and removes what it made.
+// plugin ignores NetworkPolicy, in a namespace whose Pod Security
+// (baseline) does not admit the driver's own pin, a sandbox whose egress
+// must be enforced is not created: apply fails saying why (the cluster's
+// refusal of the pin included), and removes what it made.
 func TestProbeRefusesWithoutEnforcement(t *testing.T) {
 	t.Parallel()
 	// Two volumes: the refused create's claim releases the first, which
 	// (Retain, no provisioner) is not bound again.
 	c := newCluster(t, 2)
+	c.podSecurity("baseline")
 	d := c.driver(3 * time.Second)
 	b := newBox(t, d, "noenforce")
 	sp := b.spec(c.head())
@@ -212,7 +215,8 @@ func TestProbeRefusesWithoutEnforcement(t *testing.T) {
 	if !errors.As(err, &ee) {
 		t.Fatalf("apply: %v, want the enforcement error", err)
 	}
-	if !strings.Contains(err.Error(), "does not enforce the NetworkPolicy") || !strings.Contains(err.Error(), "kubernetes.egress: advisory") {
+	if !strings.Contains(err.Error(), "does not enforce the NetworkPolicy") || !strings.Contains(err.Error(), "kubernetes.egress: advisory") ||
+		!strings.Contains(err.Error(), `violates PodSecurity "baseline`) || !strings.Contains(err.Error(), "NET_ADMIN") || !strings.Contains(err.Error(), "enforce: privileged") {
 		t.Errorf("the error does not say what is wrong and what to do: %v", err)
 	}
 	if left := c.labelled(b.name); len(left) > 0 {

@@ -53,11 +53,16 @@ type watchedPod struct {
 	} `json:"status"`
 }
 
+// The namespace's Pod Security is set to baseline, which does not admit
+// the driver's own pin in the pod's network namespace (an init container
+// with NET_ADMIN): the tests that emulate NetworkPolicy test the
+// NetworkPolicy path, and TestPin the pin.
 func (c *cluster) enforce() {
 	c.t.Helper()
 	if os.Geteuid() != 0 {
 		c.t.Fatal("emulating NetworkPolicy enforcement needs root (iptables)")
 	}
+	c.podSecurity("baseline")
 	sweepOnce.Do(func() { sweepRules(c.t) })
 	e := &enforcer{c: c, comment: enforcerComment + proc.Owner() + ":" + c.class, rules: map[string][][]string{}}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -88,6 +93,13 @@ func (c *cluster) enforce() {
 			c.t.Errorf("iptables rules of the test are left:\n%s", out)
 		}
 	})
+}
+
+// podSecurity sets the Pod Security level the namespace enforces
+// (pod-security.kubernetes.io/enforce: privileged, baseline, restricted).
+func (c *cluster) podSecurity(level string) {
+	c.t.Helper()
+	c.Kubectl(c.t, "label", "namespace", c.ns, "pod-security.kubernetes.io/enforce="+level, "--overwrite")
 }
 
 // watch follows the namespace's pods (kubectl get --watch: the listing,

@@ -2,12 +2,19 @@
 // kubernetes-sigs/agent-sandbox (v1beta1, v1.0 or later): each sandbox is
 // a Sandbox whose pod runs the template with sbx's static binary as PID 1,
 // its workspace a PersistentVolumeClaim the driver seeds from the host,
-// and its only way out sbx's egress proxy, a pod of its own, to which a
-// NetworkPolicy pins the sandbox. Because many CNIs ignore NetworkPolicy
-// without a word, apply does not report a sandbox whose egress is to be
-// enforced as applied until a probe inside it shows that the policy holds
-// (kubernetes.egress: advisory accepts a cluster where it does not, and
-// every plan says so).
+// and its only way out sbx's egress proxy, a pod of its own. Two things
+// pin the sandbox to it. Where the namespace's Pod Security admits it
+// (privileged, or no label; a server-side dry run asks), the sandbox
+// pod's first init container, the only one with NET_ADMIN, writes
+// nftables rules in the pod's own network namespace through netlink (sbx
+// __k8s-pin, github.com/google/nftables: the helper image has no
+// iptables) before the agent starts: loopback, replies and TCP to the
+// proxy pod's address only, for IPv4 and IPv6 (inpod.Pin). And a
+// NetworkPolicy, which many CNIs ignore without a word. Apply does not
+// report a sandbox whose egress is to be enforced as applied until a
+// probe inside it shows that one of them holds (kubernetes.egress:
+// advisory accepts a cluster where neither does, and every plan says
+// so); the plan says which pins each sandbox.
 //
 // The client is kubectl, as docker is the docker driver's: found on PATH
 // (or $SBX_KUBECTL), honouring KUBECONFIG, the file's kubernetes.context
@@ -88,7 +95,7 @@ const (
 
 // Hardening versions the safeguards of the pods the driver makes (see
 // objects.go); a sandbox made with another is replaced to get them.
-const Hardening = "1"
+const Hardening = "2"
 
 // DefaultMemory is the memory limit of a sandbox whose file sets none.
 const DefaultMemory = 8 << 30

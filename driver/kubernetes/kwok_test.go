@@ -135,7 +135,7 @@ func newFleet(tb testing.TB, n int) *fleet {
 		if rec == nil {
 			tb.Fatalf("the plan of a new sandbox has no create step with a record: %+v", p.Sandboxes[0].Steps)
 		}
-		made, err := newSandboxObjects(sp, place{namespace: f.ns}, rec, env.helper, templateImage(sp, hash), nodes)
+		made, err := newSandboxObjects(sp, place{namespace: f.ns}, rec, env.helper, templateImage(sp, hash), nodes, "")
 		if err != nil {
 			tb.Fatal(err)
 		}

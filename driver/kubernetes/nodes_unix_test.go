@@ -82,7 +82,11 @@ func TestNodeAddrs(t *testing.T) {
 				code = 1
 			}
 			d := New(Options{Runner: &runner.Runner{}, Kubectl: fakeKubectl(t, dir, tc.out, code), Namespace: "ns"})
-			objs, err := d.sandboxObjects(context.Background(), sp, place{namespace: "ns"}, nil, "sbx-helper:1", "busybox")
+			nodes, err := d.nodeAddrs(context.Background(), place{namespace: "ns"})
+			var objs []object
+			if err == nil {
+				objs, err = newSandboxObjects(sp, place{namespace: "ns"}, nil, "sbx-helper:1", "busybox", nodes, "")
+			}
 			if tc.want == nil {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("err = %v, want one saying %q", err, tc.err)

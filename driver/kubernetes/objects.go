@@ -106,6 +106,7 @@ type securityCtx struct {
 }
 
 type capabilities struct {
+	Add  []string `json:"add,omitempty"`
 	Drop []string `json:"drop,omitempty"`
 }
 
@@ -290,7 +291,11 @@ func effectiveMemory(sp *spec.Spec) int64 {
 // template's image running sbx's init (the bridge to the proxy on
 // 127.0.0.1:3128, and the reaper) as PID 1, the file's env, the limits,
 // and the workspace volume at the same path as on the host.
-func agentPod(sp *spec.Spec, name, image, helper, role string, workspaceVolume bool) podTemplate {
+//
+// pinTo, when set, is the address of the egress proxy (ADDR:PORT, the
+// pod address the bridge dials): a first init container then pins the
+// pod's egress to it in the pod's own network namespace (pinContainer).
+func agentPod(sp *spec.Spec, name, image, helper, role string, workspaceVolume bool, pinTo string) podTemplate {
 	env := []envVar{}
 	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"} {
 		env = append(env, envVar{k, proxyURL})
@@ -331,7 +336,7 @@ func agentPod(sp *spec.Spec, name, image, helper, role string, workspaceVolume b
 		RuntimeClassName:              sp.K8s().RuntimeClassName,
 		SecurityContext:               &podSecurity{SeccompProfile: &seccomp{Type: "RuntimeDefault"}},
 		InitContainers: []container{{
-			Name: "sbx-helper", Image: helper, ImagePullPolicy: "IfNotPresent",
+			Name: helperInit, Image: helper, ImagePullPolicy: "IfNotPresent",
 			Args:            []string{"__k8s-install-self", helperPath},
 			VolumeMounts:    []volumeMount{{Name: "sbx-helper", MountPath: "/.sbx"}},
 			SecurityContext: lockedDown(),
@@ -348,13 +353,56 @@ func agentPod(sp *spec.Spec, name, image, helper, role string, workspaceVolume b
 		}},
 		Volumes: vols,
 	}
+	if pinTo != "" {
+		ps.InitContainers = append([]container{pinContainer(helper, pinTo)}, ps.InitContainers...)
+	}
 	return podTemplate{Metadata: podMeta{Labels: labels(sp.Name, role)}, Spec: ps}
+}
+
+// The sandbox pod's init containers.
+const (
+	pinInit    = "sbx-egress-pin" // __k8s-pin, with NET_ADMIN
+	helperInit = "sbx-helper"     // __k8s-install-self
+)
+
+// pinContainer is the init container that pins the sandbox pod's egress
+// to its proxy (sbx __k8s-pin: nftables rules in the pod's network
+// namespace, which its containers share): root with NET_ADMIN and no
+// other capability (nftables speaks netlink; NET_RAW, which iptables'
+// legacy backend needs for its raw socket, is not), a read-only root, no
+// privilege escalation. It ends before the agent's container starts, and
+// that container's capabilities never include NET_ADMIN (agentSecurity),
+// so nothing the agent runs can change the rules.
+func pinContainer(helper, proxy string) container {
+	return container{
+		Name: pinInit, Image: helper, ImagePullPolicy: "IfNotPresent",
+		Args: []string{"__k8s-pin", "--allow", proxy},
+		SecurityContext: &securityCtx{
+			AllowPrivilegeEscalation: ptr(false),
+			ReadOnlyRootFilesystem:   ptr(true),
+			RunAsUser:                ptr(int64(0)),
+			RunAsGroup:               ptr(int64(0)),
+			Capabilities:             &capabilities{Drop: []string{"ALL"}, Add: []string{"NET_ADMIN"}},
+		},
+		Resources: &resources{Limits: map[string]string{"cpu": "100m", "memory": "32Mi"}},
+	}
+}
+
+// pinnedTo is the proxy address a pod template's pin init container
+// allows, "" when it has none.
+func pinnedTo(ps podSpec) string {
+	for _, c := range ps.InitContainers {
+		if c.Name == pinInit && len(c.Args) == 3 && c.Args[0] == "__k8s-pin" && c.Args[1] == "--allow" {
+			return c.Args[2]
+		}
+	}
+	return ""
 }
 
 // sandboxObject is the Sandbox: its pod template, its workspace claim
 // (agent-sandbox names it workspace-<name> and owns it), sbx's record and
 // what the plan reads back that the pod does not show.
-func sandboxObject(sp *spec.Spec, ns, image, helper string, rec *reconcile.Record) (object, error) {
+func sandboxObject(sp *spec.Spec, ns, image, helper string, rec *reconcile.Record, pinTo string) (object, error) {
 	k := sp.K8s()
 	ann := map[string]string{annAgent: sp.Agent, annWorkspace: sp.Workspace.Path, annHardening: Hardening}
 	if rec != nil {
@@ -369,7 +417,7 @@ func sandboxObject(sp *spec.Spec, ns, image, helper string, rec *reconcile.Recor
 		cs.StorageClassName = ptr(k.StorageClass)
 	}
 	s := sandboxSpec{
-		PodTemplate:          agentPod(sp, sp.Name, image, helper, roleAgent, true),
+		PodTemplate:          agentPod(sp, sp.Name, image, helper, roleAgent, true, pinTo),
 		VolumeClaimTemplates: []claimTmpl{{Metadata: meta{Name: "workspace", Labels: labels(sp.Name, roleWorkspace)}, Spec: cs}},
 		OperatingMode:        "Running",
 	}

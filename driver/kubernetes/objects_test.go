@@ -65,3 +65,35 @@ func TestClaimedPod(t *testing.T) {
 		})
 	}
 }
+
+// TestAgentPodPin: with a proxy address the sandbox pod's first init
+// container is the pin, root with NET_ADMIN and nothing else; the
+// agent's container never has NET_ADMIN (nor NET_RAW, whose packet
+// sockets bypass netfilter); pinnedTo reads the address back, and a pod
+// without the pin reads as not pinned.
+func TestAgentPodPin(t *testing.T) {
+	sp := &spec.Spec{Name: "sb", Workspace: spec.Workspace{Path: "/w"}}
+	pod := agentPod(sp, "sb", "busybox", "sbx-helper:1", roleAgent, true, "192.0.2.7:3128")
+	ic := pod.Spec.InitContainers
+	if len(ic) != 2 || ic[0].Name != pinInit || ic[1].Name != helperInit {
+		t.Fatalf("init containers %+v, want the pin then the helper", ic)
+	}
+	sc := ic[0].SecurityContext
+	if d := cmp.Diff(&securityCtx{AllowPrivilegeEscalation: ptr(false), ReadOnlyRootFilesystem: ptr(true), RunAsUser: ptr(int64(0)), RunAsGroup: ptr(int64(0)),
+		Capabilities: &capabilities{Drop: []string{"ALL"}, Add: []string{"NET_ADMIN"}}}, sc); d != "" {
+		t.Errorf("the pin's security (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff([]string{"__k8s-pin", "--allow", "192.0.2.7:3128"}, ic[0].Args); d != "" {
+		t.Errorf("the pin's args (-want +got):\n%s", d)
+	}
+	agent := pod.Spec.Containers[0].SecurityContext.Capabilities
+	if len(agent.Add) != 0 || !strings.Contains(strings.Join(agent.Drop, ","), "NET_RAW") {
+		t.Errorf("the agent's capabilities: %+v", agent)
+	}
+	if got := pinnedTo(pod.Spec); got != "192.0.2.7:3128" {
+		t.Errorf("pinnedTo = %q", got)
+	}
+	if got := pinnedTo(agentPod(sp, "sb", "busybox", "sbx-helper:1", roleAgent, true, "").Spec); got != "" {
+		t.Errorf("pinnedTo of a pod without the pin = %q", got)
+	}
+}

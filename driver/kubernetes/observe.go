@@ -34,6 +34,9 @@ type observed struct {
 	size      string
 	class     string
 	pool      *poolState
+	// pinned is the proxy address the pod is pinned to in its own
+	// network namespace ("" when it is not: NetworkPolicy alone).
+	pinned string
 }
 
 func detailOf(live *reconcile.Live) *observed {
@@ -489,6 +492,8 @@ func (d *Driver) liveOf(name string, p place, ls *listing) (*reconcile.Live, err
 		}
 	}
 	o.workspace = l.Workspace
+	o.pinned = pinnedTo(ps)
+	l.Notes = append(l.Notes, mechanismNotes(sp, o.pinned)...)
 	for _, ct := range sb.spec.VolumeClaimTemplates {
 		if ct.Metadata.Name == "workspace" {
 			l.Kubernetes.WorkspaceSize = ct.Spec.Resources.Requests["storage"]
@@ -540,6 +545,17 @@ func notesFor(sp *spec.Spec) []string {
 		return nil
 	}
 	return []string{"EGRESS IS ADVISORY (kubernetes.egress: advisory): nothing checks that the cluster enforces the NetworkPolicy that pins this sandbox to its egress proxy; where it does not, the agent can bypass the proxy and its allow-list"}
+}
+
+// mechanismNotes say what pins an existing sandbox to its proxy.
+func mechanismNotes(sp *spec.Spec, pinned string) []string {
+	switch {
+	case pinned != "":
+		return []string{"egress is pinned to the proxy (" + pinned + ") in the pod's own network namespace (init container " + pinInit + " with NET_ADMIN wrote nftables rules before the agent started), besides the NetworkPolicy"}
+	case sp != nil && sp.K8s().Egress == spec.EgressEnforced:
+		return []string{"egress is pinned to the proxy by the NetworkPolicy alone (the namespace's Pod Security did not admit the pod's own pin when it was made); the probe shows the cluster enforces it"}
+	}
+	return nil
 }
 
 // createNotes say what a new sandbox's workspace is.

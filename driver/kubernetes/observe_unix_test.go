@@ -39,7 +39,7 @@ func observeFixtureWith(t testing.TB, n int, edit func(t testing.TB, objs []obje
 		sp := *base
 		sp.Name = fmt.Sprintf("sb-%d", i)
 		names = append(names, sp.Name)
-		sb, err := sandboxObject(&sp, "ns", "busybox", "sbx-helper:1", nil)
+		sb, err := sandboxObject(&sp, "ns", "busybox", "sbx-helper:1", nil, "")
 		if err != nil {
 			t.Fatal(err)
 		}

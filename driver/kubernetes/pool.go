@@ -42,22 +42,16 @@ type claim struct {
 	pod   string // the claimed sandbox's pod
 }
 
-// poolObjects are the pool's template, pool, proxy and policies.
-func (d *Driver) poolObjects(ctx context.Context, sp *spec.Spec, p place) ([]object, error) {
-	helper, err := d.helperImage(sp.K8s().Registry)
-	if err != nil {
-		return nil, err
-	}
+// poolObjects are the pool's proxy, policies, template and pool (in this
+// order), its pods pinned to pinTo when set, given the cluster's node
+// addresses.
+func (d *Driver) poolObjects(sp *spec.Spec, p place, helper string, nodes []string, pinTo string) ([]object, error) {
 	image := templateImage(sp, d.buildHash(sp, nil))
-	nodes, err := d.nodeAddrs(ctx, p)
-	if err != nil {
-		return nil, err
-	}
 	proxy, err := proxyPod(sp, poolProxyName(sp.Name), p.namespace, helper, rolePoolProxy, egress.PolicyOf(sp, nodes))
 	if err != nil {
 		return nil, err
 	}
-	tmpl := sandboxSpec{PodTemplate: agentPod(sp, "sandbox", image, helper, rolePoolAgent, false), NetworkPolicyManagement: "Unmanaged"}
+	tmpl := sandboxSpec{PodTemplate: agentPod(sp, "sandbox", image, helper, rolePoolAgent, false, pinTo), NetworkPolicyManagement: "Unmanaged"}
 	pool := map[string]any{
 		"replicas":           sp.K8s().WarmPool,
 		"sandboxTemplateRef": map[string]string{"name": poolName(sp.Name)},
@@ -91,11 +85,41 @@ func (d *Driver) poolCalls(sp *spec.Spec, p place, o *observed) ([]reconcile.Cal
 			"kubectl apply --server-side -f -  # Pod " + poolProxyName(n) + " (the pool's egress proxy), NetworkPolicy " + poolName(n) + " and " + poolProxyName(n) +
 				", SandboxTemplate " + poolName(n) + ", SandboxWarmPool " + poolName(n) + fmt.Sprintf(" (%d sandboxes)", sp.K8s().WarmPool),
 			"kubectl wait --for=condition=Ready pod/" + poolProxyName(n),
+			"  # when the namespace admits the egress pin (a dry run, as a create asks), the proxy is made and Ready first, and the template's pods are pinned to its address in their own network namespace",
 		}, "\n"),
 		Run: func(ctx context.Context) error {
-			objs, err := d.poolObjects(ctx, sp, p)
+			helper, err := d.helperImage(sp.K8s().Registry)
 			if err != nil {
 				return err
+			}
+			nodes, err := d.nodeAddrs(ctx, p)
+			if err != nil {
+				return err
+			}
+			noPin, err := d.pinAdmitted(ctx, sp, p, helper)
+			if err != nil {
+				return err
+			}
+			objs, err := d.poolObjects(sp, p, helper, nodes, "")
+			if err != nil {
+				return err
+			}
+			if noPin == "" {
+				// As a create does: the proxy first, then the template
+				// whose pods are pinned to its address.
+				if err := d.apply(ctx, p, objs[:3]); err != nil {
+					return err
+				}
+				if err := d.waitReady(ctx, p, n, "pod/"+poolProxyName(n)); err != nil {
+					return err
+				}
+				ip, err := d.podIP(ctx, p, poolProxyName(n))
+				if err != nil {
+					return err
+				}
+				if objs, err = d.poolObjects(sp, p, helper, nodes, joinHostPort(ip, proxyPort)); err != nil {
+					return err
+				}
 			}
 			if err := d.apply(ctx, p, objs); err != nil {
 				return err
@@ -165,7 +189,7 @@ func (d *Driver) Claim(ctx context.Context, sp *spec.Spec, w io.Writer) (func(co
 		return fail(err)
 	}
 	ip := a.ip
-	if err := d.prepareAt(ctx, sp, p, pod, ip, true); err != nil {
+	if err := d.prepareAt(ctx, sp, p, pod, ip, true, ""); err != nil {
 		return fail(err)
 	}
 	fmt.Fprintf(w, "sbx: claimed warm sandbox %s from the pool of %q in %s\n", pod, sp.Name, time.Since(start).Round(time.Millisecond))

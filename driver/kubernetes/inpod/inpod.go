@@ -14,6 +14,9 @@
 //	__k8s-tar DIR            write DIR as a tar stream (sbx pull)
 //	__k8s-canary --listen A  accept and close connections on A: the port
 //	                         the enforcement probe must not reach
+//	__k8s-pin --allow A:P    pin the pod's egress to its proxy with nftables
+//	                         rules in its own network namespace (the init
+//	                         container with NET_ADMIN; see Pin)
 //
 // Secrets reach a command only in the header, over the exec stream:
 // never in argv, the pod spec or any Kubernetes object.
@@ -44,6 +47,7 @@ func Verbs() map[string]func(ctx context.Context, args []string, stdin io.Reader
 		"__k8s-prepare":      Prepare,
 		"__k8s-tar":          Tar,
 		"__k8s-canary":       Canary,
+		"__k8s-pin":          Pin,
 	}
 }
 
