@@ -182,7 +182,7 @@ func (d *Driver) createCalls(sp *spec.Spec, rec *reconcile.Record, live *reconci
 		"kubectl get nodes (their addresses, which the proxy always refuses)",
 		runner.Quote(d.kubectl(p, applyArgs...))+
 			"  # Pod "+egressPodName(n)+" (sbx __egress-proxy, the policy of sandbox.yaml), NetworkPolicy "+sandboxPolicyName(n)+" and "+egressPolicyName(n)+
-			", Sandbox "+n+" ("+image+", workspace claim "+claimName(n)+")",
+			", Sandbox "+n+" ("+image+", "+resourcesDesc(sp)+", workspace claim "+claimName(n)+")",
 		runner.Quote(d.kubectl(p, "wait", "--for=condition=Ready", "pod/"+egressPodName(n), "sandboxes.agents.x-k8s.io/"+n, "--timeout="+waitTimeout)))
 	if replace {
 		steps = append(steps, "the workspace volume "+claimName(n)+" is kept, with the agent's work")
