@@ -205,11 +205,21 @@ func (d *Driver) create(ctx context.Context, sp *spec.Spec, p place, rec *reconc
 	}
 	err := d.createObjects(ctx, sp, p, rec, helper, image, !replace)
 	if err != nil && !replace {
-		// Nothing half-made stays (even after Ctrl-C, within a bound).
+		// Nothing half-made stays (even after Ctrl-C, within a bound),
+		// and no volume is left for the user to repair (volumes.go).
 		cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 		defer cancel()
+		volume, uid, vErr := d.boundVolume(cleanup, p, sp.Name)
 		if _, rmErr := d.run(cleanup, p, "delete", d.removeKinds(p), "-l", driver.LabelSandbox+"="+sp.Name, "--ignore-not-found", "--wait=true", "--timeout=100s"); rmErr != nil {
 			return fmt.Errorf("%w (and removing what was made: %v)", err, rmErr)
+		}
+		if vErr != nil {
+			return fmt.Errorf("%w (and reading the workspace claim's volume: %v)", err, vErr)
+		}
+		if volume != "" {
+			if rErr := d.releaseVolume(cleanup, p, volume, uid); rErr != nil {
+				return fmt.Errorf("%w (and %v)", err, d.releaseError(p, volume, uid, rErr))
+			}
 		}
 	}
 	return err

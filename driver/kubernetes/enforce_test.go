@@ -59,7 +59,7 @@ func (c *cluster) enforce() {
 		c.t.Fatal("emulating NetworkPolicy enforcement needs root (iptables)")
 	}
 	sweepOnce.Do(func() { sweepRules(c.t) })
-	e := &enforcer{c: c, comment: enforcerComment + proc.Owner() + ":" + c.class, rules: map[string][][]string{}}
+	e := &enforcer{c: c, comment: enforcerComment + proc.Owner() + ":" + c.id, rules: map[string][][]string{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
