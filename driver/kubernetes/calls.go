@@ -176,7 +176,7 @@ func (d *Driver) createCalls(sp *spec.Spec, rec *reconcile.Record, live *reconci
 	case d.opts.HelperImage != "":
 		steps = append(steps, "(the helper image "+helper+" is SBX_K8S_HELPER_IMAGE's: sbx neither builds nor pushes it; the nodes must have or pull it)")
 	default:
-		steps = append(steps, "(no kubernetes.registry: the nodes must already have "+helper+")")
+		steps = append(steps, "kubectl get nodes: unless they list "+helper+", docker build it (FROM scratch: this sbx) and stop with the command that loads it into this cluster (no kubernetes.registry to push it to)")
 	}
 	steps = append(steps,
 		"kubectl get nodes (their addresses, which the proxy always refuses)",
@@ -226,6 +226,11 @@ func (d *Driver) create(ctx context.Context, sp *spec.Spec, p place, rec *reconc
 }
 
 func (d *Driver) createObjects(ctx context.Context, sp *spec.Spec, p place, rec *reconcile.Record, helper, image string, seed bool) error {
+	if d.localHelper(sp.K8s().Registry) {
+		if err := d.checkLocalHelper(ctx, p, sp.Name, helper); err != nil {
+			return err
+		}
+	}
 	if d.pushesHelper(sp) {
 		if err := BuildHelperImage(ctx, d.opts.Runner, d.opts.Docker, d.opts.Binary, helper); err != nil {
 			return err
