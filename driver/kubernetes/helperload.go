@@ -66,8 +66,8 @@ const nodeStatusMaxImages = 50
 
 func parseNodes(out []byte) ([]nodeObj, error) {
 	var l struct {
-		APIVersion string `json:"apiVersion"`
-		Kind       string `json:"kind"`
+		APIVersion string    `json:"apiVersion"`
+		Kind       string    `json:"kind"`
 		Items      []nodeObj `json:"items"`
 	}
 	if err := json.Unmarshal(out, &l); err != nil {
