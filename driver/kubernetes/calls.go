@@ -247,6 +247,11 @@ func (d *Driver) createObjects(ctx context.Context, sp *spec.Spec, p place, rec 
 		return err
 	}
 	if err := d.waitReady(ctx, p, sp.Name, "pod/"+egressPodName(sp.Name), "sandboxes.agents.x-k8s.io/"+sp.Name); err != nil {
+		if d.localHelper(sp.K8s().Registry) {
+			if hint := d.helperHint(context.WithoutCancel(ctx), p, helper); hint != "" {
+				return fmt.Errorf("%w\n%s", err, hint)
+			}
+		}
 		return err
 	}
 	if seed {

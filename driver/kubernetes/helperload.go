@@ -15,9 +15,9 @@ import (
 // cluster's nodes take images from the host's docker with the cluster
 // tool's own command. Before it makes anything, a create looks whether
 // the nodes list the image (Node status.images); when they do not, it
-// builds the image into the local docker (unless docker has it) and stops
-// with the one command that loads it into the cluster at hand, which it
-// tells from what kind, k3d and minikube put on their nodes:
+// builds the image into the local docker and stops with the one command
+// that loads it into the cluster at hand (checkLocalHelper says when),
+// which it tells from what kind, k3d and minikube put on their nodes:
 //
 //   - kind: spec.providerID kind://PROVIDER/CLUSTER/NODE (kind's kubeadm
 //     config, pkg/cluster/internal/kubeadm/config.go); loaded with `kind
@@ -204,19 +204,23 @@ func (d *Driver) localHelper(registry string) bool {
 	return registry == "" && d.opts.HelperImage == ""
 }
 
-// checkLocalHelper is a create's first step without a registry: nothing
-// when the nodes may have the helper image; else it builds the image in
-// docker and returns the HelperImageError that says how to load it.
+// checkLocalHelper is a create's first step without a registry. When a
+// node lacks the helper image and docker does not have it either, the
+// user cannot have loaded it: it builds the image in docker and returns
+// the HelperImageError that says how to load it. When docker has it the
+// create goes on: the user may have loaded it a moment ago, and the
+// kubelet lists a node's images some seconds late (its image cache is
+// refreshed periodically); if the pod then cannot start, helperHint adds
+// the command to the error.
 func (d *Driver) checkLocalHelper(ctx context.Context, p place, name, image string) error {
-	out, err := d.run(ctx, p, "get", "nodes", "-o", "json")
-	if err != nil {
-		return fmt.Errorf("listing the cluster's nodes, to see whether they have sbx's helper image: %w", err)
-	}
-	nodes, err := parseNodes(out)
+	nodes, err := d.nodes(ctx, p)
 	if err != nil {
 		return err
 	}
 	if !missingHelper(nodes, image) {
+		return nil
+	}
+	if _, err := d.opts.Runner.Output(ctx, d.opts.Docker, "image", "inspect", "--format", "{{.Id}}", image); err == nil {
 		return nil
 	}
 	if err := BuildHelperImage(ctx, d.opts.Runner, d.opts.Docker, d.opts.Binary, image); err != nil {
@@ -224,4 +228,24 @@ func (d *Driver) checkLocalHelper(ctx context.Context, p place, name, image stri
 	}
 	tool, cmd := loadCommand(nodes, image)
 	return &HelperImageError{Sandbox: name, Image: image, Tool: tool, Command: cmd}
+}
+
+// helperHint is what a create whose pods did not get Ready adds to its
+// error when the nodes still do not list the helper image: the command
+// that loads it ("" when they list it, or cannot be read).
+func (d *Driver) helperHint(ctx context.Context, p place, image string) string {
+	nodes, err := d.nodes(ctx, p)
+	if err != nil || !missingHelper(nodes, image) {
+		return ""
+	}
+	_, cmd := loadCommand(nodes, image)
+	return fmt.Sprintf("the cluster's nodes do not list sbx's helper image %s (there is no kubernetes.registry to pull it from); if they lack it, load it with\n  %s", image, cmd)
+}
+
+func (d *Driver) nodes(ctx context.Context, p place) ([]nodeObj, error) {
+	out, err := d.run(ctx, p, "get", "nodes", "-o", "json")
+	if err != nil {
+		return nil, fmt.Errorf("listing the cluster's nodes, to see whether they have sbx's helper image: %w", err)
+	}
+	return parseNodes(out)
 }
