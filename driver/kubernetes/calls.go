@@ -181,7 +181,7 @@ func (d *Driver) createCalls(sp *spec.Spec, rec *reconcile.Record, live *reconci
 	case d.opts.HelperImage != "":
 		steps = append(steps, "(the helper image "+helper+" is SBX_K8S_HELPER_IMAGE's: sbx neither builds nor pushes it; the nodes must have or pull it)")
 	default:
-		steps = append(steps, "(no kubernetes.registry: the nodes must already have "+helper+")")
+		steps = append(steps, "kubectl get nodes: unless they list "+helper+", docker build it (FROM scratch: this sbx) and stop with the command that loads it into this cluster (no kubernetes.registry to push it to)")
 	}
 	steps = append(steps,
 		"kubectl get nodes (their addresses, which the proxy always refuses)",
@@ -189,7 +189,7 @@ func (d *Driver) createCalls(sp *spec.Spec, rec *reconcile.Record, live *reconci
 		"  admitted (Pod Security privileged or no label): "+runner.Quote(d.kubectl(p, applyArgs...))+
 			"  # Pod "+egressPodName(n)+" (sbx __egress-proxy, the policy of sandbox.yaml), NetworkPolicy "+sandboxPolicyName(n)+" and "+egressPolicyName(n)+
 			"; "+d.waitDesc(p, n, "pod/"+egressPodName(n))+
-			"; then Sandbox "+n+" ("+image+", workspace claim "+claimName(n)+"), its pod's egress pinned to the proxy's pod address:3128 in its own network namespace (nftables: sbx __k8s-pin) besides the NetworkPolicy",
+			"; then Sandbox "+n+" ("+image+", "+resourcesDesc(sp)+", workspace claim "+claimName(n)+"), its pod's egress pinned to the proxy's pod address:3128 in its own network namespace (nftables: sbx __k8s-pin) besides the NetworkPolicy",
 		"  refused (Pod Security baseline, restricted): the same objects in one apply, the Sandbox's pod without the pin: the NetworkPolicy alone pins it",
 		d.waitDesc(p, n, "pod/"+egressPodName(n), "sandboxes.agents.x-k8s.io/"+n))
 	if replace {
@@ -213,17 +213,32 @@ func (d *Driver) create(ctx context.Context, sp *spec.Spec, p place, rec *reconc
 	}
 	err := d.createObjects(ctx, sp, p, rec, helper, image, !replace)
 	if err != nil && !replace {
-		// Nothing half-made stays (even after Ctrl-C, within a bound).
+		// Nothing half-made stays (even after Ctrl-C, within a bound),
+		// and no volume is left for the user to repair (volumes.go).
 		cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 		defer cancel()
+		volume, uid, vErr := d.boundVolume(cleanup, p, sp.Name)
 		if _, rmErr := d.run(cleanup, p, "delete", d.removeKinds(p), "-l", driver.LabelSandbox+"="+sp.Name, "--ignore-not-found", "--wait=true", "--timeout=100s"); rmErr != nil {
 			return fmt.Errorf("%w (and removing what was made: %v)", err, rmErr)
+		}
+		if vErr != nil {
+			return fmt.Errorf("%w (and reading the workspace claim's volume: %v)", err, vErr)
+		}
+		if volume != "" {
+			if rErr := d.releaseVolume(cleanup, p, volume, uid); rErr != nil {
+				return fmt.Errorf("%w (and %v)", err, d.releaseError(p, volume, uid, rErr))
+			}
 		}
 	}
 	return err
 }
 
 func (d *Driver) createObjects(ctx context.Context, sp *spec.Spec, p place, rec *reconcile.Record, helper, image string, seed bool) error {
+	if d.localHelper(sp.K8s().Registry) {
+		if err := d.checkLocalHelper(ctx, p, sp.Name, helper); err != nil {
+			return err
+		}
+	}
 	if d.pushesHelper(sp) {
 		if err := BuildHelperImage(ctx, d.opts.Runner, d.opts.Docker, d.opts.Binary, helper); err != nil {
 			return err
@@ -240,6 +255,17 @@ func (d *Driver) createObjects(ctx context.Context, sp *spec.Spec, p place, rec 
 	if err != nil {
 		return err
 	}
+	// hinted adds, when the helper image comes from no registry, the
+	// command that loads it into the cluster: a pod that cannot start
+	// may be one whose node lacks it.
+	hinted := func(err error) error {
+		if d.localHelper(sp.K8s().Registry) {
+			if hint := d.helperHint(context.WithoutCancel(ctx), p, helper); hint != "" {
+				return fmt.Errorf("%w\n%s", err, hint)
+			}
+		}
+		return err
+	}
 	var proxyIP string
 	if noPin == "" {
 		// The pod is pinned to its proxy's address, so the proxy comes
@@ -252,7 +278,7 @@ func (d *Driver) createObjects(ctx context.Context, sp *spec.Spec, p place, rec 
 			return err
 		}
 		if err := d.waitReady(ctx, p, sp.Name, "pod/"+egressPodName(sp.Name)); err != nil {
-			return err
+			return hinted(err)
 		}
 		if proxyIP, err = d.podIP(ctx, p, egressPodName(sp.Name)); err != nil {
 			return err
@@ -265,7 +291,7 @@ func (d *Driver) createObjects(ctx context.Context, sp *spec.Spec, p place, rec 
 			return err
 		}
 		if err := d.waitReady(ctx, p, sp.Name, "sandboxes.agents.x-k8s.io/"+sp.Name); err != nil {
-			return err
+			return hinted(err)
 		}
 	} else {
 		objs, err := newSandboxObjects(sp, p, rec, helper, image, nodes, "")
@@ -276,7 +302,7 @@ func (d *Driver) createObjects(ctx context.Context, sp *spec.Spec, p place, rec 
 			return err
 		}
 		if err := d.waitReady(ctx, p, sp.Name, "pod/"+egressPodName(sp.Name), "sandboxes.agents.x-k8s.io/"+sp.Name); err != nil {
-			return err
+			return hinted(err)
 		}
 		if proxyIP, err = d.podIP(ctx, p, egressPodName(sp.Name)); err != nil {
 			return err

@@ -31,7 +31,7 @@ import (
 // FIFO or setuid bit landed, and the agent's plain work came back.
 func TestCLI(t *testing.T) {
 	t.Parallel()
-	c := newCluster(t, 1)
+	c := newCluster(t)
 	c.enforce()
 	dir := t.TempDir()
 	ws := filepath.Join(dir, "ws")

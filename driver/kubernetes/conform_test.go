@@ -17,7 +17,7 @@ import (
 // the plan's calls with what ran.
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	c := newCluster(t, 1)
+	c := newCluster(t)
 	c.enforce()
 	d := c.driver(0)
 	drivertest.Run(t, drivertest.Harness{

@@ -58,7 +58,7 @@ func (b *box) sh(script string, env map[string]string) (int, string) {
 // leaving nothing labelled.
 func TestSandbox(t *testing.T) {
 	t.Parallel()
-	c := newCluster(t, 1)
+	c := newCluster(t)
 	c.enforce()
 	allowed, other := c.web("web-allowed"), c.web("web-other")
 	d := c.driver(0)
@@ -200,16 +200,21 @@ func TestSandbox(t *testing.T) {
 // plugin ignores NetworkPolicy, in a namespace whose Pod Security
 // (baseline) does not admit the driver's own pin, a sandbox whose egress
 // must be enforced is not created: apply fails saying why (the cluster's
-// refusal of the pin included), and removes what it made.
+// refusal of the pin included), and removes what it made. Its workspace
+// volume, of a class whose reclaim policy is Retain, is not left Released
+// with a reference to the deleted claim (which no claim binds again
+// without an administrator): it is Available, and the next apply's claim
+// binds it.
 func TestProbeRefusesWithoutEnforcement(t *testing.T) {
 	t.Parallel()
-	// Two volumes: the refused create's claim releases the first, which
-	// (Retain, no provisioner) is not bound again.
-	c := newCluster(t, 2)
+	c := newCluster(t)
 	c.podSecurity("baseline")
+	class := c.retainVolumes(1)
+	volume := class + "-0"
 	d := c.driver(3 * time.Second)
 	b := newBox(t, d, "noenforce")
-	sp := b.spec(c.head())
+	head := c.head() + "  storageClass: " + class + "\n"
+	sp := b.spec(head)
 	_, err := b.apply(sp)
 	var ee *EnforcementError
 	if !errors.As(err, &ee) {
@@ -222,9 +227,15 @@ func TestProbeRefusesWithoutEnforcement(t *testing.T) {
 	if left := c.labelled(b.name); len(left) > 0 {
 		t.Errorf("a refused create left: %v", left)
 	}
+	// The PV controller turns a volume without a claim reference
+	// Available; wait for that (a Released volume never gets there).
+	c.Kubectl(t, "wait", "--for=jsonpath={.status.phase}=Available", "persistentvolumes/"+volume, "--timeout=60s")
+	if ref := c.Kubectl(t, "get", "persistentvolumes/"+volume, "-o", "jsonpath={.spec.claimRef}"); ref != "" {
+		t.Errorf("the volume still names a claim: %s", ref)
+	}
 
 	t.Run("advisory", func(t *testing.T) {
-		sp := b.spec(c.head() + "  egress: advisory\n")
+		sp := b.spec(head + "  egress: advisory\n")
 		p := b.mustApply(sp)
 		var out bytes.Buffer
 		reconcile.Render(&out, p, false)
@@ -233,6 +244,9 @@ func TestProbeRefusesWithoutEnforcement(t *testing.T) {
 		}
 		if code, _ := b.sh("true", nil); code != 0 {
 			t.Errorf("exec in the advisory sandbox: %d", code)
+		}
+		if got := c.Kubectl(t, "-n", c.ns, "get", "persistentvolumeclaims/"+claimName(b.name), "-o", "jsonpath={.spec.volumeName}"); got != volume {
+			t.Errorf("the workspace claim is bound to %q, want the released volume %s", got, volume)
 		}
 	})
 }

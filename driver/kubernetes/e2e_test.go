@@ -28,8 +28,10 @@ import (
 // (test/kubernetes/cluster): they skip without one and fail instead under
 // SBX_E2E=1. They run in parallel (the package stays well within go
 // test's per-package limit on a loaded machine: most of a test is waiting
-// for the cluster), each in a namespace of its own, with its own
-// PersistentVolumes (the cluster has no provisioner); the helper image is
+// for the cluster), each in a namespace of its own; workspace claims get
+// their volumes from the cluster's default StorageClass, as users' do on
+// kind or a managed cluster (test/kubernetes/cluster runs a provisioner
+// for it, and the namespace's cleanup waits for them to go); the helper image is
 // built from this sbx once, under a tag unique to the run, and loaded into
 // the cluster once for all of them. Everything is removed when the test,
 // or for the image the run, ends. The only servers the sandboxes reach
@@ -113,43 +115,41 @@ func loadHelper(t testing.TB, e *k8stest.Env) {
 }
 
 // cluster is one test's part of the cluster: a namespace, the helper
-// image loaded, volumes for its workspaces.
+// image loaded. Workspace claims name no class: the cluster's default
+// StorageClass provisions them, as on kind or a managed cluster.
 type cluster struct {
 	*k8stest.Env
-	t     testing.TB
-	ns    string
-	class string // the storage class of its volumes
+	t  testing.TB
+	ns string
+	id string // unique to the test, for what it makes outside the cluster
 }
 
-// newCluster gives the test a namespace with the helper image and n
-// PersistentVolumes (one per workspace claim the test makes).
-func newCluster(t testing.TB, volumes int) *cluster {
+// newCluster gives the test a namespace with the helper image.
+func newCluster(t testing.TB) *cluster {
 	t.Helper()
 	e := k8stest.Cluster(t)
 	setup(t)
 	loadHelper(t, e)
 	b := make([]byte, 4)
 	rand.Read(b)
-	c := &cluster{Env: e, t: t, class: "sbx-test-" + hex.EncodeToString(b)}
-	// Registered before the namespace, so it runs after the namespace
-	// (and the claims in it) is gone.
-	dir := t.TempDir()
-	t.Cleanup(func() {
-		if _, err := c.kubectlErr("delete", "persistentvolumes", "-l", "dev.sbx.test="+c.class, "--ignore-not-found", "--wait=true", "--timeout=120s"); err != nil {
-			t.Error(err)
-		}
-	})
+	c := &cluster{Env: e, t: t, id: "sbx-test-" + hex.EncodeToString(b)}
 	c.ns = e.Namespace(t)
-	c.volumes(dir, volumes)
 	return c
 }
 
-// volumes makes n hostPath PersistentVolumes in dir of the test's class.
-func (c *cluster) volumes(dir string, n int) {
+// retainVolumes makes n hostPath PersistentVolumes with the Retain
+// reclaim policy, of a class of the test's own (no provisioner serves
+// it), in a directory of the test's, and returns the class. They are
+// removed when the test ends, after its namespace and claims.
+func (c *cluster) retainVolumes(n int) string {
 	c.t.Helper()
-	if n == 0 {
-		return
-	}
+	class := c.id
+	dir := c.t.TempDir()
+	c.t.Cleanup(func() {
+		if _, err := c.kubectlErr("delete", "persistentvolumes", "-l", "dev.sbx.test="+class, "--ignore-not-found", "--wait=true", "--timeout=120s"); err != nil {
+			c.t.Error(err)
+		}
+	})
 	var docs []string
 	for i := range n {
 		docs = append(docs, fmt.Sprintf(`apiVersion: v1
@@ -163,9 +163,10 @@ spec:
   storageClassName: %s
   persistentVolumeReclaimPolicy: Retain
   hostPath: {path: %s, type: DirectoryOrCreate}
-`, c.class, i, c.class, c.class, filepath.Join(dir, fmt.Sprint(i))))
+`, class, i, class, class, filepath.Join(dir, fmt.Sprint(i))))
 	}
 	c.KubectlInput(c.t, strings.Join(docs, "---\n"), "create", "-f", "-")
+	return class
 }
 
 // driver is a kubernetes driver for the test's namespace.
@@ -189,12 +190,12 @@ func (c *cluster) tracedDriver(probeFor time.Duration, extraEnv ...string) (*Dri
 }
 
 // head is the part of a test's sandbox.yaml that places it on the
-// cluster: the busybox template, the memory a test sandbox uses (not the
-// 8 GiB default, which the node has for three: the tests run in
-// parallel) and a workspace volume of the test's class. It ends inside
-// the kubernetes mapping, which tests extend.
+// cluster: the busybox template, the memory a test sandbox uses (a limit
+// of 256 MiB: the tests run in parallel) and a small workspace volume of
+// the default class. It ends inside the kubernetes mapping, which tests
+// extend.
 func (c *cluster) head() string {
-	return fmt.Sprintf("template: %s\nresources:\n  memory: %s\nkubernetes:\n  storageClass: %s\n  workspaceSize: 64Mi\n", k8stest.BusyboxImage, testMemory, c.class)
+	return fmt.Sprintf("template: %s\nresources:\n  memory: %s\nkubernetes:\n  workspaceSize: 64Mi\n", k8stest.BusyboxImage, testMemory)
 }
 
 // testMemory is a test sandbox's memory limit (and request): a shell,

@@ -64,7 +64,7 @@ func (c *cluster) enforce() {
 	}
 	c.podSecurity("baseline")
 	sweepOnce.Do(func() { sweepRules(c.t) })
-	e := &enforcer{c: c, comment: enforcerComment + proc.Owner() + ":" + c.class, rules: map[string][][]string{}}
+	e := &enforcer{c: c, comment: enforcerComment + proc.Owner() + ":" + c.id, rules: map[string][][]string{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {

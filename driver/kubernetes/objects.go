@@ -286,6 +286,60 @@ func effectiveMemory(sp *spec.Spec) int64 {
 	return DefaultMemory
 }
 
+// What the agent container requests, when its limit is higher: what the
+// scheduler sets aside for it on a node. A request equal to the limit (8
+// GiB by default) finds no room on a laptop's kind or minikube node (a
+// Docker Desktop VM has 8 GiB in all) or a busy shared node, and the pod
+// waits Unschedulable for good. An agent mostly waits on its model: its
+// CLI, a shell and sbx's init hold a few hundred MiB, and builds and
+// tests it starts use more for a while, up to the limit, which stays as
+// declared and bounds the damage (THREATS.md 5). The price: with requests
+// below limits the pod is Burstable, so a node that runs out of memory
+// reclaims from it before Guaranteed pods.
+const (
+	memoryRequest = 512 << 20
+	cpuRequest    = 0.25
+)
+
+// agentResources are the agent container's limits (the file's, memory
+// DefaultMemory when it sets none) and requests (memoryRequest and
+// cpuRequest, or the limit when it is lower). Kubernetes takes a limit
+// without a request for the request, so both are always written.
+func agentResources(sp *spec.Spec) (limits, requests map[string]string) {
+	mem := effectiveMemory(sp)
+	limits = map[string]string{"memory": memoryQuantity(mem)}
+	requests = map[string]string{"memory": memoryQuantity(min(mem, memoryRequest))}
+	if sp.Resources.CPUs > 0 {
+		limits["cpu"] = cpuQuantity(sp.Resources.CPUs)
+		requests["cpu"] = cpuQuantity(min(sp.Resources.CPUs, cpuRequest))
+	}
+	return limits, requests
+}
+
+// resourcesDesc says the agent's limits and requests in a plan.
+func resourcesDesc(sp *spec.Spec) string {
+	mem := effectiveMemory(sp)
+	s := "memory limit " + humanBytes(mem) + ", request " + humanBytes(min(mem, memoryRequest))
+	if sp.Resources.CPUs > 0 {
+		s += "; cpu limit " + cpuQuantity(sp.Resources.CPUs) + ", request " + cpuQuantity(min(sp.Resources.CPUs, cpuRequest))
+	}
+	return s
+}
+
+// humanBytes writes a byte count in the largest binary unit that divides
+// it (8 GiB, 512 MiB, 1000 B).
+func humanBytes(b int64) string {
+	for _, u := range []struct {
+		n    int64
+		name string
+	}{{1 << 30, "GiB"}, {1 << 20, "MiB"}, {1 << 10, "KiB"}} {
+		if b >= u.n && b%u.n == 0 {
+			return strconv.FormatInt(b/u.n, 10) + " " + u.name
+		}
+	}
+	return strconv.FormatInt(b, 10) + " B"
+}
+
 // agentPod is the sandbox pod's template: the helper installed by an
 // init container into a volume the agent sees read-only at /.sbx, the
 // template's image running sbx's init (the bridge to the proxy on
@@ -309,10 +363,7 @@ func agentPod(sp *spec.Spec, name, image, helper, role string, workspaceVolume b
 	for _, k := range keys {
 		env = append(env, envVar{k, sp.Env[k]})
 	}
-	limits := map[string]string{"memory": memoryQuantity(effectiveMemory(sp))}
-	if sp.Resources.CPUs > 0 {
-		limits["cpu"] = cpuQuantity(sp.Resources.CPUs)
-	}
+	limits, requests := agentResources(sp)
 	ws := sp.Workspace.Path
 	mounts := []volumeMount{
 		{Name: "sbx-helper", MountPath: "/.sbx", ReadOnly: true},
@@ -347,7 +398,7 @@ func agentPod(sp *spec.Spec, name, image, helper, role string, workspaceVolume b
 			Command:         []string{helperPath, "__sandbox-init", "--upstream-file", upstreamFile},
 			WorkingDir:      ws,
 			Env:             env,
-			Resources:       &resources{Limits: limits, Requests: limits},
+			Resources:       &resources{Limits: limits, Requests: requests},
 			SecurityContext: agentSecurity(sp),
 			VolumeMounts:    mounts,
 		}},

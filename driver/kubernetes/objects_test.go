@@ -97,3 +97,42 @@ func TestAgentPodPin(t *testing.T) {
 		t.Errorf("pinnedTo of a pod without the pin = %q", got)
 	}
 }
+
+// TestAgentResources: the agent container's limits are the file's (8 GiB
+// of memory by default), its requests a fixed small amount a busy node
+// can schedule, or the limit when that is lower; a request is always
+// written, since Kubernetes takes a lone limit for the request.
+func TestAgentResources(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		res              spec.Resources
+		limits, requests map[string]string
+		desc             string
+	}{
+		{"default", spec.Resources{}, map[string]string{"memory": "8589934592"}, map[string]string{"memory": "536870912"},
+			"memory limit 8 GiB, request 512 MiB"},
+		{"declared", spec.Resources{Memory: 4 << 30, CPUs: 2}, map[string]string{"memory": "4294967296", "cpu": "2000m"}, map[string]string{"memory": "536870912", "cpu": "250m"},
+			"memory limit 4 GiB, request 512 MiB; cpu limit 2000m, request 250m"},
+		{"below the requests", spec.Resources{Memory: 256 << 20, CPUs: 0.1}, map[string]string{"memory": "268435456", "cpu": "100m"}, map[string]string{"memory": "268435456", "cpu": "100m"},
+			"memory limit 256 MiB, request 256 MiB; cpu limit 100m, request 100m"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sp := &spec.Spec{Name: "box", Resources: tc.res, Workspace: spec.Workspace{Path: "/w"}}
+			limits, requests := agentResources(sp)
+			if d := cmp.Diff(tc.limits, limits); d != "" {
+				t.Errorf("limits (-want +got):\n%s", d)
+			}
+			if d := cmp.Diff(tc.requests, requests); d != "" {
+				t.Errorf("requests (-want +got):\n%s", d)
+			}
+			pod := agentPod(sp, "box", "img", "helper", roleAgent, true, "")
+			r := pod.Spec.Containers[0].Resources
+			if d := cmp.Diff(resources{Limits: tc.limits, Requests: tc.requests}, *r); d != "" {
+				t.Errorf("the pod's resources (-want +got):\n%s", d)
+			}
+			if got := resourcesDesc(sp); got != tc.desc {
+				t.Errorf("resourcesDesc = %q, want %q", got, tc.desc)
+			}
+		})
+	}
+}

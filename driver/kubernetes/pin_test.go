@@ -23,7 +23,7 @@ import (
 // directly. A new proxy (a new address) gets the pod pinned to it.
 func TestPin(t *testing.T) {
 	t.Parallel()
-	c := newCluster(t, 1)
+	c := newCluster(t)
 	c.podSecurity("privileged")
 	allowed, other := c.web("web-allowed"), c.web("web-other")
 	d := c.driver(0)
@@ -187,7 +187,7 @@ func noNetAdmin(t *testing.T, status string) bool {
 // probe passes and the claimed sandbox reaches no other pod directly.
 func TestPinWarmPool(t *testing.T) {
 	t.Parallel()
-	c := newCluster(t, 1)
+	c := newCluster(t)
 	c.podSecurity("privileged")
 	web := c.web("web")
 	d := c.driver(0)

@@ -21,7 +21,7 @@ import (
 // labelled.
 func TestWarmPool(t *testing.T) {
 	t.Parallel()
-	c := newCluster(t, 1)
+	c := newCluster(t)
 	c.enforce()
 	d := c.driver(0)
 	b := newBox(t, d, "pooled")
@@ -65,7 +65,7 @@ func TestWarmPool(t *testing.T) {
 // back) and gives the claim up; the applied sandbox stays.
 func TestLoopPooled(t *testing.T) {
 	t.Parallel()
-	c := newCluster(t, 1)
+	c := newCluster(t)
 	c.enforce()
 	dir := t.TempDir()
 	ws := filepath.Join(dir, "ws")
@@ -163,7 +163,7 @@ loop:
 func BenchmarkClaim(b *testing.B) {
 	for _, egress := range []string{"enforced", "advisory"} {
 		b.Run(egress, func(b *testing.B) {
-			c := newCluster(b, 1)
+			c := newCluster(b)
 			if egress == "enforced" {
 				c.enforce()
 			}

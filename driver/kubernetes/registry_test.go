@@ -39,7 +39,7 @@ import (
 // run, so nothing in docker or in the cluster had these images before.
 func TestRegistry(t *testing.T) {
 	t.Parallel()
-	c := newCluster(t, 1)
+	c := newCluster(t)
 	c.enforce()
 	busybox, err := exec.LookPath("busybox")
 	if err != nil {
@@ -105,9 +105,8 @@ resources:
 kubernetes:
   namespace: %s
   registry: %s
-  storageClass: %s
   workspaceSize: 64Mi
-`, name, testMemory, c.ns, repo, c.class), 0o644)
+`, name, testMemory, c.ns, repo), 0o644)
 
 	// No SBX_K8S_HELPER_IMAGE: the helper image is the one sbx builds
 	// and pushes to the registry.

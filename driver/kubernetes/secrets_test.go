@@ -41,7 +41,7 @@ import (
 // goes: the placeholder it kept is only a placeholder again.
 func TestSecretsStayOutside(t *testing.T) {
 	t.Parallel()
-	c := newCluster(t, 1)
+	c := newCluster(t)
 	c.enforce()
 	const value1, value2 = "sk-real-Value-one-k8s-61d0", "sk-real-Value-two-k8s-a4e9"
 	peer := buildPeer(t)

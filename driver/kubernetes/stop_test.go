@@ -13,7 +13,7 @@ import (
 // is not.
 func TestStopSays(t *testing.T) {
 	t.Parallel()
-	c := newCluster(t, 1)
+	c := newCluster(t)
 	dir := t.TempDir()
 	ws := filepath.Join(dir, "ws")
 	if err := os.Mkdir(ws, 0o755); err != nil {

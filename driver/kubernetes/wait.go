@@ -833,39 +833,18 @@ func (d *Driver) listNodes(ctx context.Context, p place) ([]nodeInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	return parseNodes(out)
+	return nodeInfos(out)
 }
 
-func parseNodes(out []byte) ([]nodeInfo, error) {
-	var l struct {
-		Kind  string `json:"kind"`
-		Items []struct {
-			Kind     string  `json:"kind"`
-			Metadata objMeta `json:"metadata"`
-			Spec     struct {
-				Unschedulable bool         `json:"unschedulable"`
-				Taints        []toleration `json:"taints"`
-			} `json:"spec"`
-			Status struct {
-				Allocatable map[string]string `json:"allocatable"`
-			} `json:"status"`
-		} `json:"items"`
+// nodeInfos reads the listing as the wait needs it.
+func nodeInfos(out []byte) ([]nodeInfo, error) {
+	nodes, err := parseNodes(out)
+	if err != nil {
+		return nil, err
 	}
-	if err := json.Unmarshal(out, &l); err != nil {
-		return nil, fmt.Errorf("kubectl get nodes -o json: %v", err)
-	}
-	if l.Kind != "List" {
-		return nil, fmt.Errorf("kubectl get nodes -o json: expected a List, got %q", l.Kind)
-	}
-	var ns []nodeInfo
-	for _, n := range l.Items {
-		if n.Kind != "Node" {
-			return nil, fmt.Errorf("kubectl get nodes -o json: expected Nodes, got %q", n.Kind)
-		}
+	ns := make([]nodeInfo, 0, len(nodes))
+	for _, n := range nodes {
 		ns = append(ns, nodeInfo{name: n.Metadata.Name, allocatable: n.Status.Allocatable, unschedulable: n.Spec.Unschedulable, taints: n.Spec.Taints})
-	}
-	if ns == nil {
-		ns = []nodeInfo{}
 	}
 	return ns, nil
 }

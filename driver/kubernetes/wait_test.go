@@ -20,7 +20,7 @@ func TestWaitFailsOnCause(t *testing.T) {
 	t.Parallel()
 	t.Run("image", func(t *testing.T) {
 		t.Parallel()
-		c := newCluster(t, 1)
+		c := newCluster(t)
 		// A registry address the test owns, on loopback, that refuses
 		// every pull: the cluster has no registry, and the image is
 		// pulled with the driver's imagePullPolicy (IfNotPresent).
@@ -56,10 +56,10 @@ func TestWaitFailsOnCause(t *testing.T) {
 	})
 	t.Run("claim", func(t *testing.T) {
 		t.Parallel()
-		c := newCluster(t, 0)
+		c := newCluster(t)
 		class := "sbx-no-such-class-" + runID
 		b := newBox(t, c.driver(0), "claim-"+runID)
-		head := strings.Replace(c.head(), "storageClass: "+c.class, "storageClass: "+class, 1)
+		head := c.head() + "  storageClass: " + class + "\n"
 		sp := b.spec(head + "  egress: advisory\n")
 		start := time.Now()
 		_, err := b.apply(sp)
@@ -77,7 +77,7 @@ func TestWaitFailsOnCause(t *testing.T) {
 		// The pod is the test's own (labelled as a sandbox's), so that
 		// its request is exactly one no node has, whatever requests the
 		// driver derives from a file.
-		c := newCluster(t, 0)
+		c := newCluster(t)
 		d := c.driver(0)
 		name := "big-" + runID
 		c.KubectlInput(t, fmt.Sprintf(`apiVersion: v1

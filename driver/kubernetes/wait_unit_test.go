@@ -57,7 +57,7 @@ func recordedNodes(t *testing.T) []nodeInfo {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns, err := parseNodes(b)
+	ns, err := nodeInfos(b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,8 +236,8 @@ func TestParseNodes(t *testing.T) {
 		t.Errorf("nodes: %+v", got)
 	}
 	for _, bad := range []string{`{"kind":"Node"}`, `{"kind":"List","items":[{"kind":"Pod"}]}`, `[`} {
-		if _, err := parseNodes([]byte(bad)); err == nil {
-			t.Errorf("parseNodes(%s): no error", bad)
+		if _, err := nodeInfos([]byte(bad)); err == nil {
+			t.Errorf("nodeInfos(%s): no error", bad)
 		}
 	}
 }

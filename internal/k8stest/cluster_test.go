@@ -159,3 +159,55 @@ func randomHex(t *testing.T) string {
 	}
 	return hex.EncodeToString(b)
 }
+
+// TestDefaultStorageClass: the cluster has one default StorageClass with
+// dynamic provisioning, as kind has: a claim that names no class gets a
+// volume made for it (a directory on the node), a pod writes to it, and
+// deleting the claim deletes the volume and its directory.
+func TestDefaultStorageClass(t *testing.T) {
+	c := k8stest.Cluster(t)
+	classes := c.Kubectl(t, "get", "storageclasses", "-o",
+		`jsonpath={range .items[?(@.metadata.annotations.storageclass\.kubernetes\.io/is-default-class=="true")]}{.metadata.name} {.provisioner} {.reclaimPolicy}{"\n"}{end}`)
+	if classes != "standard sbx-k8s.local/hostpath Delete\n" {
+		t.Fatalf("default StorageClasses: %q, want one, standard, of the cluster's provisioner", classes)
+	}
+	ns := c.Namespace(t)
+	c.KubectlInput(t, fmt.Sprintf(`apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: data}
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 16Mi}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: writer}
+spec:
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: 1
+  restartPolicy: Never
+  containers:
+  - name: w
+    image: %s
+    imagePullPolicy: Never
+    command: ["/bin/sh", "-c", "echo written > /data/file"]
+    volumeMounts: [{name: data, mountPath: /data}]
+  volumes: [{name: data, persistentVolumeClaim: {claimName: data}}]
+`, k8stest.BusyboxImage), "-n", ns, "apply", "-f", "-")
+	c.Kubectl(t, "-n", ns, "wait", "--for=jsonpath={.status.phase}=Succeeded", "--timeout=120s", "pod/writer")
+	got := c.Kubectl(t, "-n", ns, "get", "persistentvolumeclaims/data", "-o", "jsonpath={.spec.storageClassName} {.status.phase} {.spec.volumeName}")
+	f := strings.Fields(got)
+	if len(f) != 3 || f[0] != "standard" || f[1] != "Bound" {
+		t.Fatalf("the claim: %q, want class standard, Bound", got)
+	}
+	pv := f[2]
+	dir := c.Kubectl(t, "get", "persistentvolumes/"+pv, "-o", "jsonpath={.spec.hostPath.path}")
+	if b, err := os.ReadFile(filepath.Join(dir, "file")); err != nil || string(b) != "written\n" {
+		t.Fatalf("the volume's directory %q holds %q, %v; want the pod's file", dir, b, err)
+	}
+	c.Kubectl(t, "-n", ns, "delete", "pod/writer", "persistentvolumeclaims/data", "--wait=true", "--timeout=60s")
+	c.Kubectl(t, "wait", "--for=delete", "--timeout=60s", "persistentvolumes/"+pv)
+	if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the volume's directory %s is still there after the volume: %v", dir, err)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -261,9 +262,66 @@ metadata:
 		if err != nil || strings.TrimSpace(out) != "" {
 			t.Errorf("test namespace %s still there after its deletion: %q %v", name, out, errOrNil(err))
 		}
+		if err := e.waitVolumesGone(ctx, name); err != nil {
+			t.Error(err)
+		}
 	})
 	e.Kubectl(t, "-n", name, "wait", "--for=create", "--timeout=60s", "serviceaccount/default")
 	return name
+}
+
+// waitVolumesGone waits until the volumes the cluster's provisioner made
+// for the claims of namespace ns (reclaim policy Delete) are deleted: they
+// go after their claims, which go with the namespace. Volumes of another
+// policy are their maker's to remove. It reads `kubectl get
+// persistentvolumes -o json` (core/v1 PersistentVolume: spec.claimRef,
+// spec.persistentVolumeReclaimPolicy).
+func (e *Env) waitVolumesGone(ctx context.Context, ns string) error {
+	out, err := e.kubectl(ctx, "", "get", "persistentvolumes", "-o", "json")
+	if err != nil {
+		return err
+	}
+	names, err := provisionedFor([]byte(out), ns)
+	if err != nil || len(names) == 0 {
+		return err
+	}
+	args := []string{"wait", "--for=delete", "--timeout=120s"}
+	for _, n := range names {
+		args = append(args, "persistentvolumes/"+n)
+	}
+	if _, err := e.kubectl(ctx, "", args...); err != nil {
+		return fmt.Errorf("the volumes of namespace %s are still there after it: %v", ns, err)
+	}
+	return nil
+}
+
+// provisionedFor lists the volumes of a PersistentVolume List that a
+// claim in ns holds or held, under the Delete reclaim policy.
+func provisionedFor(list []byte, ns string) ([]string, error) {
+	var l struct {
+		Kind  string `json:"kind"`
+		Items []struct {
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+			Spec struct {
+				Reclaim  string `json:"persistentVolumeReclaimPolicy"`
+				ClaimRef *struct {
+					Namespace string `json:"namespace"`
+				} `json:"claimRef"`
+			} `json:"spec"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal(list, &l); err != nil || l.Kind != "List" {
+		return nil, fmt.Errorf("kubectl get persistentvolumes -o json: not a List (%v)", err)
+	}
+	var names []string
+	for _, v := range l.Items {
+		if v.Spec.Reclaim == "Delete" && v.Spec.ClaimRef != nil && v.Spec.ClaimRef.Namespace == ns {
+			names = append(names, v.Metadata.Name)
+		}
+	}
+	return names, nil
 }
 
 func errOrNil(err error) any {

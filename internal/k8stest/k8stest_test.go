@@ -117,3 +117,20 @@ func TestNamespaceName(t *testing.T) {
 		t.Errorf("namespaceName gave %q twice", a)
 	}
 }
+
+// TestProvisionedFor picks, from `kubectl get persistentvolumes -o json`,
+// the volumes a namespace's claims hold under the Delete policy.
+func TestProvisionedFor(t *testing.T) {
+	list := `{"apiVersion":"v1","kind":"List","items":[
+{"metadata":{"name":"pvc-a"},"spec":{"persistentVolumeReclaimPolicy":"Delete","claimRef":{"namespace":"ns1","name":"c"}}},
+{"metadata":{"name":"pvc-b"},"spec":{"persistentVolumeReclaimPolicy":"Delete","claimRef":{"namespace":"ns2","name":"c"}}},
+{"metadata":{"name":"kept"},"spec":{"persistentVolumeReclaimPolicy":"Retain","claimRef":{"namespace":"ns1","name":"d"}}},
+{"metadata":{"name":"free"},"spec":{"persistentVolumeReclaimPolicy":"Delete"}}]}`
+	got, err := provisionedFor([]byte(list), "ns1")
+	if err != nil || len(got) != 1 || got[0] != "pvc-a" {
+		t.Errorf("provisionedFor = %q, %v; want [pvc-a]", got, err)
+	}
+	if _, err := provisionedFor([]byte(`{"kind":"PersistentVolume"}`), "ns1"); err == nil {
+		t.Error("a document that is not a List was read as one")
+	}
+}
