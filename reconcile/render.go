@@ -83,7 +83,11 @@ func (r *renderer) render(p *Changes) {
 	if p.DriverVersion != "" {
 		driver += " " + p.DriverVersion
 	}
-	r.printf("%s\n\n", r.paint(ansiBold, fmt.Sprintf("sbx will perform the following actions (driver: %s):", driver)))
+	if p.Kind == KindChange {
+		r.printf("%s\n\n", r.paint(ansiBold, fmt.Sprintf("The change from %s to %s does the following (driver: %s):", p.Base, p.Head, driver)))
+	} else {
+		r.printf("%s\n\n", r.paint(ansiBold, fmt.Sprintf("sbx will perform the following actions (driver: %s):", driver)))
+	}
 	var widens []string
 	for _, c := range p.Sandboxes {
 		if c.Action == ActionNoOp {
@@ -99,7 +103,11 @@ func (r *renderer) render(p *Changes) {
 	}
 	r.widenings(p)
 	create, update, replace, destroy := p.Count()
-	r.printf("%s\n", r.paint(ansiBold, fmt.Sprintf("Plan: %d to create, %d to update, %d to replace, %d to destroy.", create, update, replace, destroy)))
+	what := "Plan"
+	if p.Kind == KindChange {
+		what = "Change"
+	}
+	r.printf("%s\n", r.paint(ansiBold, fmt.Sprintf(what+": %d to create, %d to update, %d to replace, %d to destroy.", create, update, replace, destroy)))
 }
 
 // widenings lists what the plan gives each sandbox beyond what was last
@@ -108,7 +116,11 @@ func (r *renderer) widenings(p *Changes) {
 	if !p.Widens() {
 		return
 	}
-	r.printf("%s\n", r.paint(ansiBold, "This plan widens what the sandbox may do, beyond what you last approved:"))
+	if p.Kind == KindChange {
+		r.printf("%s\n", r.paint(ansiBold, "This change widens what the sandbox may do, beyond "+p.Base+":"))
+	} else {
+		r.printf("%s\n", r.paint(ansiBold, "This plan widens what the sandbox may do, beyond what you last approved:"))
+	}
 	for _, c := range p.Sandboxes {
 		if c.Action == ActionNoOp || c.Action == ActionDestroy || len(c.Widenings) == 0 {
 			continue
@@ -121,6 +133,10 @@ func (r *renderer) widenings(p *Changes) {
 			}
 			r.printf("%s\n", line)
 		}
+	}
+	if p.Kind == KindChange {
+		r.printf("\n")
+		return
 	}
 	r.printf("Apply asks before it makes these changes; apply -y makes them only with --approve-widening.\n\n")
 }
@@ -135,6 +151,10 @@ func (r *renderer) noChanges(p *Changes, names []string) {
 		default:
 			r.printf("No changes. Sandboxes %s do not exist.\n", strings.Join(names, ", "))
 		}
+		return
+	}
+	if p.Kind == KindChange {
+		r.printf("No changes. The sandbox files declare the same sandboxes at %s and %s.\n", p.Base, p.Head)
 		return
 	}
 	switch len(names) {
@@ -345,7 +365,7 @@ type summary struct {
 // document.
 func WriteJSON(w io.Writer, p *Changes) error {
 	p.digest()
-	d := planDoc{planFields: (*planFields)(p), Applyable: len(p.Errors) == 0, Widens: p.Widens()}
+	d := planDoc{planFields: (*planFields)(p), Applyable: len(p.Errors) == 0 && p.Kind != KindChange, Widens: p.Widens()}
 	d.Summary.Create, d.Summary.Update, d.Summary.Replace, d.Summary.Destroy = p.Count()
 	for _, c := range p.Sandboxes {
 		if c.WidensEgress() {
