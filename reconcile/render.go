@@ -99,7 +99,11 @@ func (r *renderer) render(p *Changes) {
 		}
 	}
 	if len(widens) > 0 {
-		r.printf("Warning: this plan widens the network egress of sandbox %s (marked \"widens egress\").\n\n", strings.Join(widens, ", "))
+		what := "plan"
+		if p.Kind == KindChange {
+			what = "change"
+		}
+		r.printf("Warning: this %s widens the network egress of sandbox %s (marked \"widens egress\").\n\n", what, strings.Join(widens, ", "))
 	}
 	r.widenings(p)
 	create, update, replace, destroy := p.Count()
