@@ -32,11 +32,16 @@ type action struct {
 }
 
 // runAction runs action.yml's steps as GitHub's runner does a composite
-// action (bash -e -o pipefail, inputs through ${{ inputs.X }}, the
-// GITHUB_* files), skipping actions/setup-go (Go is here), until a step
-// fails. It returns the runner's log (stdout and stderr), the step
-// summary, the outputs file and whether every step passed.
-func runAction(t *testing.T, ws string, inputs map[string]string, env []string) (log, summary, outputs string, ok bool) {
+// action (bash -e -o pipefail, inputs through ${{ inputs.X }}, the github
+// context's values from gh, the GITHUB_* files, ws as GITHUB_WORKSPACE),
+// until a step fails. It returns the runner's log (stdout and stderr), the
+// step summary, the outputs file and whether every step passed. The
+// action must leave the caller's environment as it found it: it uses no
+// other action (actions/setup-go would put its Go first in PATH and set
+// GOROOT for the rest of the job) and writes nothing to GITHUB_ENV or
+// GITHUB_PATH, the files through which a step changes the environment of
+// the job's later steps.
+func runAction(t *testing.T, ws string, inputs, gh map[string]string, env []string) (log, summary, outputs string, ok bool) {
 	t.Helper()
 	data, err := os.ReadFile("../../action.yml")
 	if err != nil {
@@ -73,6 +78,12 @@ func runAction(t *testing.T, ws string, inputs map[string]string, env []string) 
 			if name == "github.action_path" {
 				return root
 			}
+			if v, ok := gh[name]; ok {
+				return v
+			}
+			if strings.HasPrefix(name, "github.event.") {
+				return "" // not this event's
+			}
 			t.Fatalf("action.yml uses %s, which this test does not provide", m)
 			return ""
 		})
@@ -80,14 +91,17 @@ func runAction(t *testing.T, ws string, inputs map[string]string, env []string) 
 	cond := regexp.MustCompile(`^inputs\.([a-z-]+) (==|!=) '([^']*)'$`)
 	tmp := t.TempDir()
 	summaryFile, outputFile := filepath.Join(tmp, "summary"), filepath.Join(tmp, "output")
+	envFile, pathFile := filepath.Join(tmp, "env"), filepath.Join(tmp, "path")
+	for _, f := range []string{envFile, pathFile} {
+		if err := os.WriteFile(f, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	runnerTemp := filepath.Join(tmp, "runner")
 	var out strings.Builder
 	for _, st := range a.Runs.Steps {
 		if st.Uses != "" {
-			if !strings.HasPrefix(st.Uses, "actions/setup-go@") {
-				t.Fatalf("action.yml uses %s; this test knows only actions/setup-go", st.Uses)
-			}
-			continue
+			t.Fatalf("action.yml uses %s: another action may change the caller's toolchain or environment for the job's later steps", st.Uses)
 		}
 		if st.If != "" {
 			m := cond.FindStringSubmatch(st.If)
@@ -111,7 +125,8 @@ func runAction(t *testing.T, ws string, inputs map[string]string, env []string) 
 			cmd.Dir = filepath.Join(ws, wd)
 		}
 		cmd.Env = append(append([]string(nil), env...), "GITHUB_ACTION_PATH="+root, "RUNNER_TEMP="+runnerTemp,
-			"GITHUB_STEP_SUMMARY="+summaryFile, "GITHUB_OUTPUT="+outputFile)
+			"GITHUB_STEP_SUMMARY="+summaryFile, "GITHUB_OUTPUT="+outputFile, "GITHUB_WORKSPACE="+ws,
+			"GITHUB_ENV="+envFile, "GITHUB_PATH="+pathFile)
 		for k, v := range st.Env {
 			cmd.Env = append(cmd.Env, k+"="+subst(v))
 		}
@@ -122,6 +137,11 @@ func runAction(t *testing.T, ws string, inputs map[string]string, env []string) 
 			break
 		}
 		ok = true
+	}
+	for _, f := range []string{envFile, pathFile} {
+		if b, err := os.ReadFile(f); err != nil || len(b) > 0 {
+			t.Errorf("the action changed the environment of the job's later steps (%s): %v %q", filepath.Base(f), err, b)
+		}
 	}
 	s, _ := os.ReadFile(summaryFile)
 	o, _ := os.ReadFile(outputFile)
@@ -168,7 +188,7 @@ func TestGitHubAction(t *testing.T) {
 
 	t.Run("plan", func(t *testing.T) {
 		ws := write("good", "version: 1\nname: api\nagent: shell\ndriver: sbx\nenv: {NOTE: \"<img src=x onerror=alert(1)>\"}\nnetwork:\n  agentHosts: false\n  allow: [a.example.com]\n")
-		log, summary, outputs, ok := runAction(t, ws, nil, env)
+		log, summary, outputs, ok := runAction(t, ws, map[string]string{"mode": "live"}, nil, env)
 		if !ok {
 			t.Fatalf("the action failed on a valid file:\n%s", log)
 		}
@@ -191,7 +211,7 @@ func TestGitHubAction(t *testing.T) {
 	// not even redacted into "(from $RUNNER_SECRET)".
 	t.Run("environment", func(t *testing.T) {
 		ws := write("secret", "version: 1\nname: api\nagent: shell\ndriver: sbx\nnetwork:\n  agentHosts: false\n  allow: [\"${RUNNER_SECRET:-unset}.example.com\", \"${PLAN_VAR}.example.org\"]\n")
-		log, summary, _, ok := runAction(t, ws, map[string]string{"env": "PLAN_VAR"}, env)
+		log, summary, _, ok := runAction(t, ws, map[string]string{"mode": "live", "env": "PLAN_VAR"}, nil, env)
 		if !ok {
 			t.Fatalf("the action failed:\n%s", log)
 		}
@@ -203,7 +223,7 @@ func TestGitHubAction(t *testing.T) {
 		if strings.Contains(summary, "RUNNER_SECRET)") || strings.Contains(strings.ToLower(log+summary), "hunter2secret") {
 			t.Errorf("the job's secret reached sbx:\n%s\n%s", log, summary)
 		}
-		_, _, _, ok = runAction(t, ws, map[string]string{"env": "PLAN_VAR $(touch x)"}, env)
+		_, _, _, ok = runAction(t, ws, map[string]string{"mode": "live", "env": "PLAN_VAR $(touch x)"}, nil, env)
 		if ok {
 			t.Errorf("the action accepted a name that is not a variable's in inputs.env")
 		}
@@ -211,11 +231,11 @@ func TestGitHubAction(t *testing.T) {
 
 	t.Run("validate", func(t *testing.T) {
 		ws := write("broken", "version: 1\nagent: shell\ntempalte: x\n\"::set-env name=X::y\": 1\n")
-		log, summary, _, ok := runAction(t, ws, map[string]string{"plan": "false"}, env)
+		log, summary, _, ok := runAction(t, ws, map[string]string{"plan": "false"}, nil, env)
 		if ok {
 			t.Fatalf("the action passed a broken file:\n%s", log)
 		}
-		want := `::error file=sandbox.yaml,line=3,col=1::tempalte: unknown key "tempalte" (did you mean "template"?)`
+		want := `::error file=sandbox.yaml,line=3,col=1,title=sbx validate::tempalte: unknown key "tempalte" (did you mean "template"?)`
 		if !strings.Contains(log, want+"\n") {
 			t.Errorf("log lacks the annotation %q:\n%s", want, log)
 		}
