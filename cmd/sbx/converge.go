@@ -58,6 +58,12 @@ calls it makes. Changes made outside sbx are listed under "Changed outside
 sbx"; what a change would let a sandbox do beyond what you last approved is
 listed under "This plan widens".
 
+With --base REV, compares the files at git revision REV with those at --head
+(default: the working tree) instead, asking no backend: what a change to the
+files does, for review (docs/ci.md). The personal sandbox.local.yaml is not
+merged, no host path the files name is looked at, and no command they name
+runs.
+
 Exit status: 0 with no errors (and, with --detailed-exitcode, no changes),
 1 on error, 2 with --detailed-exitcode when changes are pending.`,
 		setup: func(fs *pflag.FlagSet) runFunc {
