@@ -454,5 +454,15 @@ func TestGitHubActionPullRequest(t *testing.T) {
 		if !ann.MatchString(log) {
 			t.Errorf("no line annotation for a problem without a column:\n%s", log)
 		}
+		// A problem of the whole file (no line) is annotated on the file.
+		big := "version: 1\nagent: shell\n" + strings.Repeat("# padding\n", 120_000)
+		if err := os.WriteFile(filepath.Join(ws, "services", "api", "sandbox.yaml"), []byte(big), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		log, _, _, ok = runAction(t, ws, map[string]string{"working-directory": "services/api"}, gh, env)
+		want := "::error file=services/api/sandbox.yaml,title=sbx validate::file is larger than"
+		if ok || !strings.Contains(log, want) {
+			t.Errorf("no file annotation (%q) for a problem without a line:\n%s", want, log)
+		}
 	})
 }
