@@ -95,15 +95,18 @@ func TestPlanChange(t *testing.T) {
 	}
 
 	// Errors: exit 1.
-	for _, args := range [][]string{
-		{"plan", "--base", "no-such-rev", "--detailed-exitcode"},
-		{"plan", "--base=--output=x", "--detailed-exitcode"},
-		{"plan", "--head", "HEAD"},
-		{"plan", "--base", "HEAD", "--out", "p.json"},
-		{"plan", "--base", "HEAD", "-f", "../../outside.yaml"},
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"plan", "--base", "no-such-rev", "--detailed-exitcode"}, `revision "no-such-rev" is not a commit`},
+		{[]string{"plan", "--base=--output=x", "--detailed-exitcode"}, `invalid revision "--output=x"`},
+		{[]string{"plan", "--head", "HEAD"}, "--head needs --base"},
+		{[]string{"plan", "--base", "HEAD", "--out", "p.json"}, "cannot be applied"},
+		{[]string{"plan", "--base", "HEAD", "-f", "../../outside.yaml"}, "is outside the repository"},
 	} {
-		if out, errOut, code := sbxIn(t, sub, env, args...); code != exitError {
-			t.Errorf("sbx %s: exit %d, want 1:\n%s%s", strings.Join(args, " "), code, out, errOut)
+		if out, errOut, code := sbxIn(t, sub, env, tc.args...); code != exitError || !strings.Contains(errOut, tc.want) {
+			t.Errorf("sbx %s: exit %d, want 1 and %q:\n%s%s", strings.Join(tc.args, " "), code, tc.want, out, errOut)
 		}
 	}
 	if _, err := os.Stat(filepath.Join(sub, "x")); err == nil {
