@@ -182,7 +182,7 @@ func TestUnapprovedWidenings(t *testing.T) {
 			if tc.approved != nil {
 				d.Approved = recordOf(t, tc.caps, tc.approved)
 			}
-			if diff := cmp.Diff(tc.widens, widenings(d, tc.caps)); diff != "" {
+			if diff := cmp.Diff(tc.widens, widenings(d, tc.caps, false)); diff != "" {
 				t.Errorf("widenings (-want +got):\n%s", diff)
 			}
 		})

@@ -164,8 +164,11 @@ func (p *Changes) Widens() bool {
 // saved by Save and run by Apply.
 type Changes struct {
 	FormatVersion string `json:"format_version"`
-	// Kind is "apply" or "destroy".
-	Kind          string           `json:"kind"`
+	// Kind is "apply", "destroy" or "change" (KindChange).
+	Kind string `json:"kind"`
+	// Base and Head name the revisions a change plan compares (PlanChange).
+	Base          string           `json:"base,omitempty"`
+	Head          string           `json:"head,omitempty"`
 	Driver        string           `json:"driver"`
 	DriverVersion string           `json:"driver_version,omitempty"`
 	Sandboxes     []*SandboxChange `json:"sandboxes"`
@@ -301,7 +304,7 @@ func Plan(desired []Desired, live map[string]*Live, records map[string]*Record, 
 		if len(r.errs) > 0 {
 			return
 		}
-		r.change, r.errs = planOne(d, l, rec, own, caps, base, baseErr)
+		r.change, r.errs = planOne(d, l, rec, own, caps, base, baseErr, false)
 		if raw := live[name]; raw != nil {
 			r.change.Notes = append(r.change.Notes, raw.Notes...)
 		}
@@ -378,15 +381,19 @@ func PlanDestroy(names []string, live map[string]*Live, records map[string]*Reco
 
 // planner decides one sandbox.
 type planner struct {
-	caps  Caps
-	d     Desired
-	sb    *spec.Spec
-	live  *Live   // nil: does not exist
-	rec   *Record // nil: never applied (or adopted)
-	diffs []Diff
-	drift []Diff
-	errs  []string
-	notes []string
+	caps Caps
+	d    Desired
+	sb   *spec.Spec
+	live *Live   // nil: does not exist
+	rec  *Record // nil: never applied (or adopted)
+	// declared is set when rec is not what was applied but another
+	// revision's declaration (PlanChange): there is no live sandbox, and
+	// one exists exactly when rec is set.
+	declared bool
+	diffs    []Diff
+	drift    []Diff
+	errs     []string
+	notes    []string
 	// knownPorts are the live and recorded ports, to unpublish by value.
 	knownPorts []spec.Port
 }
@@ -399,13 +406,14 @@ type ownership struct {
 }
 
 // planOne plans one sandbox; base is newRecord of d without the driver's
-// defaults (or the error making it).
-func planOne(d Desired, live *Live, rec *Record, own ownership, caps Caps, base *Record, baseErr error) (*SandboxChange, []string) {
-	deleted := live == nil && rec != nil
-	if live == nil {
+// defaults (or the error making it). With declared, rec is another
+// revision's declaration of the sandbox and live is nil (PlanChange).
+func planOne(d Desired, live *Live, rec *Record, own ownership, caps Caps, base *Record, baseErr error, declared bool) (*SandboxChange, []string) {
+	deleted := live == nil && rec != nil && !declared
+	if live == nil && !declared {
 		rec = nil // a new sandbox gets everything, whatever was applied before
 	}
-	pl := &planner{caps: caps, d: d, sb: d.Spec, live: live, rec: rec}
+	pl := &planner{caps: caps, d: d, sb: d.Spec, live: live, rec: rec, declared: declared}
 	sb := d.Spec
 	var rc spec.Spec
 	if rec != nil {
@@ -423,7 +431,7 @@ func planOne(d Desired, live *Live, rec *Record, own ownership, caps Caps, base 
 	pl.scalar(FieldUser, "user", sb.User, l.User, rc.User)
 	pl.scalar(FieldTemplate, "template.checkpoint", sb.Template.Checkpoint, l.Checkpoint, rc.Template.Checkpoint)
 	buildChanged := false
-	if live != nil && rec != nil && d.BuildHash != rec.BuildHash {
+	if pl.exists() && rec != nil && d.BuildHash != rec.BuildHash {
 		buildChanged = true
 		pl.add(Diff{Op: Change, Field: FieldTemplateBuild, Path: "template.build", Before: rec.BuildHash, After: d.BuildHash})
 	}
@@ -485,7 +493,7 @@ func planOne(d Desired, live *Live, rec *Record, own ownership, caps Caps, base 
 	}
 	pl.set(FieldNetworkAdd, FieldNetworkRemove, "network.allow", allow, l.Network.Allow, recAllow, true, true, false)
 	pl.set(FieldNetworkAdd, FieldNetworkRemove, "network.deny", plainItems(sb.Network.Deny), l.Network.Deny, rc.Network.Deny, true, false, true)
-	if live == nil && defaultRanges(sb.Network.BlockCIDRs) {
+	if !pl.exists() && defaultRanges(sb.Network.BlockCIDRs) {
 		// A new sandbox with the default ranges: one line, not dozens.
 		pl.add(Diff{Op: Add, Field: FieldNetworkAdd, Path: "network.blockCIDRs", After: fmt.Sprintf("the %d default ranges (every special-purpose range: private, loopback, link-local, …)", len(spec.DefaultBlockCIDRs))})
 	} else {
@@ -507,7 +515,7 @@ func planOne(d Desired, live *Live, rec *Record, own ownership, caps Caps, base 
 		pl.notes = append(pl.notes, fmt.Sprintf("sbx has no record of the workspace this sandbox belongs to (it was applied by an earlier sbx); applying makes it this workspace's: %s", d.Owner))
 	}
 	c := &SandboxChange{Sandbox: sb.Name, Reasons: []string{}, Changes: pl.diffs, Drift: pl.drift, Notes: pl.notes, Steps: []Step{},
-		Widenings: widenings(d, caps)}
+		Widenings: widenings(d, caps, declared)}
 	if c.Changes == nil {
 		c.Changes = []Diff{}
 	}
@@ -547,11 +555,11 @@ func planOne(d Desired, live *Live, rec *Record, own ownership, caps Caps, base 
 			}
 		}
 	}
-	if live == nil || len(forcing) > 0 {
+	if !pl.exists() || len(forcing) > 0 {
 		c.FromCheckpoint = sb.Template.Checkpoint
 	}
 	switch {
-	case live == nil:
+	case !pl.exists():
 		c.Action = ActionCreate
 		c.Deleted = deleted
 		reason := fmt.Sprintf("sandbox %q does not exist", sb.Name)
@@ -725,12 +733,18 @@ func (pl *planner) add(d Diff) {
 			}
 			return
 		}
-		d.ForcesReplacement = pl.live != nil
+		d.ForcesReplacement = pl.exists()
 	}
 	if d.Sensitive {
 		d.Before, d.After = "", ""
 	}
 	pl.diffs = append(pl.diffs, d)
+}
+
+// exists reports whether the sandbox exists before the change: live, or
+// declared by the other revision.
+func (pl *planner) exists() bool {
+	return pl.live != nil || (pl.declared && pl.rec != nil)
 }
 
 // liveRuntime is the sandbox's runtime as the file would name it: the
@@ -816,7 +830,7 @@ func (pl *planner) scalar(f Field, path, dv, lv, rv string) {
 	if pl.rec == nil {
 		if dv != "" {
 			pl.add(Diff{Op: Add, Field: f, Path: path, After: dv, Sensitive: sens,
-				WidensEgress: widens != "" && dv == widens && pl.live != nil})
+				WidensEgress: widens != "" && dv == widens && pl.exists()})
 		}
 		return
 	}
@@ -884,7 +898,7 @@ func (pl *planner) set(fAdd, fRemove Field, path string, desired []item, lv, rv 
 			pl.drift = append(pl.drift, redacted(Diff{Op: Remove, Field: fRemove, Path: path, Before: it.value, Sensitive: it.sensitive}))
 		}
 		diffs = append(diffs, Diff{Op: Add, Field: fAdd, Path: path, After: it.value, Source: it.source,
-			Sensitive: it.sensitive, Restores: drift, WidensEgress: widenAdd && pl.live != nil, Exception: it.exception})
+			Sensitive: it.sensitive, Restores: drift, WidensEgress: widenAdd && pl.exists(), Exception: it.exception})
 	}
 	for _, v := range sortedCopy(base) {
 		if inDesired[v] {
@@ -1025,7 +1039,7 @@ func quoteArgs(argv []string) string {
 // cannot keep them read-only inside the sandbox, that is how a changed
 // file is noticed.
 func (pl *planner) declarationNotes() {
-	if pl.rec == nil || (pl.caps.Protects && pl.rec.Config.Protect && pl.sb.Protect) {
+	if pl.rec == nil || pl.declared || (pl.caps.Protects && pl.rec.Config.Protect && pl.sb.Protect) {
 		return
 	}
 	was := map[string]string{}

@@ -147,7 +147,11 @@ func (r *renderer) render(p *Changes) {
 	if p.DriverVersion != "" {
 		driver += " " + p.DriverVersion
 	}
-	r.bold(fmt.Sprintf("sbx will perform the following actions (driver: %s):", driver))
+	if p.Kind == KindChange {
+		r.bold(fmt.Sprintf("The change from %s to %s does the following (driver: %s):", p.Base, p.Head, driver))
+	} else {
+		r.bold(fmt.Sprintf("sbx will perform the following actions (driver: %s):", driver))
+	}
 	r.printf("\n")
 	var widens []string
 	for _, c := range p.Sandboxes {
@@ -160,12 +164,20 @@ func (r *renderer) render(p *Changes) {
 		}
 	}
 	if len(widens) > 0 {
-		r.wrapped("", 0, fmt.Sprintf("Warning: this plan widens the network egress of sandbox %s (marked \"widens egress\").", strings.Join(widens, ", ")), "  ")
+		what := "plan"
+		if p.Kind == KindChange {
+			what = "change"
+		}
+		r.wrapped("", 0, fmt.Sprintf("Warning: this %s widens the network egress of sandbox %s (marked \"widens egress\").", what, strings.Join(widens, ", ")), "  ")
 		r.printf("\n")
 	}
 	r.widenings(p)
 	create, update, replace, destroy := p.Count()
-	r.bold(fmt.Sprintf("Plan: %d to create, %d to update, %d to replace, %d to destroy.", create, update, replace, destroy))
+	what := "Plan"
+	if p.Kind == KindChange {
+		what = "Change"
+	}
+	r.bold(fmt.Sprintf("%s: %d to create, %d to update, %d to replace, %d to destroy.", what, create, update, replace, destroy))
 }
 
 // widenings lists what the plan gives each sandbox beyond what was last
@@ -174,7 +186,11 @@ func (r *renderer) widenings(p *Changes) {
 	if !p.Widens() {
 		return
 	}
-	r.bold("This plan widens what the sandbox may do, beyond what you last approved:")
+	if p.Kind == KindChange {
+		r.bold("This change widens what the sandbox may do, beyond " + p.Base + ":")
+	} else {
+		r.bold("This plan widens what the sandbox may do, beyond what you last approved:")
+	}
 	for _, c := range p.Sandboxes {
 		if c.Action == ActionNoOp || c.Action == ActionDestroy || len(c.Widenings) == 0 {
 			continue
@@ -195,6 +211,10 @@ func (r *renderer) widenings(p *Changes) {
 			r.wrapped("      ", 6, strings.TrimPrefix(w.String(), w.What+" "), "      ")
 		}
 	}
+	if p.Kind == KindChange {
+		r.printf("\n")
+		return
+	}
 	r.wrapped("", 0, "Apply asks before it makes these changes; apply -y makes them only with --approve-widening.", "  ")
 	r.printf("\n")
 }
@@ -209,6 +229,10 @@ func (r *renderer) noChanges(p *Changes, names []string) {
 		default:
 			r.printf("No changes. Sandboxes %s do not exist.\n", strings.Join(names, ", "))
 		}
+		return
+	}
+	if p.Kind == KindChange {
+		r.printf("No changes. The sandbox files declare the same sandboxes at %s and %s.\n", p.Base, p.Head)
 		return
 	}
 	switch len(names) {
@@ -457,7 +481,7 @@ type summary struct {
 // document.
 func WriteJSON(w io.Writer, p *Changes) error {
 	p.digest()
-	d := planDoc{planFields: (*planFields)(p), Applyable: len(p.Errors) == 0, Widens: p.Widens()}
+	d := planDoc{planFields: (*planFields)(p), Applyable: len(p.Errors) == 0 && p.Kind != KindChange, Widens: p.Widens()}
 	d.Summary.Create, d.Summary.Update, d.Summary.Replace, d.Summary.Destroy = p.Count()
 	for _, c := range p.Sandboxes {
 		if c.WidensEgress() {

@@ -78,8 +78,12 @@ func writersPhrase(self bool, others []string) string {
 // are the files the user's own, and only host commands count: a command
 // runs on the host and is always approved explicitly, as Docker's sbx env
 // asks consent for host commands.
-func widenings(d Desired, caps Caps) []Widening {
-	w := &widener{d: d.Spec, caps: caps, buildHash: d.BuildHash, fps: d.Fingerprints, neighbours: d.Neighbours}
+//
+// With declared (PlanChange), d.Approved is another revision's
+// declaration, or the defaults without the agent's hosts when that
+// revision has none, and no file is judged by who could write it here.
+func widenings(d Desired, caps Caps, declared bool) []Widening {
+	w := &widener{d: d.Spec, caps: caps, buildHash: d.BuildHash, fps: d.Fingerprints, neighbours: d.Neighbours, declared: declared}
 	if d.Approved != nil {
 		w.base = &d.Approved.Config
 		w.approved = w.base
@@ -119,6 +123,7 @@ type widener struct {
 	baseFPs    map[string]string
 	out        []Widening
 	protectSet map[string]bool
+	declared   bool
 }
 
 // applies reports whether the driver acts on a field at all.
@@ -129,7 +134,9 @@ func (w *widener) applies(f Field) bool {
 
 func (w *widener) add(path, what string, o spec.Origin, ok bool) {
 	wd := Widening{Path: path, What: what}
-	if ok {
+	if ok && w.declared {
+		wd.Origin = o.String()
+	} else if ok {
 		wd.Origin = o.String()
 		wd.FromSandbox = w.writable(o.Path)
 		wd.Writers = w.neighbourWriters(o.Path)

@@ -330,7 +330,7 @@ func TestWidenings(t *testing.T) {
 			if !tc.none {
 				d.Approved = recordOf(t, tc.caps, base)
 			}
-			if diff := cmp.Diff(tc.widens, widenings(d, tc.caps)); diff != "" {
+			if diff := cmp.Diff(tc.widens, widenings(d, tc.caps, false)); diff != "" {
 				t.Errorf("widenings (-want +got):\n%s", diff)
 			}
 		})

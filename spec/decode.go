@@ -201,7 +201,7 @@ const (
 
 // mustExist reports a missing file or directory at n.
 func (st *state) mustExist(n *yaml.Node, path, p string, want fileKind, what string) {
-	if st.unresolved[n] {
+	if st.unresolved[n] || st.opts.NoHostFiles {
 		return
 	}
 	fi, err := os.Stat(p)

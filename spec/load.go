@@ -44,6 +44,10 @@ type Options struct {
 	// (Redact), also when loading fails. Files load in parallel: it must
 	// be safe to call concurrently.
 	HostValue func(HostValue)
+	// NoHostFiles loads files that are not this machine's (a git
+	// revision's, LoadSources): the host paths they name are not looked
+	// at, not even to check that they exist.
+	NoHostFiles bool
 }
 
 // Result is what Load found.
@@ -180,6 +184,43 @@ func Parse(name, dir string, data []byte, opts Options) (*Result, error) {
 			res.Specs = append(res.Specs, s)
 		}
 	}
+	if len(ds) > 0 {
+		return res, ds.Sort()
+	}
+	return res, nil
+}
+
+// Source is a sandbox file read from elsewhere than this machine's files
+// (a git revision). Name is how positions name it, Dir the directory its
+// relative paths resolve in.
+type Source struct {
+	Name, Dir string
+	Data      []byte
+}
+
+// LoadSources loads sandbox files from memory as Load does from disk,
+// grouping layers the same way, but merges no sandbox.local.yaml: nothing
+// is read from disk.
+func LoadSources(srcs []Source, opts Options) (*Result, error) {
+	var ds Diagnostics
+	var docs []*document
+	for _, src := range srcs {
+		doc, problems := readDocument(src.Name, src.Dir, src.Data)
+		ds = append(ds, problems...)
+		if doc != nil {
+			docs = append(docs, doc)
+		}
+	}
+	res := &Result{}
+	for _, g := range group(docs) {
+		s, needed, problems := resolve(g, opts)
+		ds = append(ds, problems...)
+		res.Needed = append(res.Needed, needed...)
+		if s != nil {
+			res.Specs = append(res.Specs, s)
+		}
+	}
+	res.Needed = res.Needed.Sort()
 	if len(ds) > 0 {
 		return res, ds.Sort()
 	}

@@ -73,6 +73,12 @@ calls it makes. Changes made outside sbx are listed under "Changed outside
 sbx"; what a change would let a sandbox do beyond what you last approved is
 listed under "This plan widens".
 
+With --base REV, compares the files at git revision REV with those at --head
+(default: the working tree) instead, asking no backend: what a change to the
+files does, for review (docs/ci.md). The personal sandbox.local.yaml is not
+merged, no host path the files name is looked at, and no command they name
+runs.
+
 Exit status: 0 with no errors (and, with --detailed-exitcode, no changes),
 1 on error, 2 with --detailed-exitcode when changes are pending.`,
 		setup: func(fs *pflag.FlagSet) runFunc {
@@ -82,11 +88,16 @@ Exit status: 0 with no errors (and, with --detailed-exitcode, no changes),
 			asJSON := fs.Bool("json", false, "print the plan as a versioned JSON document (docs/plan-json.md)")
 			out := fs.String("out", "", "save the plan to FILE for 'sbx apply FILE'")
 			detailed := fs.Bool("detailed-exitcode", false, "exit 2 when changes are pending")
+			base := fs.String("base", "", "compare the files at git revision REV with --head's, not with the live sandbox: no backend (docs/ci.md)")
+			head := fs.String("head", "", "with --base, the git revision the change ends at (default: the working tree)")
 			return func(ctx context.Context, a *app, args []string) int {
 				if len(args) > 0 {
 					return a.errorf("plan takes no arguments; name files with -f")
 				}
 				batchGC()
+				if *base != "" || *head != "" {
+					return a.planChange(ctx, t, *base, *head, *asJSON, *out, *detailed)
+				}
 				s, err := a.open(ctx, t, "")
 				if err != nil {
 					return a.fail(err)
