@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"unicode/utf8"
 )
@@ -31,12 +32,12 @@ func Render(w io.Writer, p *Changes, color bool) error {
 	return RenderWidth(w, p, color, Width)
 }
 
-// Width is the columns a rendered plan fits when the output is not a
-// terminal (a CI log, a file, a pipe): Terraform wraps its messages to the
-// terminal's width and to a fixed one elsewhere, and so does sbx.
+// Width is the columns Render fits a plan to (sbx's verbs wrap to the
+// terminal's width instead, and not at all for a pipe or a log).
 const Width = 100
 
-// RenderWidth is Render for an output of width columns (a terminal's).
+// RenderWidth is Render for an output of width columns (a terminal's); 0
+// does not wrap.
 // A line longer than that is wrapped at a space, never inside a word, so
 // nothing is lost: a widening's or a note's text continues on the next
 // line indented under its first word, a field's annotation ("# forces
@@ -46,6 +47,9 @@ const Width = 100
 func RenderWidth(w io.Writer, p *Changes, color bool, width int) error {
 	if err := p.Err(); err != nil {
 		return err
+	}
+	if width <= 0 {
+		width = math.MaxInt32
 	}
 	r := &renderer{color: color, width: max(width, minWidth)}
 	r.render(p)

@@ -390,7 +390,7 @@ func (a *app) planChange(ctx context.Context, t *target, base, head string, asJS
 	if asJSON {
 		err = reconcile.WriteJSON(a.stdout, p)
 	} else {
-		err = reconcile.Render(a.stdout, p, a.color(a.stdout))
+		err = reconcile.RenderWidth(a.stdout, p, a.color(a.stdout), a.termWidth(a.stdout))
 	}
 	if err != nil {
 		return a.errorf("%v", err)

@@ -155,7 +155,7 @@ func (a *app) render(p *reconcile.Changes, s *session.Session) error {
 		_, err := io.WriteString(a.stdout, b.String())
 		return err
 	}
-	return reconcile.RenderWidth(a.stdout, p, a.color(a.stdout), termWidth(a.stdout))
+	return reconcile.RenderWidth(a.stdout, p, a.color(a.stdout), a.termWidth(a.stdout))
 }
 
 func applyVerb() *verb {
@@ -324,7 +324,7 @@ alone unless --adopt is given.`,
 					fmt.Fprintln(a.stdout, "Nothing to destroy.")
 					return exitOK
 				}
-				if err := reconcile.RenderWidth(a.stdout, p, a.color(a.stdout), termWidth(a.stdout)); err != nil {
+				if err := reconcile.RenderWidth(a.stdout, p, a.color(a.stdout), a.termWidth(a.stdout)); err != nil {
 					return a.errorf("%v", err)
 				}
 				if code, ok := a.approve(p, ap, "destroy"); !ok {

@@ -664,9 +664,12 @@ func (a *app) loopFailure(err error) (int, string) {
 // for approval, as sbx apply does.
 type loopUI struct{ a *app }
 
-func (u loopUI) ShowPlan(p *reconcile.Changes) error { return reconcile.Render(u.a.stdout, p, false) }
-func (u loopUI) Confirm(p *reconcile.Changes) error  { return u.a.confirm("apply") }
-func (u loopUI) Warn(err error)                      { u.a.failure(err) }
+func (u loopUI) ShowPlan(p *reconcile.Changes) error {
+	return reconcile.RenderWidth(u.a.stdout, p, false, u.a.termWidth(u.a.stdout))
+}
+
+func (u loopUI) Confirm(p *reconcile.Changes) error { return u.a.confirm("apply") }
+func (u loopUI) Warn(err error)                     { u.a.failure(err) }
 func (u loopUI) Apply(ctx context.Context, s *session.Session, p *reconcile.Changes, adopt bool) error {
 	return u.a.applyPlan(ctx, s, p, adopt)
 }

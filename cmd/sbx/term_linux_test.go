@@ -6,8 +6,6 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/sbxhq/sbx/reconcile"
 )
 
 // TestIsTerminal: /dev/null and a pipe are not terminals (sbx shell must
@@ -55,15 +53,29 @@ func TestIsTerminal(t *testing.T) {
 		t.Error("a pseudo-terminal is not taken for a terminal")
 	}
 
-	// A plan wraps to the terminal's width, and to reconcile.Width
-	// elsewhere.
+	// A plan wraps to $COLUMNS, else to the terminal's width, and not at
+	// all elsewhere (0).
 	if err := unix.IoctlSetWinsize(int(ptmx.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 40, Col: 132}); err != nil {
 		t.Fatal(err)
 	}
-	if got := termWidth(pts); got != 132 {
+	a := &app{env: []string{"PATH=/usr/bin"}}
+	if got := a.termWidth(pts); got != 132 {
 		t.Errorf("termWidth of a 132-column terminal = %d", got)
 	}
-	if got := termWidth(w); got != reconcile.Width {
-		t.Errorf("termWidth of a pipe = %d, want %d", got, reconcile.Width)
+	if got := a.termWidth(w); got != 0 {
+		t.Errorf("termWidth of a pipe = %d, want 0 (no wrapping)", got)
+	}
+	for _, tc := range []struct {
+		columns string
+		want    int
+	}{{"80", 80}, {" 90 ", 90}, {"0", 0}, {"-5", 0}, {"wide", 0}} {
+		a := &app{env: []string{"PATH=/usr/bin", "COLUMNS=" + tc.columns}}
+		if got := a.termWidth(w); got != tc.want {
+			t.Errorf("termWidth of a pipe with COLUMNS=%q = %d, want %d", tc.columns, got, tc.want)
+		}
+	}
+	a = &app{env: []string{"PATH=/usr/bin", "COLUMNS=70"}}
+	if got := a.termWidth(pts); got != 70 {
+		t.Errorf("termWidth of a terminal with COLUMNS=70 = %d, want 70", got)
 	}
 }

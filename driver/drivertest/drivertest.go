@@ -354,7 +354,7 @@ func lifecycle(t *testing.T, h Harness) {
 		p, _ := w.plan(sp)
 		if !p.Empty() {
 			var b bytes.Buffer
-			reconcile.Render(&b, p, false)
+			reconcile.RenderWidth(&b, p, false, 0) // unwrapped: the checks read whole lines
 			t.Fatalf("a converged sandbox plans changes:\n%s", b.String())
 		}
 	})
@@ -419,7 +419,7 @@ func lifecycle(t *testing.T, h Harness) {
 		c := p.Sandboxes[0]
 		if c.Action != reconcile.ActionUpdate || len(c.Steps) == 0 || c.Steps[0].Kind != reconcile.StepStart {
 			var b bytes.Buffer
-			reconcile.Render(&b, p, false)
+			reconcile.RenderWidth(&b, p, false, 0) // unwrapped: the checks read whole lines
 			t.Fatalf("a stopped sandbox is not planned to start in place:\n%s", b.String())
 		}
 		w.apply(p, again(sp))

@@ -238,7 +238,7 @@ func TestProbeRefusesWithoutEnforcement(t *testing.T) {
 		sp := b.spec(head + "  egress: advisory\n")
 		p := b.mustApply(sp)
 		var out bytes.Buffer
-		reconcile.Render(&out, p, false)
+		reconcile.RenderWidth(&out, p, false, 0)
 		if !strings.Contains(out.String(), "EGRESS IS ADVISORY") {
 			t.Errorf("the plan does not say egress is advisory:\n%s", out.String())
 		}

@@ -317,7 +317,7 @@ func (b *box) mustApply(sp *spec.Spec) *reconcile.Changes {
 	}
 	if err := reconcile.Converged(after); err != nil {
 		var out bytes.Buffer
-		reconcile.Render(&out, after, false)
+		reconcile.RenderWidth(&out, after, false, 0)
 		b.t.Fatalf("after apply: %v\n%s", err, out.String())
 	}
 	return p

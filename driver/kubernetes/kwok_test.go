@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"os/user"
 	"os/exec"
 	"path"
 	"path/filepath"
@@ -100,6 +101,10 @@ func newFleet(tb testing.TB, n int) *fleet {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	me, err := user.Current()
+	if err != nil {
+		tb.Fatal(err)
+	}
 	var objs []object
 	for i := range n {
 		sd := filepath.Join(dir, fmt.Sprintf("s%d", i))
@@ -122,6 +127,9 @@ func newFleet(tb testing.TB, n int) *fleet {
 		if err != nil {
 			tb.Fatal(err)
 		}
+		// Whose it is, as sbx plan in that workspace will say: a record
+		// without an owner is one an earlier sbx made, which plan adopts.
+		des.Owner = reconcile.Owner{Workspace: filepath.Clean(sp.Dir), User: me.Username}
 		p := reconcile.Plan([]reconcile.Desired{des}, nil, nil, d.Caps(), reconcile.Options{})
 		if err := p.Err(); err != nil {
 			tb.Fatal(err)

@@ -31,7 +31,7 @@ func TestPin(t *testing.T) {
 	sp := b.spec(c.head() + fmt.Sprintf("network:\n  agentHosts: false\n  blockCIDRs: [127.0.0.0/8]\n  allow: [%s:8080]\n", allowed))
 	p := b.mustApply(sp)
 	var plan bytes.Buffer
-	reconcile.Render(&plan, p, false)
+	reconcile.RenderWidth(&plan, p, false, 0)
 	if !strings.Contains(plan.String(), "does the namespace admit the egress pin") || !strings.Contains(plan.String(), "pinned to the proxy's pod address:3128 in its own network namespace") {
 		t.Errorf("the create's plan does not say which mechanism pins the sandbox:\n%s", plan.String())
 	}
