@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -59,17 +58,6 @@ var runID = func() string {
 func TestMain(m *testing.M) {
 	fixture.SweepDocker()
 	fixture.SweepTemp()
-	// The cluster tests spend their time waiting on the cluster (a pod's
-	// start, the kubelet's image-pull back-off, the provisioner, the
-	// controller), not on this process's CPU: four run at once rather
-	// than -parallel's default, GOMAXPROCS (two on CI's machine), unless
-	// -parallel is given. Each has its own namespace and names.
-	flag.Parse()
-	parallel := false
-	flag.Visit(func(f *flag.Flag) { parallel = parallel || f.Name == "test.parallel" })
-	if !parallel {
-		flag.Set("test.parallel", "4")
-	}
 	code := m.Run()
 	if env.loadedInto != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
