@@ -59,7 +59,7 @@ func (d *Driver) Calls(s reconcile.Step, sp *spec.Spec, live *reconcile.Live) ([
 		args := append([]string{d.opts.Docker}, buildctx.DockerArgs(sp.Template.Build, templateImage(sp, hash))...)
 		return []reconcile.Call{cliutil.StreamedCall(d.opts.Runner, args)}, nil
 	case reconcile.StepStop:
-		sb, eg := containerName(name), egressName(name)
+		sb, eg := ContainerName(name), EgressName(name)
 		return []reconcile.Call{{
 			Desc: fmt.Sprintf("stop %s and %s together, SIGKILL after 5 s (Engine API POST /containers/NAME/stop?t=5, as docker stop --time 5)", sb, eg),
 			Run:  func(ctx context.Context) error { return d.containers(ctx, "stop", url.Values{"t": {"5"}}, sb, eg) },
@@ -68,7 +68,7 @@ func (d *Driver) Calls(s reconcile.Step, sp *spec.Spec, live *reconcile.Live) ([
 		// Either may start first: the sandbox's helper dials the proxy's
 		// socket per connection, and the tmpfs volume they share is
 		// mounted while either runs.
-		sb, eg := containerName(name), egressName(name)
+		sb, eg := ContainerName(name), EgressName(name)
 		return []reconcile.Call{{
 			Desc: fmt.Sprintf("start %s and %s together (Engine API POST /containers/NAME/start, as docker start)", eg, sb),
 			Run:  func(ctx context.Context) error { return d.containers(ctx, "start", nil, eg, sb) },
@@ -80,7 +80,7 @@ func (d *Driver) Calls(s reconcile.Step, sp *spec.Spec, live *reconcile.Live) ([
 			// names go, by the ids the plan saw, so one put there since
 			// is not removed (the create then says the name is in use).
 			return []reconcile.Call{{Desc: fmt.Sprintf("remove the containers sbx did not create that hold the sandbox's names, %s (ids %s, as the plan found them; their volumes stay), and anything labelled %s=%s (Engine API)",
-				containerName(name), strings.Join(shortIDs(foreign), ", "), driver.LabelSandbox, name),
+				ContainerName(name), strings.Join(shortIDs(foreign), ", "), driver.LabelSandbox, name),
 				Run: func(ctx context.Context) error {
 					for _, id := range foreign {
 						if err := d.api.removeKeepingVolumes(ctx, id); err != nil {
@@ -119,9 +119,9 @@ func (d *Driver) Calls(s reconcile.Step, sp *spec.Spec, live *reconcile.Live) ([
 	case reconcile.StepJoinNetworks:
 		return d.joinCalls(sp), nil
 	case reconcile.StepUpdateResources:
-		return []reconcile.Call{d.command(append(append([]string{d.opts.Docker, "update"}, resourceArgs(sp)...), containerName(name)))}, nil
+		return []reconcile.Call{d.command(append(append([]string{d.opts.Docker, "update"}, resourceArgs(sp)...), ContainerName(name)))}, nil
 	case reconcile.StepVerify:
-		return []reconcile.Call{{Desc: fmt.Sprintf("inspect %s and %s: both running (Engine API)", containerName(name), egressName(name)),
+		return []reconcile.Call{{Desc: fmt.Sprintf("inspect %s and %s: both running (Engine API)", ContainerName(name), EgressName(name)),
 			Run: func(ctx context.Context) error { return d.verify(ctx, name) }}}, nil
 	}
 	return nil, fmt.Errorf("the docker driver cannot %s", s.Kind)
@@ -196,8 +196,8 @@ func (d *Driver) createCalls(sp *spec.Spec, rec *reconcile.Record) ([]reconcile.
 		"docker build sbx-egress:<hash of this sbx>, FROM scratch, unless present",
 		"create the volumes "+volumeName(n, "sock")+" (tmpfs, 1 MiB), "+volumeName(n, "policy")+" and "+volumeName(n, gitRole)+" (Engine API)",
 		"create and start, together (Engine API):",
-		"  "+egressName(n)+": sbx-egress:<hash> __egress-proxy --control (the policy of sandbox.yaml), stdin open"+onNetworks(sp),
-		"  "+containerName(n)+": --network none … "+image+" __sandbox-init",
+		"  "+EgressName(n)+": sbx-egress:<hash> __egress-proxy --control (the policy of sandbox.yaml), stdin open"+onNetworks(sp),
+		"  "+ContainerName(n)+": --network none … "+image+" __sandbox-init",
 	)
 	if sp.Protect && !sp.Workspace.ReadOnly {
 		lines = append(lines, "    its .git: the volume "+volumeName(n, gitRole)+", started from the host's HEAD, refs and index; the host's .git/objects read-only inside it")
@@ -238,7 +238,7 @@ func (d *Driver) repairCalls(sp *spec.Spec, parts []string) ([]reconcile.Call, e
 	}
 	n := sp.Name
 	return []reconcile.Call{{
-		Desc: "create the volumes " + volumeName(n, "sock") + " and " + volumeName(n, "policy") + " unless present (Engine API)\ncreate and start " + egressName(n) + ": sbx-egress:<hash> __egress-proxy --control (the policy of sandbox.yaml, written over an earlier one), stdin open" + onNetworks(sp) + " (Engine API)",
+		Desc: "create the volumes " + volumeName(n, "sock") + " and " + volumeName(n, "policy") + " unless present (Engine API)\ncreate and start " + EgressName(n) + ": sbx-egress:<hash> __egress-proxy --control (the policy of sandbox.yaml, written over an earlier one), stdin open" + onNetworks(sp) + " (Engine API)",
 		Run:  func(ctx context.Context) error { return d.recreateEgress(ctx, sp) },
 	}}, nil
 }
@@ -250,7 +250,7 @@ func (d *Driver) repairCalls(sp *spec.Spec, parts []string) ([]reconcile.Call, e
 // (as docker cp would) and, when it runs, SIGHUP; a stopped proxy gets the
 // file, which it loads when it starts.
 func (d *Driver) policyCalls(sp *spec.Spec, live *reconcile.Live) ([]reconcile.Call, error) {
-	name := egressName(sp.Name)
+	name := EgressName(sp.Name)
 	eg := egressOf(live)
 	if eg == nil {
 		return nil, fmt.Errorf("sandbox %q has no egress container (%s) to change", sp.Name, name)
@@ -296,7 +296,7 @@ func (d *Driver) policyCalls(sp *spec.Spec, live *reconcile.Live) ([]reconcile.C
 
 // verify checks that the sandbox and its proxy are running.
 func (d *Driver) verify(ctx context.Context, name string) error {
-	for _, c := range []string{containerName(name), egressName(name)} {
+	for _, c := range []string{ContainerName(name), EgressName(name)} {
 		in, err := d.api.inspectContainer(ctx, c)
 		if err != nil {
 			return err

@@ -28,11 +28,15 @@ const (
 	// container, the checkpoint it was made from ("" for none: every
 	// sandbox container has it, so the label of the image it was made
 	// from never shows through).
-	LabelCheckpoint        = "dev.sbx.checkpoint"
-	labelCheckpointSandbox = "dev.sbx.checkpoint.sandbox"
+	LabelCheckpoint = "dev.sbx.checkpoint"
+	// LabelCheckpointSandbox, LabelCheckpointCreated and
+	// LabelCheckpointOrigin are, on a checkpoint's image, the sandbox it
+	// was made from, when, and whether it was made here ("created") or
+	// imported ("imported").
+	LabelCheckpointSandbox = "dev.sbx.checkpoint.sandbox"
 	labelCheckpointDigest  = "dev.sbx.checkpoint.config-digest"
-	labelCheckpointCreated = "dev.sbx.checkpoint.created"
-	labelCheckpointOrigin  = "dev.sbx.checkpoint.origin"
+	LabelCheckpointCreated = "dev.sbx.checkpoint.created"
+	LabelCheckpointOrigin  = "dev.sbx.checkpoint.origin"
 )
 
 var (
@@ -44,10 +48,10 @@ var (
 func CheckpointLabels(cp checkpoint.Checkpoint) map[string]string {
 	return map[string]string{
 		LabelCheckpoint:        cp.Name,
-		labelCheckpointSandbox: cp.Sandbox,
+		LabelCheckpointSandbox: cp.Sandbox,
 		labelCheckpointDigest:  cp.ConfigDigest,
-		labelCheckpointCreated: cp.Created.UTC().Format(time.RFC3339),
-		labelCheckpointOrigin:  cp.Origin,
+		LabelCheckpointCreated: cp.Created.UTC().Format(time.RFC3339),
+		LabelCheckpointOrigin:  cp.Origin,
 	}
 }
 
@@ -68,7 +72,7 @@ func (d *Driver) CheckpointCalls(cp checkpoint.Checkpoint, live *reconcile.Live,
 	if !live.Managed {
 		return nil, fmt.Errorf("sandbox %q was not created by sbx", cp.Sandbox)
 	}
-	c := containerName(cp.Sandbox)
+	c := ContainerName(cp.Sandbox)
 	calls := []reconcile.Call{{
 		Desc: fmt.Sprintf("commit %s as %s, paused meanwhile: its own layer, without the workspace, mounts or volumes; its labels and env replaced (Engine API)", c, checkpoint.Ref(cp.Name)),
 		Run:  func(ctx context.Context) error { return d.commit(ctx, c, cp) },

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/driver/drivertest"
+	"github.com/sbxhq/sbx/internal/dockertest"
 )
 
 // TestConformance runs the driver conformance suite against the real
@@ -14,22 +15,22 @@ import (
 // rather than quote commands, so the suite does not compare them with
 // what ran.
 func TestConformance(t *testing.T) {
-	requireDocker(t)
+	env.Require(t)
 	drivertest.Run(t, drivertest.Harness{
 		New: func(t *testing.T) driver.Backend {
-			d := New(Options{Binary: env.binary})
+			d := New(Options{Binary: env.Binary})
 			if _, err := d.Identify(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 			return d
 		},
-		Head: "template: " + testImage + "\n",
-		Name: func(t *testing.T, base string) string { return uniq(base) },
+		Head: "template: " + env.Image + "\n",
+		Name: func(t *testing.T, base string) string { return env.Uniq(base) },
 		Cleanup: func(name string) {
-			exec.Command("docker", "rm", "-f", containerName(name), egressName(name)).Run()
+			exec.Command("docker", "rm", "-f", ContainerName(name), EgressName(name)).Run()
 		},
 		Leftovers: func(t *testing.T, name string) []string {
-			if left := labelled(name); left != "" {
+			if left := dockertest.Leftovers(name); left != "" {
 				return []string{left}
 			}
 			return nil

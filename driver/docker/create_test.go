@@ -94,8 +94,8 @@ func TestCreatedContainers(t *testing.T) {
 		}
 	}
 	var sb, eg created
-	read(containerName(b.name), &sb)
-	read(egressName(b.name), &eg)
+	read(ContainerName(b.name), &sb)
+	read(EgressName(b.name), &eg)
 	ws := b.dir + "/ws"
 
 	var want created
@@ -107,7 +107,7 @@ func TestCreatedContainers(t *testing.T) {
 	want.Config.WorkingDir = ws
 	want.Config.Labels = sb.Config.Labels // checked below
 	h := &want.HostConfig
-	h.Binds = []string{env.binary + ":/.sbx/sbx:ro", "sbx-" + b.name + "-sock:/run/sbx-egress:ro", ws + ":" + ws,
+	h.Binds = []string{env.Binary + ":/.sbx/sbx:ro", "sbx-" + b.name + "-sock:/run/sbx-egress:ro", ws + ":" + ws,
 		// The workspace has no .git: its .git inside is the sandbox's own volume (git.go).
 		"sbx-" + b.name + "-git:" + ws + "/.git"}
 	h.NetworkMode = "none"

@@ -164,8 +164,11 @@ func (d *Driver) BuildHash(sp *spec.Spec) (string, error) {
 	return buildctx.Hash(sp.Template.Build)
 }
 
-func containerName(name string) string { return "sbx-" + name }
-func egressName(name string) string    { return "sbx-" + name + "-egress" }
+// ContainerName is the Docker container that is sandbox name.
+func ContainerName(name string) string { return "sbx-" + name }
+
+// EgressName is the container of sandbox name's egress proxy.
+func EgressName(name string) string { return "sbx-" + name + "-egress" }
 func volumeName(name, role string) string {
 	return "sbx-" + name + "-" + role
 }
@@ -233,7 +236,7 @@ func (d *Driver) Observe(ctx context.Context, names []string) (map[string]*recon
 		if err != nil {
 			return nil, err
 		}
-		in, err := d.api.inspectContainer(ctx, containerName(name))
+		in, err := d.api.inspectContainer(ctx, ContainerName(name))
 		if err != nil {
 			return nil, err
 		}
@@ -249,7 +252,7 @@ func (d *Driver) Observe(ctx context.Context, names []string) (map[string]*recon
 			// it without --adopt, and with it the remove step removes it
 			// (and a proxy's namesake), by the ids seen here.
 			foreign := []string{in.ID}
-			eg, err := d.api.inspectContainer(ctx, egressName(name))
+			eg, err := d.api.inspectContainer(ctx, EgressName(name))
 			if err != nil {
 				return nil, err
 			}
@@ -379,12 +382,12 @@ func controllable(eg *inspect) bool {
 // channel, the policy file it loads. Both are nil when there is no proxy;
 // eg is the proxy's inspection.
 func (d *Driver) readPolicy(ctx context.Context, name string) (pol *egress.Policy, eg *inspect, err error) {
-	eg, err = d.api.inspectContainer(ctx, egressName(name))
+	eg, err = d.api.inspectContainer(ctx, EgressName(name))
 	if err != nil || eg == nil {
 		return nil, nil, err
 	}
 	if controllable(eg) {
-		rep, err := d.api.control(ctx, egressName(name), egress.ControlRequest{Op: "policy"})
+		rep, err := d.api.control(ctx, EgressName(name), egress.ControlRequest{Op: "policy"})
 		if err != nil {
 			return nil, nil, err
 		}
@@ -393,7 +396,7 @@ func (d *Driver) readPolicy(ctx context.Context, name string) (pol *egress.Polic
 		}
 		return rep.Policy, eg, nil
 	}
-	data, err := d.api.readFile(ctx, egressName(name), policyPath)
+	data, err := d.api.readFile(ctx, EgressName(name), policyPath)
 	if err != nil || data == nil {
 		return nil, eg, err
 	}
@@ -601,7 +604,7 @@ func (d *Driver) createObjects(ctx context.Context, sp *spec.Spec, sandbox *cont
 	}
 	return together(
 		func() error {
-			id, err := d.api.createContainer(ctx, containerName(sp.Name), sandbox)
+			id, err := d.api.createContainer(ctx, ContainerName(sp.Name), sandbox)
 			if errNoImage(err) && sp.Template.Checkpoint != "" {
 				// A checkpoint is this daemon's image or nothing: never
 				// a registry's image that happens to have its name.
@@ -613,7 +616,7 @@ func (d *Driver) createObjects(ctx context.Context, sp *spec.Spec, sandbox *cont
 				if _, perr := d.docker(ctx, "pull", sandbox.Image); perr != nil {
 					return fmt.Errorf("template image %s is not on this machine and cannot be pulled (build it, or docker pull it where a registry is reachable): %v", sandbox.Image, perr)
 				}
-				id, err = d.api.createContainer(ctx, containerName(sp.Name), sandbox)
+				id, err = d.api.createContainer(ctx, ContainerName(sp.Name), sandbox)
 			}
 			if err != nil {
 				return err
@@ -892,7 +895,7 @@ func (d *Driver) startEgress(ctx context.Context, sp *spec.Spec, image string, p
 	// per-request latency (BENCHMARKS.md); the copying of tunnels
 	// happens in the kernel either way.
 	c.Env = append(c.Env, "GOMAXPROCS=1")
-	id, err := d.api.createContainer(ctx, egressName(sp.Name), c)
+	id, err := d.api.createContainer(ctx, EgressName(sp.Name), c)
 	if errNoImage(err) {
 		// Another sbx removed the image, unused, since this one found it
 		// (pruneImages): build it again.
@@ -900,7 +903,7 @@ func (d *Driver) startEgress(ctx context.Context, sp *spec.Spec, image string, p
 		if c.Image, err = d.egressImage(ctx); err != nil {
 			return err
 		}
-		id, err = d.api.createContainer(ctx, egressName(sp.Name), c)
+		id, err = d.api.createContainer(ctx, EgressName(sp.Name), c)
 	}
 	if err != nil {
 		return err
@@ -972,10 +975,10 @@ func bind(src, dst string, ro bool) string {
 // the docker CLI's environment, or in the API request's body.
 func (d *Driver) Exec(ctx context.Context, name string, argv []string, o driver.ExecOptions) (int, error) {
 	if !o.TTY {
-		return d.api.exec(ctx, containerName(name), argv, o)
+		return d.api.exec(ctx, ContainerName(name), argv, o)
 	}
 	flags, env := cliutil.ExecArgs(o)
-	args := append(append(append([]string{d.opts.Docker, "exec"}, flags...), containerName(name)), argv...)
+	args := append(append(append([]string{d.opts.Docker, "exec"}, flags...), ContainerName(name)), argv...)
 	return cliutil.ExitCode(d.opts.Runner.Run(ctx, runner.Cmd{Args: args, Env: env, Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr}))
 }
 
@@ -983,7 +986,7 @@ func (d *Driver) Exec(ctx context.Context, name string, argv []string, o driver.
 // since a time when since is not zero.
 func (d *Driver) readLog(ctx context.Context, name string, since time.Time) ([]string, error) {
 	var lines []string
-	err := d.api.logLines(ctx, egressName(name), since, func(l []byte) {
+	err := d.api.logLines(ctx, EgressName(name), since, func(l []byte) {
 		if bytes.Contains(l, []byte(`"decision"`)) {
 			lines = append(lines, string(l))
 		}
@@ -1001,7 +1004,7 @@ func (d *Driver) NetLog(ctx context.Context, name string, follow bool, emit func
 // in [since, until].
 func (d *Driver) EgressCount(ctx context.Context, name string, since, until time.Time, max int) (netlog.Count, error) {
 	var c netlog.Count
-	err := d.api.logLines(ctx, egressName(name), since, func(l []byte) {
+	err := d.api.logLines(ctx, EgressName(name), since, func(l []byte) {
 		if p, ok := egress.Problem(l, since, until); ok {
 			c.Add(p, max)
 		}

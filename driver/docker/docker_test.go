@@ -3,8 +3,6 @@ package docker
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,7 +17,7 @@ import (
 
 	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/driver/runner"
-	"github.com/sbxhq/sbx/internal/fixture"
+	"github.com/sbxhq/sbx/internal/dockertest"
 	"github.com/sbxhq/sbx/netlog"
 	"github.com/sbxhq/sbx/reconcile"
 	"github.com/sbxhq/sbx/schema"
@@ -30,109 +28,13 @@ import (
 // The tests run against a real Docker daemon. They skip when none is
 // reachable, and fail instead when SBX_E2E=1 (CI). Every image is built
 // here from Debian's busybox-static; nothing is pulled, and the only
-// servers are this test's own container and loopback listener.
+// servers are this test's own container and loopback listener
+// (internal/dockertest). The tests that drive the sbx binary as a user
+// does are in ./e2e.
 
-var env struct {
-	ok      bool
-	reason  string
-	binary  string // static sbx
-	image   string // busybox template
-	webIP   string // the test web server's container address
-	runsc   bool
-	workdir string
-}
+var env = dockertest.New("docker")
 
-// Every object a run creates carries its run id, so runs sharing a daemon
-// never collide, and each is removed by the run.
-var (
-	runID     = newRunID()
-	testImage = "sbx-test-busybox:" + runID
-	webName   = "sbx-test-web-" + runID
-)
-
-func newRunID() string {
-	b := make([]byte, 4)
-	if _, err := rand.Read(b); err != nil {
-		panic(err)
-	}
-	return hex.EncodeToString(b)
-}
-
-// uniq names a test's sandbox for this run.
-func uniq(name string) string { return name + "-" + runID }
-
-func TestMain(m *testing.M) {
-	code := func() int {
-		fixture.SweepDocker()
-		err := setup()
-		defer exec.Command("docker", "rmi", "-f", testImage).Run()
-		if err != nil {
-			env.reason = err.Error()
-		} else {
-			env.ok = true
-			defer exec.Command("docker", "rm", "-f", webName).Run()
-		}
-		return m.Run()
-	}()
-	if env.workdir != "" {
-		os.RemoveAll(env.workdir)
-	}
-	os.Exit(code)
-}
-
-func setup() error {
-	if out, err := exec.Command("docker", "version", "--format", "{{.Server.Version}}").CombinedOutput(); err != nil {
-		return fmt.Errorf("no Docker daemon: %v: %s", err, out)
-	}
-	fixture.SweepTemp()
-	dir, err := fixture.TempDir("sbx-docker-e2e-")
-	if err != nil {
-		return err
-	}
-	env.workdir = dir
-	env.binary = filepath.Join(dir, "sbx")
-	build := exec.Command("go", "build", "-o", env.binary, "github.com/sbxhq/sbx/cmd/sbx")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("building a static sbx: %v: %s", err, out)
-	}
-	ctxDir := filepath.Join(dir, "image")
-	os.MkdirAll(ctxDir, 0o755)
-	bb, err := exec.LookPath("busybox")
-	if err != nil {
-		return fmt.Errorf("busybox-static is not installed: %v", err)
-	}
-	if err := copyFile(bb, filepath.Join(ctxDir, "busybox")); err != nil {
-		return err
-	}
-	os.WriteFile(filepath.Join(ctxDir, "Dockerfile"), []byte(`FROM scratch
-COPY busybox /bin/busybox
-RUN ["/bin/busybox", "--install", "-s", "/bin"]
-ENV PATH=/bin
-`), 0o644)
-	imageArgs := append(append([]string{"build", "-q"}, fixture.Labels("docker")...), "-t", testImage, ctxDir)
-	if out, err := exec.Command("docker", imageArgs...).CombinedOutput(); err != nil {
-		return fmt.Errorf("building the test image: %v: %s", err, out)
-	}
-	exec.Command("docker", "rm", "-f", webName).Run()
-	ip, err := fixture.WebServer(webName, testImage)
-	if err != nil {
-		return err
-	}
-	env.webIP, env.runsc = ip, fixture.HasRunsc()
-	return nil
-}
-
-func requireDocker(t *testing.T) {
-	t.Helper()
-	if env.ok {
-		return
-	}
-	if os.Getenv("SBX_E2E") == "1" {
-		t.Fatalf("SBX_E2E=1 but the docker e2e setup failed: %s", env.reason)
-	}
-	t.Skipf("no usable Docker daemon (%s); set SBX_E2E=1 to make this a failure", env.reason)
-}
+func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
 
 // box is one sandbox under test, applied through reconcile as sbx apply
 // does.
@@ -148,10 +50,10 @@ type box struct {
 
 func newBox(t *testing.T, name string) *box {
 	t.Helper()
-	requireDocker(t)
-	b := &box{t: t, dir: t.TempDir(), name: uniq(name)}
+	env.Require(t)
+	b := &box{t: t, dir: t.TempDir(), name: env.Uniq(name)}
 	r := &runner.Runner{Trace: &b.trace}
-	b.d = New(Options{Runner: r, Binary: env.binary})
+	b.d = New(Options{Runner: r, Binary: env.Binary})
 	var err error
 	if b.store, err = reconcile.OpenStore(state.Dir(filepath.Join(b.dir, "state"))); err != nil {
 		t.Fatal(err)
@@ -175,7 +77,7 @@ func (b *box) spec(body string, extra ...string) *spec.Spec {
 	}
 	doc := fmt.Sprintf("version: 1\nname: %s\nagent: shell\ndriver: docker\nworkspace: ws\n%s", b.name, body)
 	if !strings.Contains(body, "template:") {
-		doc += "template: " + testImage + "\n"
+		doc += "template: " + env.Image + "\n"
 	}
 	res, err := spec.Parse("sandbox.yaml", b.dir, []byte(doc), spec.Options{Schema: sch})
 	if err != nil {
@@ -261,16 +163,7 @@ func (b *box) proxyGet(target string) string {
 
 func (b *box) containerID(name string) string {
 	b.t.Helper()
-	return containerIDOf(b.t, name)
-}
-
-func containerIDOf(t *testing.T, name string) string {
-	t.Helper()
-	out, err := exec.Command("docker", "inspect", "-f", "{{.Id}}", name).Output()
-	if err != nil {
-		t.Fatalf("inspect %s: %v", name, err)
-	}
-	return strings.TrimSpace(string(out))
+	return dockertest.ContainerID(b.t, name)
 }
 
 // hostListener is a server on the host's loopback the sandbox must not
@@ -289,13 +182,7 @@ func hostListener(t *testing.T) string {
 func TestIsolationRunc(t *testing.T) { isolation(t, "") }
 
 func TestIsolationRunsc(t *testing.T) {
-	requireDocker(t)
-	if !env.runsc {
-		if os.Getenv("SBX_E2E") == "1" {
-			t.Fatal("SBX_E2E=1 but the daemon has no runsc runtime (see .ci/run)")
-		}
-		t.Skip("the daemon has no runsc runtime")
-	}
+	env.RequireRunsc(t)
 	isolation(t, "runsc")
 }
 
@@ -306,7 +193,7 @@ func TestIsolationRunsc(t *testing.T) {
 func TestDefaultRuntimeNamed(t *testing.T) {
 	b := newBox(t, "e2e-runc")
 	b.apply(b.spec("docker: {runtime: runc}\n"))
-	out, err := exec.Command("docker", "inspect", "-f", "{{.HostConfig.Runtime}}", containerName(b.name)).Output()
+	out, err := exec.Command("docker", "inspect", "-f", "{{.HostConfig.Runtime}}", ContainerName(b.name)).Output()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,7 +213,7 @@ func isolation(t *testing.T, runtime string) {
 	// The web server lives in a private range (docker's bridge): one
 	// sandbox allows it with blockCIDRs that leave that range open, the
 	// other keeps the default ranges.
-	open := b.spec(rt + fmt.Sprintf("network:\n  allow: [%s, allowed.invalid]\n  deny: [denied.invalid]\n  blockCIDRs: [127.0.0.0/8, 169.254.0.0/16]\n", env.webIP))
+	open := b.spec(rt + fmt.Sprintf("network:\n  allow: [%s, allowed.invalid]\n  deny: [denied.invalid]\n  blockCIDRs: [127.0.0.0/8, 169.254.0.0/16]\n", env.WebIP))
 	b.apply(open)
 	if runtime != "" {
 		if out, _ := b.sh("dmesg 2>&1 | head -1", nil); !strings.Contains(out, "gVisor") {
@@ -335,11 +222,11 @@ func isolation(t *testing.T, runtime string) {
 	}
 
 	t.Run("allowed host answers through the proxy", func(t *testing.T) {
-		if out := b.proxyGet(env.webIP + ":8080"); !strings.Contains(out, "200 OK") || !strings.Contains(out, "hello-from-web") {
+		if out := b.proxyGet(env.WebIP + ":8080"); !strings.Contains(out, "200 OK") || !strings.Contains(out, "hello-from-web") {
 			t.Errorf("got %q", out)
 		}
 		// A real client honours HTTP_PROXY set in the sandbox.
-		if out, code := b.sh("wget -q -O- http://"+env.webIP+":8080/", nil); code != 0 || !strings.Contains(out, "hello-from-web") {
+		if out, code := b.sh("wget -q -O- http://"+env.WebIP+":8080/", nil); code != 0 || !strings.Contains(out, "hello-from-web") {
 			t.Errorf("wget: %d %q", code, out)
 		}
 	})
@@ -388,7 +275,7 @@ func isolation(t *testing.T, runtime string) {
 		noRoute := func(out string) bool {
 			return strings.Contains(out, "unreachable") || strings.Contains(out, "No route to host")
 		}
-		out, code := b.sh("nc -w 2 "+env.webIP+" 8080 </dev/null", nil)
+		out, code := b.sh("nc -w 2 "+env.WebIP+" 8080 </dev/null", nil)
 		if code == 0 || !noRoute(out) {
 			t.Errorf("raw TCP: %d %q", code, out)
 		}
@@ -432,7 +319,7 @@ func isolation(t *testing.T, runtime string) {
 	strict := newBox(t, b.name+"-strict")
 	strict.apply(strict.spec(rt + "network:\n  policy: allow\n"))
 	t.Run("private and link-local ranges are unreachable as IP literals", func(t *testing.T) {
-		for _, target := range []string{env.webIP + ":8080", "169.254.169.254", "10.0.0.1"} {
+		for _, target := range []string{env.WebIP + ":8080", "169.254.169.254", "10.0.0.1"} {
 			if out := strict.proxyGet(target); !strings.Contains(out, "403") || !strings.Contains(out, "blocked address") {
 				t.Errorf("%s: %q", target, out)
 			}
@@ -447,36 +334,36 @@ func TestInPlaceAndReplace(t *testing.T) {
 	b := newBox(t, "e2e-change")
 	base := "env: {NODE_ENV: development}\nnetwork:\n  blockCIDRs: [127.0.0.0/8]\n"
 	b.apply(b.spec(base))
-	id := b.containerID(containerName(b.name))
-	if out := b.proxyGet(env.webIP + ":8080"); !strings.Contains(out, "403") {
+	id := b.containerID(ContainerName(b.name))
+	if out := b.proxyGet(env.WebIP + ":8080"); !strings.Contains(out, "403") {
 		t.Fatalf("before the change: %q", out)
 	}
 
-	p := b.apply(b.spec(base + "  allow: [" + env.webIP + "]\n"))
+	p := b.apply(b.spec(base + "  allow: [" + env.WebIP + "]\n"))
 	if c := p.Sandboxes[0]; c.Action != reconcile.ActionUpdate {
 		t.Errorf("allow-list change: action %s, want update in place", c.Action)
 	}
-	if got := b.containerID(containerName(b.name)); got != id {
+	if got := b.containerID(ContainerName(b.name)); got != id {
 		t.Errorf("the sandbox was recreated by an allow-list change")
 	}
-	if out := b.proxyGet(env.webIP + ":8080"); !strings.Contains(out, "hello-from-web") {
+	if out := b.proxyGet(env.WebIP + ":8080"); !strings.Contains(out, "hello-from-web") {
 		t.Errorf("after the change: %q", out)
 	}
 
-	p = b.apply(b.spec(strings.Replace(base, "development", "production", 1) + "  allow: [" + env.webIP + "]\n"))
+	p = b.apply(b.spec(strings.Replace(base, "development", "production", 1) + "  allow: [" + env.WebIP + "]\n"))
 	if c := p.Sandboxes[0]; c.Action != reconcile.ActionReplace {
 		t.Errorf("env change: action %s, want replace", c.Action)
 	}
-	if got := b.containerID(containerName(b.name)); got == id {
+	if got := b.containerID(ContainerName(b.name)); got == id {
 		t.Error("an env change did not replace the container")
 	}
 	if out, _ := b.sh("echo $NODE_ENV", nil); strings.TrimSpace(out) != "production" {
 		t.Errorf("NODE_ENV = %q", out)
 	}
 
-	id = b.containerID(containerName(b.name))
-	p = b.apply(b.spec(strings.Replace(base, "development", "production", 1) + "  allow: [" + env.webIP + "]\nresources: {cpus: 0.5, memory: 64m}\n"))
-	if c := p.Sandboxes[0]; c.Action != reconcile.ActionUpdate || b.containerID(containerName(b.name)) != id {
+	id = b.containerID(ContainerName(b.name))
+	p = b.apply(b.spec(strings.Replace(base, "development", "production", 1) + "  allow: [" + env.WebIP + "]\nresources: {cpus: 0.5, memory: 64m}\n"))
+	if c := p.Sandboxes[0]; c.Action != reconcile.ActionUpdate || b.containerID(ContainerName(b.name)) != id {
 		t.Errorf("resources change: action %s", c.Action)
 	}
 
@@ -488,7 +375,7 @@ func TestInPlaceAndReplace(t *testing.T) {
 	if err := reconcile.Apply(context.Background(), b.d, destroy, reconcile.ApplyOptions{Records: b.store}); err != nil {
 		t.Fatal(err)
 	}
-	if left := labelled(b.name); left != "" {
+	if left := dockertest.Leftovers(b.name); left != "" {
 		t.Errorf("destroy left behind: %s", left)
 	}
 }
@@ -517,17 +404,6 @@ func netlogUntil(t *testing.T, d *Driver, name string, wants []string) string {
 	}
 }
 
-func labelled(name string) string {
-	var left []string
-	for _, kind := range [][]string{{"ps", "-a"}, {"volume", "ls"}, {"network", "ls"}} {
-		out, _ := exec.Command("docker", append(kind, "-q", "--filter", "label="+driver.LabelSandbox+"="+name)...).Output()
-		if s := strings.TrimSpace(string(out)); s != "" {
-			left = append(left, kind[0]+": "+strings.Join(strings.Fields(s), " "))
-		}
-	}
-	return strings.Join(left, "; ")
-}
-
 // TestCreateOverLeftovers: a create cut short (here: the sandbox container
 // removed by hand, its proxy and volumes left) does not block the next
 // apply, which creates the sandbox whole.
@@ -535,7 +411,7 @@ func TestCreateOverLeftovers(t *testing.T) {
 	b := newBox(t, "e2e-leftovers")
 	sp := b.spec("network:\n  allow: [a.example]\n")
 	b.apply(sp)
-	if out, err := exec.Command("docker", "rm", "-f", containerName(b.name)).CombinedOutput(); err != nil {
+	if out, err := exec.Command("docker", "rm", "-f", ContainerName(b.name)).CombinedOutput(); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
 	p := b.apply(sp)
@@ -564,7 +440,7 @@ func TestSecretsNeverInConfig(t *testing.T) {
 	if code != 0 || strings.TrimSpace(out) != secret {
 		t.Fatalf("the process did not get the secret: %d %q", code, out)
 	}
-	for _, name := range []string{containerName(b.name), egressName(b.name)} {
+	for _, name := range []string{ContainerName(b.name), EgressName(b.name)} {
 		data, _ := exec.Command("docker", "inspect", name).Output()
 		if bytes.Contains(data, []byte(secret)) {
 			t.Errorf("docker inspect %s shows the secret", name)
@@ -581,13 +457,13 @@ func TestSecretsNeverInConfig(t *testing.T) {
 }
 
 func TestUnmanagedContainer(t *testing.T) {
-	requireDocker(t)
+	env.Require(t)
 	b := newBox(t, "e2e-foreign")
-	exec.Command("docker", "rm", "-f", containerName(b.name)).Run()
-	if out, err := exec.Command("docker", "create", "--name", containerName(b.name), testImage, "sleep", "1").CombinedOutput(); err != nil {
+	exec.Command("docker", "rm", "-f", ContainerName(b.name)).Run()
+	if out, err := exec.Command("docker", "create", "--name", ContainerName(b.name), env.Image, "sleep", "1").CombinedOutput(); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	defer exec.Command("docker", "rm", "-f", containerName(b.name)).Run()
+	defer exec.Command("docker", "rm", "-f", ContainerName(b.name)).Run()
 	p := b.plan(b.spec(""))
 	if err := p.Err(); err == nil || !strings.Contains(err.Error(), "--adopt") {
 		t.Errorf("plan over a container sbx did not create: %v", err)
@@ -595,8 +471,8 @@ func TestUnmanagedContainer(t *testing.T) {
 }
 
 func TestCheckStatic(t *testing.T) {
-	requireDocker(t)
-	if err := driver.CheckStatic(env.binary); err != nil {
+	env.Require(t)
+	if err := driver.CheckStatic(env.Binary); err != nil {
 		t.Errorf("static build rejected: %v", err)
 	}
 	if err := driver.CheckStatic("/bin/sh"); err == nil || !strings.Contains(err.Error(), "CGO_ENABLED=0") {
@@ -608,16 +484,16 @@ func TestCheckStatic(t *testing.T) {
 // sbx did not create, as the README says: apply replaces it with sbx's
 // sandbox, and a second plan is empty.
 func TestAdoptUnmanagedContainer(t *testing.T) {
-	requireDocker(t)
+	env.Require(t)
 	b := newBox(t, "e2e-adopt")
-	exec.Command("docker", "rm", "-f", containerName(b.name)).Run()
+	exec.Command("docker", "rm", "-f", ContainerName(b.name)).Run()
 	// The container has an anonymous volume (what docker rm -v would
 	// remove): adopting replaces the container, never its owner's data.
-	if out, err := exec.Command("docker", "run", "-d", "--name", containerName(b.name), "-v", "/data", testImage, "sleep", "600").CombinedOutput(); err != nil {
+	if out, err := exec.Command("docker", "run", "-d", "--name", ContainerName(b.name), "-v", "/data", env.Image, "sleep", "600").CombinedOutput(); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	defer exec.Command("docker", "rm", "-f", containerName(b.name)).Run()
-	foreign := b.containerID(containerName(b.name))
+	defer exec.Command("docker", "rm", "-f", ContainerName(b.name)).Run()
+	foreign := b.containerID(ContainerName(b.name))
 	vol, err := exec.Command("docker", "inspect", "-f", "{{range .Mounts}}{{.Name}}{{end}}", foreign).Output()
 	data := strings.TrimSpace(string(vol))
 	if err != nil || data == "" {
@@ -635,7 +511,7 @@ func TestAdoptUnmanagedContainer(t *testing.T) {
 	if err := reconcile.Apply(context.Background(), b.d, p, reconcile.ApplyOptions{Records: b.store}); err != nil {
 		t.Fatalf("apply --adopt: %v\ntrace:\n%s", err, b.trace.String())
 	}
-	if id := b.containerID(containerName(b.name)); id == foreign {
+	if id := b.containerID(ContainerName(b.name)); id == foreign {
 		t.Error("the foreign container still runs as the sandbox")
 	}
 	if err := reconcile.Converged(b.plan(sp)); err != nil {
@@ -653,13 +529,13 @@ func TestAdoptUnmanagedContainer(t *testing.T) {
 // sandbox's names fails the create with an error that says the name is in
 // use (reconcile.ErrNameInUse), not one that points at sandbox.yaml.
 func TestCreateNameInUse(t *testing.T) {
-	requireDocker(t)
+	env.Require(t)
 	b := newBox(t, "e2e-inuse")
-	exec.Command("docker", "rm", "-f", egressName(b.name)).Run()
-	if out, err := exec.Command("docker", "create", "--name", egressName(b.name), testImage, "sleep", "1").CombinedOutput(); err != nil {
+	exec.Command("docker", "rm", "-f", EgressName(b.name)).Run()
+	if out, err := exec.Command("docker", "create", "--name", EgressName(b.name), env.Image, "sleep", "1").CombinedOutput(); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	defer exec.Command("docker", "rm", "-f", egressName(b.name)).Run()
+	defer exec.Command("docker", "rm", "-f", EgressName(b.name)).Run()
 	p := b.plan(b.spec(""))
 	if err := p.Err(); err != nil {
 		t.Fatal(err)
@@ -668,10 +544,10 @@ func TestCreateNameInUse(t *testing.T) {
 	if !errors.Is(err, reconcile.ErrNameInUse) {
 		t.Fatalf("apply over a taken name: %v, want reconcile.ErrNameInUse", err)
 	}
-	if msg := err.Error(); !strings.Contains(msg, "container name "+egressName(b.name)+" is in use") || !strings.Contains(msg, "--adopt") {
+	if msg := err.Error(); !strings.Contains(msg, "container name "+EgressName(b.name)+" is in use") || !strings.Contains(msg, "--adopt") {
 		t.Errorf("the error does not say the name is in use: %v", err)
 	}
-	if id := b.containerID(egressName(b.name)); id == "" {
+	if id := b.containerID(EgressName(b.name)); id == "" {
 		t.Error("the container holding the name was removed")
 	}
 }

@@ -65,14 +65,14 @@ func TestEngineThroughDialStdio(t *testing.T) {
 	if got := daemonSocket(r.Getenv); got != "" {
 		t.Fatalf("daemonSocket = %q: the test would not use dial-stdio", got)
 	}
-	in, err := e.inspectContainer(context.Background(), containerName(b.name))
+	in, err := e.inspectContainer(context.Background(), ContainerName(b.name))
 	if err != nil || in == nil || !in.State.Running {
 		t.Fatalf("inspect through dial-stdio: %+v, %v", in, err)
 	}
 	if in, err := e.inspectContainer(context.Background(), "sbx-e2e-no-such-container"); in != nil || err != nil {
 		t.Errorf("a missing container: %+v, %v", in, err)
 	}
-	rep, err := e.control(context.Background(), egressName(b.name), egress.ControlRequest{Op: "policy"})
+	rep, err := e.control(context.Background(), EgressName(b.name), egress.ControlRequest{Op: "policy"})
 	if err != nil || rep.Policy == nil || strings.Join(rep.Policy.Allow, ",") != "a.example" {
 		t.Fatalf("control through dial-stdio: %+v, %v", rep, err)
 	}
@@ -83,7 +83,7 @@ func TestEngineThroughDialStdio(t *testing.T) {
 
 // TestEngineErrors: the daemon's refusals come back with its message.
 func TestEngineErrors(t *testing.T) {
-	requireDocker(t)
+	env.Require(t)
 	e := &engine{run: &runner.Runner{}, docker: "docker"}
 	err := e.kill(context.Background(), "sbx-e2e-no-such-container", "HUP")
 	if !notFound(err) || !strings.Contains(err.Error(), "sbx-e2e-no-such-container") {
@@ -95,13 +95,13 @@ func TestEngineErrors(t *testing.T) {
 	if ok, err := e.imageExists(context.Background(), "sbx-e2e-no-such-image:1"); ok || err != nil {
 		t.Errorf("a missing image: %v, %v", ok, err)
 	}
-	if ok, err := e.imageExists(context.Background(), testImage); !ok || err != nil {
+	if ok, err := e.imageExists(context.Background(), env.Image); !ok || err != nil {
 		t.Errorf("the test image: %v, %v", ok, err)
 	}
 	// A daemon dial-stdio cannot reach (nothing listens on loopback port
 	// 9): the CLI's own words reach the error.
 	far := &engine{run: &runner.Runner{Env: append(os.Environ(), "DOCKER_HOST=tcp://127.0.0.1:9")}, docker: "docker"}
-	_, err = far.inspectContainer(context.Background(), containerName("e2e-unreachable"))
+	_, err = far.inspectContainer(context.Background(), ContainerName("e2e-unreachable"))
 	if err == nil || !strings.Contains(err.Error(), "docker system dial-stdio: ") || !strings.Contains(err.Error(), "127.0.0.1:9") {
 		t.Errorf("an unreachable daemon through dial-stdio: %v", err)
 	}
@@ -115,7 +115,7 @@ func TestPolicyWithoutControl(t *testing.T) {
 	b := newBox(t, "e2e-nocontrol")
 	base := "network:\n  blockCIDRs: [127.0.0.0/8]\n"
 	b.apply(b.spec(base))
-	eg := egressName(b.name)
+	eg := EgressName(b.name)
 	docker := func(args ...string) string {
 		t.Helper()
 		out, err := exec.Command("docker", args...).CombinedOutput()
@@ -157,12 +157,12 @@ func TestPolicyWithoutControl(t *testing.T) {
 	if err := reconcile.Converged(b.plan(b.spec(base + "  allow: [stopped.example]\n"))); err != nil {
 		t.Errorf("an earlier sbx's proxy, read through its file: %v", err)
 	}
-	id := b.containerID(containerName(b.name))
-	p := b.apply(b.spec(base + "  allow: [" + env.webIP + "]\n"))
-	if c := p.Sandboxes[0]; c.Action != reconcile.ActionUpdate || b.containerID(containerName(b.name)) != id {
+	id := b.containerID(ContainerName(b.name))
+	p := b.apply(b.spec(base + "  allow: [" + env.WebIP + "]\n"))
+	if c := p.Sandboxes[0]; c.Action != reconcile.ActionUpdate || b.containerID(ContainerName(b.name)) != id {
 		t.Errorf("allow-list change with an earlier sbx's proxy: action %s", c.Action)
 	}
-	if out := b.proxyGet(env.webIP + ":8080"); !strings.Contains(out, "hello-from-web") {
+	if out := b.proxyGet(env.WebIP + ":8080"); !strings.Contains(out, "hello-from-web") {
 		t.Errorf("after file and SIGHUP: %q", out)
 	}
 }
@@ -172,10 +172,10 @@ func TestPolicyWithoutControl(t *testing.T) {
 // the same sandbox reaches the network through the new one.
 func TestEgressRepaired(t *testing.T) {
 	b := newBox(t, "e2e-repair")
-	sp := b.spec("network:\n  blockCIDRs: [127.0.0.0/8]\n  allow: [" + env.webIP + "]\n")
+	sp := b.spec("network:\n  blockCIDRs: [127.0.0.0/8]\n  allow: [" + env.WebIP + "]\n")
 	b.apply(sp)
-	id := b.containerID(containerName(b.name))
-	if out, err := exec.Command("docker", "rm", "-f", egressName(b.name)).CombinedOutput(); err != nil {
+	id := b.containerID(ContainerName(b.name))
+	if out, err := exec.Command("docker", "rm", "-f", EgressName(b.name)).CombinedOutput(); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
 	p := b.apply(sp)
@@ -183,10 +183,10 @@ func TestEgressRepaired(t *testing.T) {
 	if c.Action != reconcile.ActionUpdate || len(c.Steps) == 0 || c.Steps[0].Kind != reconcile.StepRepair {
 		t.Fatalf("plan with the proxy gone: %s %+v", c.Action, c.Steps)
 	}
-	if b.containerID(containerName(b.name)) != id {
+	if b.containerID(ContainerName(b.name)) != id {
 		t.Error("the sandbox was replaced")
 	}
-	if out := b.proxyGet(env.webIP + ":8080"); !strings.Contains(out, "hello-from-web") {
+	if out := b.proxyGet(env.WebIP + ":8080"); !strings.Contains(out, "hello-from-web") {
 		t.Errorf("through the recreated proxy: %q", out)
 	}
 }

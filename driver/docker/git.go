@@ -249,7 +249,7 @@ func (e *engine) archive(ctx context.Context, container, p string) (io.ReadClose
 // made by an earlier sbx) or a host workspace that is no repository
 // brings nothing, and says why.
 func (d *Driver) FetchGit(ctx context.Context, sp *spec.Spec, w io.Writer) error {
-	in, err := d.api.inspectContainer(ctx, containerName(sp.Name))
+	in, err := d.api.inspectContainer(ctx, ContainerName(sp.Name))
 	if err != nil {
 		return err
 	}
@@ -313,7 +313,7 @@ func gitDirOf(in *inspect, name string) string {
 // fetchBeforeRemove brings a sandbox's commits home before its git volume
 // is removed; there is nothing to do without its container or volume.
 func (d *Driver) fetchBeforeRemove(ctx context.Context, name string) error {
-	in, err := d.api.inspectContainer(ctx, containerName(name))
+	in, err := d.api.inspectContainer(ctx, ContainerName(name))
 	if err != nil || in == nil || gitDirOf(in, name) == "" {
 		return err
 	}

@@ -167,7 +167,7 @@ func shown(ws, path string) string {
 // or the sandbox does not exist: one Engine API request and a few Lstat
 // calls, cheap enough for every loop iteration.
 func (d *Driver) Unprotected(ctx context.Context, name string) ([]string, error) {
-	in, err := d.api.inspectContainer(ctx, containerName(name))
+	in, err := d.api.inspectContainer(ctx, ContainerName(name))
 	if err != nil || in == nil {
 		return nil, err
 	}

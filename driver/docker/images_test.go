@@ -17,11 +17,11 @@ import (
 // earlier sbx binaries, never one a container uses nor the new one. The
 // test uses a repository of its own, so other runs' images are safe.
 func TestPruneImages(t *testing.T) {
-	requireDocker(t)
-	repo := "sbx-egress-test-" + runID
+	env.Require(t)
+	repo := "sbx-egress-test-" + env.RunID
 	dir := t.TempDir()
 	for _, tag := range []string{"a", "b", "c"} {
-		df := "FROM " + testImage + "\nLABEL " + driver.LabelManaged + "=true\nLABEL dev.sbx.test-tag=" + tag + "\n"
+		df := "FROM " + env.Image + "\nLABEL " + driver.LabelManaged + "=true\nLABEL dev.sbx.test-tag=" + tag + "\n"
 		if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(df), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -30,13 +30,13 @@ func TestPruneImages(t *testing.T) {
 		}
 		t.Cleanup(func() { exec.Command("docker", "rmi", "-f", repo+":"+tag).Run() })
 	}
-	user := "sbx-test-prune-" + runID
+	user := "sbx-test-prune-" + env.RunID
 	if out, err := exec.Command("docker", "create", "--name", user, repo+":a", "true").CombinedOutput(); err != nil {
 		t.Fatalf("docker create: %v: %s", err, out)
 	}
 	t.Cleanup(func() { exec.Command("docker", "rm", "-f", user).Run() })
 
-	d := New(Options{Binary: env.binary})
+	d := New(Options{Binary: env.Binary})
 	removed, err := d.pruneImages(context.Background(), repo, repo+":c", 0)
 	if err != nil {
 		t.Fatal(err)
@@ -66,20 +66,20 @@ func TestPruneImages(t *testing.T) {
 // failing. The test's sbx binary is a copy of its own (a byte appended),
 // so its image is the test's alone.
 func TestEgressImages(t *testing.T) {
-	requireDocker(t)
+	env.Require(t)
 	bin := filepath.Join(t.TempDir(), "sbx")
-	data, err := os.ReadFile(env.binary)
+	data, err := os.ReadFile(env.Binary)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(bin, append(data, []byte("\n"+runID)...), 0o755); err != nil {
+	if err := os.WriteFile(bin, append(data, []byte("\n"+env.RunID)...), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	own, err := egressTagOf(bin)
 	if err != nil {
 		t.Fatal(err)
 	}
-	stale := egressRepo + ":stale-" + runID
+	stale := egressRepo + ":stale-" + env.RunID
 	t.Cleanup(func() { exec.Command("docker", "rmi", "-f", own, stale).Run() })
 	b := newBox(t, "e2e-egress-images")
 	b.d.opts.Binary = bin
@@ -99,7 +99,7 @@ func TestEgressImages(t *testing.T) {
 	}
 
 	build := exec.Command("docker", "build", "-q", "--label", driver.LabelManaged+"=true", "-t", stale, "-")
-	build.Stdin = strings.NewReader("FROM " + testImage + "\n")
+	build.Stdin = strings.NewReader("FROM " + env.Image + "\n")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("docker build: %v: %s", err, out)
 	}

@@ -196,7 +196,7 @@ func rangesOf(info *networkInfo) (egress.Network, error) {
 // bridge dials the proxy's socket per connection, and waits briefly for
 // one starting.
 func (d *Driver) joinCalls(sp *spec.Spec) []reconcile.Call {
-	n := egressName(sp.Name)
+	n := EgressName(sp.Name)
 	on := " on the default bridge only"
 	if len(sp.Docker.Networks) > 0 {
 		on = onNetworks(sp)[1:]

@@ -27,11 +27,11 @@ const trustDir = "/.sbx-ca"
 func (d *Driver) SetSecrets(ctx context.Context, name string, caPEM []byte, secrets []driver.ProxySecret) (map[string]string, error) {
 	return driver.SetProxySecrets(ctx, name, caPEM, secrets, driver.SecretsVia{
 		Control: func(ctx context.Context, req egress.ControlRequest) (*egress.ControlReply, error) {
-			return d.api.control(ctx, egressName(name), req)
+			return d.api.control(ctx, EgressName(name), req)
 		},
 		Trust: func(ctx context.Context, dir string, certPEM []byte) error {
 			var stderr bytes.Buffer
-			code, err := d.api.exec(ctx, containerName(name), []string{helperPath, egress.TrustVerb, dir},
+			code, err := d.api.exec(ctx, ContainerName(name), []string{helperPath, egress.TrustVerb, dir},
 				driver.ExecOptions{Interactive: true, User: "0", Stdin: bytes.NewReader(certPEM), Stdout: io.Discard, Stderr: &stderr})
 			if err == nil && code != 0 {
 				err = fmt.Errorf("exit status %d: %s", code, strings.TrimSpace(stderr.String()))
@@ -50,7 +50,7 @@ var _ driver.SecretFiles = (*Driver)(nil)
 // its stdin.
 func (d *Driver) WriteSecretFile(ctx context.Context, name, user, path string, data []byte) error {
 	var stderr bytes.Buffer
-	code, err := d.api.exec(ctx, containerName(name), []string{helperPath, egress.SecretFileVerb, path},
+	code, err := d.api.exec(ctx, ContainerName(name), []string{helperPath, egress.SecretFileVerb, path},
 		driver.ExecOptions{Interactive: true, User: user, Stdin: bytes.NewReader(data), Stdout: io.Discard, Stderr: &stderr})
 	if err == nil && code != 0 {
 		err = fmt.Errorf("exit status %d: %s", code, strings.TrimSpace(stderr.String()))

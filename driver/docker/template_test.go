@@ -3,11 +3,11 @@ package docker
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/sbxhq/sbx/internal/dockertest"
 	"github.com/sbxhq/sbx/reconcile"
 )
 
@@ -23,7 +23,7 @@ func TestTemplateBuild(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	write("Dockerfile", "FROM "+testImage+"\nCOPY motd /etc/motd\n")
+	write("Dockerfile", "FROM "+env.Image+"\nCOPY motd /etc/motd\n")
 	write("motd", "version one\n")
 	write(".dockerignore", "*.log\n")
 	sp := func() string { return "template: {build: {context: tmpl}}\n" }
@@ -34,7 +34,7 @@ func TestTemplateBuild(t *testing.T) {
 	if out, _ := b.sh("cat /etc/motd", nil); strings.TrimSpace(out) != "version one" {
 		t.Errorf("motd = %q", out)
 	}
-	id := b.containerID(containerName(b.name))
+	id := b.containerID(ContainerName(b.name))
 
 	write("debug.log", "ignored\n")
 	if p := b.plan(b.spec(sp())); !p.Empty() {
@@ -46,22 +46,13 @@ func TestTemplateBuild(t *testing.T) {
 	if got := stepKinds(p); !strings.HasPrefix(got, "build stop remove create") {
 		t.Errorf("steps %q, want build before the replace", got)
 	}
-	if out, _ := b.sh("cat /etc/motd", nil); strings.TrimSpace(out) != "version two" || b.containerID(containerName(b.name)) == id {
+	if out, _ := b.sh("cat /etc/motd", nil); strings.TrimSpace(out) != "version two" || b.containerID(ContainerName(b.name)) == id {
 		t.Errorf("after the rebuild: motd %q", out)
 	}
 	t.Cleanup(func() {
 		b.d.remove(context.Background(), b.name) // the images are in use until then
-		removeBuiltTemplates(b.name)
+		dockertest.RemoveBuiltTemplates(b.name)
 	})
-}
-
-// removeBuiltTemplates removes the images sbx built for a sandbox's
-// template.build.
-func removeBuiltTemplates(name string) {
-	out, _ := exec.Command("docker", "images", "-q", "sbx-template-"+name).Output()
-	for _, img := range strings.Fields(string(out)) {
-		exec.Command("docker", "rmi", "-f", img).Run()
-	}
 }
 
 func stepKinds(p *reconcile.Changes) string {
@@ -84,7 +75,7 @@ func TestTemplateMissing(t *testing.T) {
 	}
 	// The failed create leaves nothing half-made (the proxy it started
 	// would block the next create).
-	if left := labelled(b.name); left != "" {
+	if left := dockertest.Leftovers(b.name); left != "" {
 		t.Errorf("a failed create left behind: %s", left)
 	}
 }

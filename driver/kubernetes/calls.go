@@ -189,11 +189,11 @@ func (d *Driver) createCalls(sp *spec.Spec, rec *reconcile.Record, live *reconci
 		"  admitted (Pod Security privileged or no label): "+runner.Quote(d.kubectl(p, applyArgs...))+
 			"  # Pod "+egressPodName(n)+" (sbx __egress-proxy, the policy of sandbox.yaml), NetworkPolicy "+sandboxPolicyName(n)+" and "+egressPolicyName(n)+
 			"; "+d.waitDesc(p, n, "pod/"+egressPodName(n))+
-			"; then Sandbox "+n+" ("+image+", "+resourcesDesc(sp)+", workspace claim "+claimName(n)+"), its pod's egress pinned to the proxy's pod address:3128 in its own network namespace (nftables: sbx __k8s-pin) besides the NetworkPolicy",
+			"; then Sandbox "+n+" ("+image+", "+resourcesDesc(sp)+", workspace claim "+ClaimName(n)+"), its pod's egress pinned to the proxy's pod address:3128 in its own network namespace (nftables: sbx __k8s-pin) besides the NetworkPolicy",
 		"  refused (Pod Security baseline, restricted): the same objects in one apply, the Sandbox's pod without the pin: the NetworkPolicy alone pins it",
 		d.waitDesc(p, n, "pod/"+egressPodName(n), "sandboxes.agents.x-k8s.io/"+n))
 	if replace {
-		steps = append(steps, "the workspace volume "+claimName(n)+" is kept, with the agent's work")
+		steps = append(steps, "the workspace volume "+ClaimName(n)+" is kept, with the agent's work")
 	} else {
 		steps = append(steps, "kubectl exec -i "+n+" -c agent -- "+helperPath+" __k8s-prepare --untar "+sp.Workspace.Path+" …  # the workspace, as a tar stream")
 	}
@@ -327,7 +327,7 @@ func (d *Driver) createObjects(ctx context.Context, sp *spec.Spec, p place, rec 
 		return err
 	}
 	if seed {
-		_, err := d.run(ctx, p, "annotate", "persistentvolumeclaims/"+claimName(sp.Name), annSeeded+"="+time.Now().UTC().Format(time.RFC3339), "--overwrite")
+		_, err := d.run(ctx, p, "annotate", "persistentvolumeclaims/"+ClaimName(sp.Name), annSeeded+"="+time.Now().UTC().Format(time.RFC3339), "--overwrite")
 		return err
 	}
 	return nil
@@ -476,13 +476,13 @@ func parseNodeAddrs(out []byte) ([]string, error) {
 // seeded reports whether the sandbox's workspace claim holds the host
 // workspace already (annSeeded).
 func (d *Driver) seeded(ctx context.Context, p place, name string) (bool, error) {
-	out, err := d.run(ctx, p, "get", "persistentvolumeclaims/"+claimName(name), "-o", "json")
+	out, err := d.run(ctx, p, "get", "persistentvolumeclaims/"+ClaimName(name), "-o", "json")
 	if err != nil {
 		return false, err
 	}
 	var o object
 	if err := json.Unmarshal(out, &o); err != nil || o.Kind != "PersistentVolumeClaim" {
-		return false, fmt.Errorf("kubectl get persistentvolumeclaims/%s -o json: not a PersistentVolumeClaim (%v)", claimName(name), err)
+		return false, fmt.Errorf("kubectl get persistentvolumeclaims/%s -o json: not a PersistentVolumeClaim (%v)", ClaimName(name), err)
 	}
 	return o.Metadata.Annotations[annSeeded] != "", nil
 }

@@ -12,31 +12,9 @@ import (
 	"time"
 
 	"github.com/sbxhq/sbx/driver"
-	"github.com/sbxhq/sbx/internal/k8stest"
 	"github.com/sbxhq/sbx/netlog"
 	"github.com/sbxhq/sbx/reconcile"
 )
-
-// web starts a busybox httpd pod in the test's namespace answering
-// "hello from NAME" on port 8080, and returns its address.
-func (c *cluster) web(name string) string {
-	c.t.Helper()
-	c.KubectlInput(c.t, fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata: {name: %s, namespace: %s, labels: {dev.sbx.test: web}}
-spec:
-  automountServiceAccountToken: false
-  terminationGracePeriodSeconds: 1
-  containers:
-  - name: web
-    image: %s
-    imagePullPolicy: Never
-    command: [sh, -c, "mkdir -p /www && echo hello from %s > /www/index.html && exec httpd -f -p 8080 -h /www"]
-    readinessProbe: {tcpSocket: {port: 8080}, periodSeconds: 1}
-`, name, c.ns, k8stest.BusyboxImage, name), "create", "-f", "-")
-	c.Kubectl(c.t, "-n", c.ns, "wait", "--for=condition=Ready", "pod/"+name, "--timeout=120s")
-	return strings.TrimSpace(c.Kubectl(c.t, "-n", c.ns, "get", "pod", name, "-o", "jsonpath={.status.podIP}"))
-}
 
 // sh runs a shell command in the sandbox and returns its exit status and
 // output.
@@ -60,12 +38,12 @@ func TestSandbox(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
 	c.enforce()
-	allowed, other := c.web("web-allowed"), c.web("web-other")
+	allowed, other := c.Web("web-allowed"), c.Web("web-other")
 	d := c.driver(0)
 	b := newBox(t, d, "life")
 	os.WriteFile(filepath.Join(b.dir, "ws", "from-host.txt"), []byte("host file\n"), 0o644)
 	net := fmt.Sprintf("network:\n  agentHosts: false\n  blockCIDRs: [127.0.0.0/8]\n  allow: [%s:8080%%s]\n", allowed)
-	body := c.head() + "env: {STAGE: one}\n" + net
+	body := c.Head() + "env: {STAGE: one}\n" + net
 	sp := b.spec(fmt.Sprintf(body, ""))
 	p := b.mustApply(sp)
 	if a := p.Sandboxes[0].Action; a != reconcile.ActionCreate {
@@ -85,7 +63,7 @@ func TestSandbox(t *testing.T) {
 		all.WriteString(c.Kubectl(t, "get", "-A", "-o", "yaml",
 			"sandboxes.agents.x-k8s.io,sandboxclaims.extensions.agents.x-k8s.io,sandboxwarmpools.extensions.agents.x-k8s.io,sandboxtemplates.extensions.agents.x-k8s.io,pods,networkpolicies.networking.k8s.io,persistentvolumeclaims,configmaps,secrets,events"))
 		for _, pod := range []string{b.name, b.name + ".egress"} {
-			all.WriteString(c.Kubectl(t, "-n", c.ns, "logs", "pod/"+pod, "--all-containers"))
+			all.WriteString(c.Kubectl(t, "-n", c.NS, "logs", "pod/"+pod, "--all-containers"))
 		}
 		if strings.Contains(all.String(), secret) {
 			t.Errorf("the secret's value is in the cluster's objects, events or logs")
@@ -161,7 +139,7 @@ func TestSandbox(t *testing.T) {
 		if l := live[b.name]; l == nil || !l.Stopped {
 			t.Fatalf("after stop: %+v", l)
 		}
-		if got := c.Kubectl(t, "-n", c.ns, "get", "pods", "-l", driver.LabelRole+"="+roleAgent, "-o", "name"); strings.TrimSpace(got) != "" {
+		if got := c.Kubectl(t, "-n", c.NS, "get", "pods", "-l", driver.LabelRole+"="+roleAgent, "-o", "name"); strings.TrimSpace(got) != "" {
 			t.Errorf("the sandbox's pod is still there: %s", got)
 		}
 		p := b.mustApply(sp)
@@ -190,7 +168,7 @@ func TestSandbox(t *testing.T) {
 		if err := b.destroy(); err != nil {
 			t.Fatal(err)
 		}
-		if left := c.labelled(b.name); len(left) > 0 {
+		if left := c.Labelled(b.name); len(left) > 0 {
 			t.Errorf("left: %v", left)
 		}
 	})
@@ -208,12 +186,12 @@ func TestSandbox(t *testing.T) {
 func TestProbeRefusesWithoutEnforcement(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
-	c.podSecurity("baseline")
+	c.PodSecurity("baseline")
 	class := c.retainVolumes(1)
 	volume := class + "-0"
 	d := c.driver(3 * time.Second)
 	b := newBox(t, d, "noenforce")
-	head := c.head() + "  storageClass: " + class + "\n"
+	head := c.Head() + "  storageClass: " + class + "\n"
 	sp := b.spec(head)
 	_, err := b.apply(sp)
 	var ee *EnforcementError
@@ -224,7 +202,7 @@ func TestProbeRefusesWithoutEnforcement(t *testing.T) {
 		!strings.Contains(err.Error(), `violates PodSecurity "baseline`) || !strings.Contains(err.Error(), "NET_ADMIN") || !strings.Contains(err.Error(), "enforce: privileged") {
 		t.Errorf("the error does not say what is wrong and what to do: %v", err)
 	}
-	if left := c.labelled(b.name); len(left) > 0 {
+	if left := c.Labelled(b.name); len(left) > 0 {
 		t.Errorf("a refused create left: %v", left)
 	}
 	// The PV controller turns a volume without a claim reference
@@ -245,7 +223,7 @@ func TestProbeRefusesWithoutEnforcement(t *testing.T) {
 		if code, _ := b.sh("true", nil); code != 0 {
 			t.Errorf("exec in the advisory sandbox: %d", code)
 		}
-		if got := c.Kubectl(t, "-n", c.ns, "get", "persistentvolumeclaims/"+claimName(b.name), "-o", "jsonpath={.spec.volumeName}"); got != volume {
+		if got := c.Kubectl(t, "-n", c.NS, "get", "persistentvolumeclaims/"+ClaimName(b.name), "-o", "jsonpath={.spec.volumeName}"); got != volume {
 			t.Errorf("the workspace claim is bound to %q, want the released volume %s", got, volume)
 		}
 	})

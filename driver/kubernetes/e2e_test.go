@@ -7,16 +7,12 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/driver/runner"
-	"github.com/sbxhq/sbx/internal/fixture"
 	"github.com/sbxhq/sbx/internal/k8stest"
 	"github.com/sbxhq/sbx/reconcile"
 	"github.com/sbxhq/sbx/schema"
@@ -37,117 +33,46 @@ import (
 // or for the image the run, ends. The only servers the sandboxes reach
 // are the test's own pods.
 
-var env struct {
-	once   sync.Once
-	err    error
-	dir    string
-	binary string // static sbx
-	helper string // its helper image, tagged for this run
-
-	load       sync.Once
-	loadErr    error
-	loadedInto *k8stest.Env // the cluster the helper image was loaded into
-}
-
+// runID names what a test makes outside its namespace, for this run.
 var runID = func() string {
 	b := make([]byte, 4)
 	rand.Read(b)
 	return hex.EncodeToString(b)
 }()
 
-func TestMain(m *testing.M) {
-	fixture.SweepDocker()
-	fixture.SweepTemp()
-	code := m.Run()
-	if env.loadedInto != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		if err := env.loadedInto.UnloadImage(ctx, env.helper); err != nil {
-			fmt.Fprintf(os.Stderr, "removing the helper image from the cluster: %v\n", err)
-			code = 1
-		}
-		cancel()
-	}
-	if env.helper != "" {
-		exec.Command("docker", "rmi", "-f", env.helper).Run()
-	}
-	if env.dir != "" {
-		os.RemoveAll(env.dir)
-	}
-	os.Exit(code)
+func TestMain(m *testing.M) { k8stest.Main(m) }
+
+// buildHelper is BuildHelperImage as k8stest.Sbx calls it.
+func buildHelper(ctx context.Context, binary, tag string, labels ...string) error {
+	return BuildHelperImage(ctx, &runner.Runner{}, "docker", binary, tag, labels...)
 }
 
-// setup builds the static sbx and its helper image once per run.
-func setup(t testing.TB) {
-	t.Helper()
-	env.once.Do(func() {
-		env.dir, env.err = fixture.TempDir("sbx-k8s-e2e-")
-		if env.err != nil {
-			return
-		}
-		env.binary = filepath.Join(env.dir, "sbx")
-		build := exec.Command("go", "build", "-o", env.binary, "github.com/sbxhq/sbx/cmd/sbx")
-		build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
-		if out, err := build.CombinedOutput(); err != nil {
-			env.err = fmt.Errorf("building a static sbx: %v: %s", err, out)
-			return
-		}
-		env.helper = "sbx-helper-test:" + runID
-		env.err = BuildHelperImage(context.Background(), &runner.Runner{}, "docker", env.binary, env.helper, fixture.Labels("driver/kubernetes")...)
-	})
-	if env.err != nil {
-		t.Fatal(env.err)
-	}
-}
-
-// loadHelper loads the run's helper image into the cluster, once for all
-// the package's tests; TestMain removes it.
-func loadHelper(t testing.TB, e *k8stest.Env) {
-	t.Helper()
-	env.load.Do(func() {
-		// Set before the load: one that fails half way may still have
-		// left the image in the cluster.
-		env.loadedInto = e
-		env.loadErr = e.LoadImageCtx(context.Background(), env.helper)
-	})
-	if env.loadErr != nil {
-		t.Fatal(env.loadErr)
-	}
-}
-
-// cluster is one test's part of the cluster: a namespace, the helper
-// image loaded. Workspace claims name no class: the cluster's default
-// StorageClass provisions them, as on kind or a managed cluster.
-type cluster struct {
-	*k8stest.Env
-	t  testing.TB
-	ns string
-	id string // unique to the test, for what it makes outside the cluster
-}
+// cluster is one test's part of the cluster (k8stest.Space): a namespace,
+// the helper image loaded. Workspace claims name no class: the cluster's
+// default StorageClass provisions them, as on kind or a managed cluster.
+type cluster struct{ *k8stest.Space }
 
 // newCluster gives the test a namespace with the helper image.
 func newCluster(t testing.TB) *cluster {
 	t.Helper()
-	e := k8stest.Cluster(t)
-	setup(t)
-	loadHelper(t, e)
-	b := make([]byte, 4)
-	rand.Read(b)
-	c := &cluster{Env: e, t: t, id: "sbx-test-" + hex.EncodeToString(b)}
-	c.ns = e.Namespace(t)
-	return c
+	return &cluster{k8stest.NewSpace(t, "driver/kubernetes", buildHelper)}
 }
+
+// enforce emulates a network plugin that enforces the driver's
+// NetworkPolicies in the test's namespace (k8stest's Enforce).
+func (c *cluster) enforce() { c.Enforce(ProxyRoles()) }
 
 // retainVolumes makes n hostPath PersistentVolumes with the Retain
 // reclaim policy, of a class of the test's own (no provisioner serves
 // it), in a directory of the test's, and returns the class. They are
 // removed when the test ends, after its namespace and claims.
 func (c *cluster) retainVolumes(n int) string {
-	c.t.Helper()
-	class := c.id
-	dir := c.t.TempDir()
-	c.t.Cleanup(func() {
-		if _, err := c.kubectlErr("delete", "persistentvolumes", "-l", "dev.sbx.test="+class, "--ignore-not-found", "--wait=true", "--timeout=120s"); err != nil {
-			c.t.Error(err)
+	c.T.Helper()
+	class := c.ID
+	dir := c.T.TempDir()
+	c.T.Cleanup(func() {
+		if _, err := c.KubectlErr("delete", "persistentvolumes", "-l", "dev.sbx.test="+class, "--ignore-not-found", "--wait=true", "--timeout=120s"); err != nil {
+			c.T.Error(err)
 		}
 	})
 	var docs []string
@@ -165,7 +90,7 @@ spec:
   hostPath: {path: %s, type: DirectoryOrCreate}
 `, class, i, class, class, filepath.Join(dir, fmt.Sprint(i))))
 	}
-	c.KubectlInput(c.t, strings.Join(docs, "---\n"), "create", "-f", "-")
+	c.KubectlInput(c.T, strings.Join(docs, "---\n"), "create", "-f", "-")
 	return class
 }
 
@@ -177,30 +102,11 @@ func (c *cluster) driver(probeFor time.Duration) *Driver {
 
 // tracedDriver is driver, with more variables in its commands'
 // environment, and its trace (SBX_TRACE's) for the test to read.
-func (c *cluster) tracedDriver(probeFor time.Duration, extraEnv ...string) (*Driver, *syncBuffer) {
-	// The driver's commands are logged when the test fails.
-	trace := &syncBuffer{}
-	c.t.Cleanup(func() {
-		if c.t.Failed() {
-			c.t.Logf("the driver's commands:\n%s", trace.String())
-		}
-	})
+func (c *cluster) tracedDriver(probeFor time.Duration, extraEnv ...string) (*Driver, *k8stest.SyncBuffer) {
+	trace := c.Trace()
 	r := &runner.Runner{Env: append(append(os.Environ(), "KUBECONFIG="+c.Kubeconfig), extraEnv...), Trace: trace}
-	return New(Options{Runner: r, Kubectl: c.KubectlPath(), Binary: env.binary, HelperImage: env.helper, Namespace: c.ns, ProbeFor: probeFor}), trace
+	return New(Options{Runner: r, Kubectl: c.KubectlPath(), Binary: c.Binary, HelperImage: c.Helper, Namespace: c.NS, ProbeFor: probeFor}), trace
 }
-
-// head is the part of a test's sandbox.yaml that places it on the
-// cluster: the busybox template, the memory a test sandbox uses (a limit
-// of 256 MiB: the tests run in parallel) and a small workspace volume of
-// the default class. It ends inside the kubernetes mapping, which tests
-// extend.
-func (c *cluster) head() string {
-	return fmt.Sprintf("template: %s\nresources:\n  memory: %s\nkubernetes:\n  workspaceSize: 64Mi\n", k8stest.BusyboxImage, testMemory)
-}
-
-// testMemory is a test sandbox's memory limit (and request): a shell,
-// sbx's init and a loop's agent script fit in it many times over.
-const testMemory = "256m"
 
 // box is one sandbox of a test, applied through reconcile as sbx apply
 // does.
@@ -340,45 +246,4 @@ func (b *box) destroy() error {
 		return err
 	}
 	return reconcile.Apply(context.Background(), b.d, p, reconcile.ApplyOptions{Records: b.store})
-}
-
-// labelled lists what the cluster holds labelled as a sandbox's, of
-// every kind the driver makes.
-func (c *cluster) labelled(name string) []string {
-	c.t.Helper()
-	out := c.Kubectl(c.t, "-n", c.ns, "get",
-		"sandboxes.agents.x-k8s.io,sandboxclaims.extensions.agents.x-k8s.io,sandboxwarmpools.extensions.agents.x-k8s.io,sandboxtemplates.extensions.agents.x-k8s.io,pods,networkpolicies.networking.k8s.io,persistentvolumeclaims",
-		"-l", driver.LabelSandbox+"="+name, "-o", "name")
-	return strings.Fields(out)
-}
-
-func (c *cluster) kubectlErr(args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var out, errOut bytes.Buffer
-	cmd := c.Command(ctx, args...)
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	if err != nil {
-		return out.String(), fmt.Errorf("kubectl %s: %v: %s", strings.Join(args, " "), err, errOut.String())
-	}
-	return out.String(), nil
-}
-
-// syncBuffer is a buffer safe for concurrent writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -81,6 +81,13 @@ const (
 	rolePoolProxy = "pool-egress"
 )
 
+// ProxyRoles maps the role (driver.LabelRole) of each kind of pod that
+// runs an agent to the role of its proxy's pod: the one pod, with the same
+// sandbox label, that the driver's NetworkPolicies let it reach.
+func ProxyRoles() map[string]string {
+	return map[string]string{roleAgent: roleEgress, rolePoolAgent: rolePoolProxy}
+}
+
 // Paths and ports inside the pods.
 const (
 	helperPath   = "/.sbx/sbx" // sbx in the sandbox (read-only)

@@ -36,11 +36,12 @@ import (
 // controller.
 type fleet struct {
 	*k8stest.Env
-	ns    string
-	n     int      // how many sandboxes
-	files []string // sbx's -f arguments
-	env   []string // the sbx binary's environment
-	log   string   // the kubectl wrapper's log: its -v=6 request lines
+	ns     string
+	binary string   // the run's static sbx
+	n      int      // how many sandboxes
+	files  []string // sbx's -f arguments
+	env    []string // the sbx binary's environment
+	log    string   // the kubectl wrapper's log: its -v=6 request lines
 }
 
 // newFleet makes the sandboxes: for each, its file, the record a create
@@ -52,8 +53,8 @@ func newFleet(tb testing.TB, n int) *fleet {
 	tb.Helper()
 	e := k8stest.Cluster(tb)
 	node := e.Kwok(tb)
-	setup(tb)
-	f := &fleet{Env: e, ns: e.Namespace(tb), n: n}
+	binary, helper := k8stest.Sbx(tb, e, "driver/kubernetes", buildHelper)
+	f := &fleet{Env: e, ns: e.Namespace(tb), binary: binary, n: n}
 	// Before the namespace goes (cleanups run last first): its deletion
 	// then waits for nothing but the namespace. One collection delete per
 	// kind (kubectl delete --all deletes object by object: half a minute
@@ -90,12 +91,12 @@ func newFleet(tb testing.TB, n int) *fleet {
 	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
 		tb.Fatal(err)
 	}
-	f.env = append(os.Environ(), "KUBECONFIG="+e.Kubeconfig, "SBX_KUBECTL="+wrapper, "SBX_K8S_HELPER_IMAGE="+env.helper,
+	f.env = append(os.Environ(), "KUBECONFIG="+e.Kubeconfig, "SBX_KUBECTL="+wrapper, "SBX_K8S_HELPER_IMAGE="+helper,
 		"SBX_STATE_DIR="+stateDir, "SBX_DOCKER_SBX=", "HOME="+dir, "NO_COLOR=1")
 
 	// The cluster's kubeconfig, whatever the environment says (as the
 	// e2e tests' driver).
-	d := New(Options{Runner: &runner.Runner{Env: append(os.Environ(), "KUBECONFIG="+e.Kubeconfig)}, Kubectl: e.KubectlPath(), Binary: env.binary, HelperImage: env.helper, Namespace: f.ns})
+	d := New(Options{Runner: &runner.Runner{Env: append(os.Environ(), "KUBECONFIG="+e.Kubeconfig)}, Kubectl: e.KubectlPath(), Binary: binary, HelperImage: helper, Namespace: f.ns})
 	// The node addresses every proxy refuses, listed once.
 	nodes, err := d.nodeAddrs(tb.Context(), place{namespace: f.ns})
 	if err != nil {
@@ -143,7 +144,7 @@ func newFleet(tb testing.TB, n int) *fleet {
 		if rec == nil {
 			tb.Fatalf("the plan of a new sandbox has no create step with a record: %+v", p.Sandboxes[0].Steps)
 		}
-		made, err := newSandboxObjects(sp, place{namespace: f.ns}, rec, env.helper, templateImage(sp, hash), nodes, "")
+		made, err := newSandboxObjects(sp, place{namespace: f.ns}, rec, helper, templateImage(sp, hash), nodes, "")
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -292,7 +293,7 @@ func bindToNode(tb testing.TB, o *object, node string) {
 // sbx runs the sbx binary with args; it returns its stdout and exit code.
 func (f *fleet) sbx(tb testing.TB, args ...string) (string, int) {
 	tb.Helper()
-	cmd := exec.CommandContext(tb.Context(), env.binary, args...)
+	cmd := exec.CommandContext(tb.Context(), f.binary, args...)
 	cmd.Env = f.env
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut

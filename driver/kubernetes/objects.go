@@ -246,7 +246,10 @@ func labels(name, role string) map[string]string {
 func egressPodName(name string) string     { return name + ".egress" }
 func sandboxPolicyName(name string) string { return name + ".sandbox" }
 func egressPolicyName(name string) string  { return name + ".egress" }
-func claimName(name string) string         { return "workspace-" + name } // agent-sandbox: <template name>-<sandbox>
+
+// ClaimName is the workspace's PersistentVolumeClaim of sandbox name
+// (agent-sandbox names it <volume claim template>-<sandbox>).
+func ClaimName(name string) string { return "workspace-" + name }
 
 // sandboxPodName is the sandbox's pod: agent-sandbox names it after the
 // Sandbox (controllers/sandbox_controller.go, v1.0.3).

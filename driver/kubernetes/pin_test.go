@@ -24,11 +24,11 @@ import (
 func TestPin(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
-	c.podSecurity("privileged")
-	allowed, other := c.web("web-allowed"), c.web("web-other")
+	c.PodSecurity("privileged")
+	allowed, other := c.Web("web-allowed"), c.Web("web-other")
 	d := c.driver(0)
 	b := newBox(t, d, "pinned")
-	sp := b.spec(c.head() + fmt.Sprintf("network:\n  agentHosts: false\n  blockCIDRs: [127.0.0.0/8]\n  allow: [%s:8080]\n", allowed))
+	sp := b.spec(c.Head() + fmt.Sprintf("network:\n  agentHosts: false\n  blockCIDRs: [127.0.0.0/8]\n  allow: [%s:8080]\n", allowed))
 	p := b.mustApply(sp)
 	var plan bytes.Buffer
 	reconcile.RenderWidth(&plan, p, false, 0)
@@ -51,7 +51,7 @@ func TestPin(t *testing.T) {
 			Containers     []container `json:"containers"`
 		} `json:"spec"`
 	}
-	if err := json.Unmarshal([]byte(c.Kubectl(t, "-n", c.ns, "get", "pod", sandboxPodName(b.name), "-o", "json")), &pod); err != nil {
+	if err := json.Unmarshal([]byte(c.Kubectl(t, "-n", c.NS, "get", "pod", sandboxPodName(b.name), "-o", "json")), &pod); err != nil {
 		t.Fatal(err)
 	}
 	if ic := pod.Spec.InitContainers; len(ic) != 2 || ic[0].Name != pinInit || ic[0].SecurityContext == nil || ic[0].SecurityContext.Capabilities == nil ||
@@ -119,7 +119,7 @@ func TestPin(t *testing.T) {
 
 	t.Run("a new proxy is pinned to", func(t *testing.T) {
 		before := d.mustProxyIP(t, c, b.name)
-		c.Kubectl(t, "-n", c.ns, "delete", "pod", egressPodName(b.name), "--wait=true")
+		c.Kubectl(t, "-n", c.NS, "delete", "pod", egressPodName(b.name), "--wait=true")
 		p := b.mustApply(sp)
 		if a := p.Sandboxes[0].Action; a != reconcile.ActionUpdate {
 			t.Fatalf("a sandbox without its proxy is planned as %s", a)
@@ -132,7 +132,7 @@ func TestPin(t *testing.T) {
 
 	t.Run("a replacement is pinned to its new proxy", func(t *testing.T) {
 		before := d.mustProxyIP(t, c, b.name)
-		next := b.spec(c.head() + "env: {STAGE: two}\n" + fmt.Sprintf("network:\n  agentHosts: false\n  blockCIDRs: [127.0.0.0/8]\n  allow: [%s:8080]\n", allowed))
+		next := b.spec(c.Head() + "env: {STAGE: two}\n" + fmt.Sprintf("network:\n  agentHosts: false\n  blockCIDRs: [127.0.0.0/8]\n  allow: [%s:8080]\n", allowed))
 		p := b.mustApply(next)
 		if a := p.Sandboxes[0].Action; a != reconcile.ActionReplace {
 			t.Fatalf("an env change is planned as %s", a)
@@ -150,7 +150,7 @@ func TestPin(t *testing.T) {
 // mustProxyIP is the address of the sandbox's proxy pod.
 func (d *Driver) mustProxyIP(t *testing.T, c *cluster, name string) string {
 	t.Helper()
-	ip, err := d.podIP(context.Background(), place{namespace: c.ns}, egressPodName(name))
+	ip, err := d.podIP(context.Background(), place{namespace: c.NS}, egressPodName(name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,20 +188,20 @@ func noNetAdmin(t *testing.T, status string) bool {
 func TestPinWarmPool(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
-	c.podSecurity("privileged")
-	web := c.web("web")
+	c.PodSecurity("privileged")
+	web := c.Web("web")
 	d := c.driver(0)
 	b := newBox(t, d, "pinpool")
-	sp := b.spec(c.head() + "  warmPool: 1\nnetwork:\n  agentHosts: false\n")
+	sp := b.spec(c.Head() + "  warmPool: 1\nnetwork:\n  agentHosts: false\n")
 	b.mustApply(sp)
-	c.Kubectl(t, "-n", c.ns, "wait", "--for=jsonpath={.status.readyReplicas}=1", "sandboxwarmpools.extensions.agents.x-k8s.io/"+poolName(b.name), "--timeout=180s")
+	c.Kubectl(t, "-n", c.NS, "wait", "--for=jsonpath={.status.readyReplicas}=1", "sandboxwarmpools.extensions.agents.x-k8s.io/"+poolName(b.name), "--timeout=180s")
 	var tmpl struct {
 		Spec sandboxSpec `json:"spec"`
 	}
-	if err := json.Unmarshal([]byte(c.Kubectl(t, "-n", c.ns, "get", "sandboxtemplates.extensions.agents.x-k8s.io/"+poolName(b.name), "-o", "json")), &tmpl); err != nil {
+	if err := json.Unmarshal([]byte(c.Kubectl(t, "-n", c.NS, "get", "sandboxtemplates.extensions.agents.x-k8s.io/"+poolName(b.name), "-o", "json")), &tmpl); err != nil {
 		t.Fatal(err)
 	}
-	proxy, err := d.podIP(context.Background(), place{namespace: c.ns}, poolProxyName(b.name))
+	proxy, err := d.podIP(context.Background(), place{namespace: c.NS}, poolProxyName(b.name))
 	if err != nil {
 		t.Fatal(err)
 	}

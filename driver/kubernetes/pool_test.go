@@ -26,9 +26,9 @@ func TestWarmPool(t *testing.T) {
 	d := c.driver(0)
 	b := newBox(t, d, "pooled")
 	os.WriteFile(filepath.Join(b.dir, "ws", "from-host.txt"), []byte("host file\n"), 0o644)
-	sp := b.spec(c.head() + "  warmPool: 1\nnetwork:\n  agentHosts: false\n")
+	sp := b.spec(c.Head() + "  warmPool: 1\nnetwork:\n  agentHosts: false\n")
 	b.mustApply(sp)
-	c.Kubectl(t, "-n", c.ns, "wait", "--for=jsonpath={.status.readyReplicas}=1", "sandboxwarmpools.extensions.agents.x-k8s.io/"+poolName(b.name), "--timeout=180s")
+	c.Kubectl(t, "-n", c.NS, "wait", "--for=jsonpath={.status.readyReplicas}=1", "sandboxwarmpools.extensions.agents.x-k8s.io/"+poolName(b.name), "--timeout=180s")
 
 	var rep bytes.Buffer
 	release, err := d.Claim(context.Background(), sp, &rep)
@@ -45,13 +45,13 @@ func TestWarmPool(t *testing.T) {
 	if got, _ := os.ReadFile(filepath.Join(b.dir, "ws", "run.txt")); string(got) != "run work\n" {
 		t.Errorf("the run's work was not pulled back: %q\n%s", got, rep.String())
 	}
-	if left := c.Kubectl(t, "-n", c.ns, "get", "sandboxclaims.extensions.agents.x-k8s.io", "-o", "name"); strings.TrimSpace(left) != "" {
+	if left := c.Kubectl(t, "-n", c.NS, "get", "sandboxclaims.extensions.agents.x-k8s.io", "-o", "name"); strings.TrimSpace(left) != "" {
 		t.Errorf("the claim is still there: %s", left)
 	}
 	if err := b.destroy(); err != nil {
 		t.Fatal(err)
 	}
-	if left := c.labelled(b.name); len(left) > 0 {
+	if left := c.Labelled(b.name); len(left) > 0 {
 		t.Errorf("destroy left: %v", left)
 	}
 }
@@ -77,8 +77,8 @@ func TestLoopPooled(t *testing.T) {
 	for file, body := range map[string]string{
 		"PROMPT.md":     "Do the task.\n",
 		"from-host.txt": "host file\n",
-		"sandbox.yaml": "version: 1\nname: " + name + "\nagent: shell\ndriver: kubernetes\nworkspace: .\n" + c.head() +
-			"  namespace: " + c.ns + "\n  warmPool: 1\n" + `network: {agentHosts: false}
+		"sandbox.yaml": "version: 1\nname: " + name + "\nagent: shell\ndriver: kubernetes\nworkspace: .\n" + c.Head() +
+			"  namespace: " + c.NS + "\n  warmPool: 1\n" + `network: {agentHosts: false}
 secrets:
   TOKEN: {env: LOOP_TOKEN}
 loop:
@@ -92,7 +92,7 @@ loop:
 			t.Fatal(err)
 		}
 	}
-	sbx := c.cli(ws, filepath.Join(dir, "state"), "SBX_K8S_HELPER_IMAGE="+env.helper, "LOOP_TOKEN="+secret)
+	sbx := c.CLI(ws, filepath.Join(dir, "state"), "SBX_K8S_HELPER_IMAGE="+c.Helper, "LOOP_TOKEN="+secret)
 	t.Cleanup(func() {
 		if out, err := sbx("destroy", "-y"); err != nil {
 			t.Errorf("sbx destroy: %v\n%s", err, out)
@@ -101,7 +101,7 @@ loop:
 	if out, err := sbx("apply", "-y"); err != nil {
 		t.Fatalf("sbx apply: %v\n%s", err, out)
 	}
-	c.Kubectl(t, "-n", c.ns, "wait", "--for=jsonpath={.status.readyReplicas}=1", "sandboxwarmpools.extensions.agents.x-k8s.io/"+poolName(name), "--timeout=180s")
+	c.Kubectl(t, "-n", c.NS, "wait", "--for=jsonpath={.status.readyReplicas}=1", "sandboxwarmpools.extensions.agents.x-k8s.io/"+poolName(name), "--timeout=180s")
 
 	out, err := sbx("loop", "-y", "--ephemeral")
 	if err != nil || !strings.Contains(out, "completed: complete after 1 iteration(s)") {
@@ -135,17 +135,17 @@ loop:
 	if strings.Contains(out, secret) {
 		t.Errorf("the secret is in sbx's output:\n%s", out)
 	}
-	if left := c.Kubectl(t, "-n", c.ns, "get", "sandboxclaims.extensions.agents.x-k8s.io", "-o", "name"); strings.TrimSpace(left) != "" {
+	if left := c.Kubectl(t, "-n", c.NS, "get", "sandboxclaims.extensions.agents.x-k8s.io", "-o", "name"); strings.TrimSpace(left) != "" {
 		t.Errorf("the claim is still there: %s", left)
 	}
 	// The run neither made nor destroyed a sandbox of its own.
-	if got := c.Kubectl(t, "-n", c.ns, "get", "sandboxes.agents.x-k8s.io/"+name, "-o", "name"); strings.TrimSpace(got) == "" {
+	if got := c.Kubectl(t, "-n", c.NS, "get", "sandboxes.agents.x-k8s.io/"+name, "-o", "name"); strings.TrimSpace(got) == "" {
 		t.Errorf("the applied sandbox is gone after the pooled run")
 	}
 	if out, err := sbx("destroy", "-y"); err != nil {
 		t.Fatalf("sbx destroy: %v\n%s", err, out)
 	}
-	if left := c.labelled(name); len(left) > 0 {
+	if left := c.Labelled(name); len(left) > 0 {
 		t.Errorf("destroy left: %v", left)
 	}
 }
@@ -169,22 +169,22 @@ func BenchmarkClaim(b *testing.B) {
 			}
 			d := c.driver(0)
 			bx := newBox(b, d, "bench")
-			sp := bx.spec(c.head() + "  warmPool: 1\n  egress: " + egress + "\nnetwork:\n  agentHosts: false\n")
+			sp := bx.spec(c.Head() + "  warmPool: 1\n  egress: " + egress + "\nnetwork:\n  agentHosts: false\n")
 			bx.mustApply(sp)
 			ctx := context.Background()
 			full := func() {
-				c.Kubectl(b, "-n", c.ns, "wait", "--for=jsonpath={.status.readyReplicas}=1", "sandboxwarmpools.extensions.agents.x-k8s.io/"+poolName(bx.name), "--timeout=180s")
+				c.Kubectl(b, "-n", c.NS, "wait", "--for=jsonpath={.status.readyReplicas}=1", "sandboxwarmpools.extensions.agents.x-k8s.io/"+poolName(bx.name), "--timeout=180s")
 			}
-			claim := fmt.Sprintf("apiVersion: %s\nkind: SandboxClaim\nmetadata: {name: floor, namespace: %s}\nspec: {warmPoolRef: {name: %s}}\n", apiExtensions, c.ns, poolName(bx.name))
+			claim := fmt.Sprintf("apiVersion: %s\nkind: SandboxClaim\nmetadata: {name: floor, namespace: %s}\nspec: {warmPoolRef: {name: %s}}\n", apiExtensions, c.NS, poolName(bx.name))
 			var floor time.Duration
 			for b.Loop() {
 				b.StopTimer()
 				full()
 				start := time.Now()
 				c.KubectlInput(b, claim, "create", "-f", "-")
-				c.Kubectl(b, "-n", c.ns, "wait", "--for=condition=Ready", "sandboxclaims.extensions.agents.x-k8s.io/floor", "--timeout=180s")
+				c.Kubectl(b, "-n", c.NS, "wait", "--for=condition=Ready", "sandboxclaims.extensions.agents.x-k8s.io/floor", "--timeout=180s")
 				floor += time.Since(start)
-				c.Kubectl(b, "-n", c.ns, "delete", "sandboxclaims.extensions.agents.x-k8s.io/floor", "--cascade=foreground", "--wait=true", "--timeout=180s")
+				c.Kubectl(b, "-n", c.NS, "delete", "sandboxclaims.extensions.agents.x-k8s.io/floor", "--cascade=foreground", "--wait=true", "--timeout=180s")
 				full()
 				b.StartTimer()
 				release, err := d.Claim(ctx, sp, io.Discard)

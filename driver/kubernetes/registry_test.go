@@ -20,6 +20,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/sbxhq/sbx/internal/k8stest"
 )
 
 // TestRegistry drives the built sbx, as a user would, with a template
@@ -106,7 +107,7 @@ kubernetes:
   namespace: %s
   registry: %s
   workspaceSize: 64Mi
-`, name, testMemory, c.ns, repo), 0o644)
+`, name, k8stest.TestMemory, c.NS, repo), 0o644)
 
 	// No SBX_K8S_HELPER_IMAGE: the helper image is the one sbx builds
 	// and pushes to the registry.
@@ -118,12 +119,12 @@ kubernetes:
 	// from a later import: the next run's pods tried to pull the loaded
 	// helper from Docker Hub.
 	self := filepath.Join(dir, "sbx")
-	bin, err := os.ReadFile(env.binary)
+	bin, err := os.ReadFile(c.Binary)
 	if err != nil {
 		t.Fatal(err)
 	}
 	write(self, string(bin)+"\nsbx TestRegistry "+runID+"\n", 0o755)
-	sbx := c.cli(ws, filepath.Join(dir, "state"), "SBX_STATIC_BINARY="+self)
+	sbx := c.CLI(ws, filepath.Join(dir, "state"), "SBX_STATIC_BINARY="+self)
 	t.Cleanup(func() {
 		if out, err := sbx("destroy", "-y"); err != nil {
 			t.Errorf("sbx destroy: %v\n%s", err, out)
@@ -226,7 +227,7 @@ kubernetes:
 	if out, err := sbx("destroy", "-y"); err != nil {
 		t.Fatalf("sbx destroy: %v\n%s", err, out)
 	}
-	if left := c.labelled(name); len(left) > 0 {
+	if left := c.Labelled(name); len(left) > 0 {
 		t.Errorf("destroy left: %v", left)
 	}
 }
@@ -237,7 +238,7 @@ kubernetes:
 // containerd/VERSION; docker's carry docker/VERSION).
 type testRegistry struct {
 	host string // 127.0.0.1:PORT
-	log  syncBuffer
+	log  k8stest.SyncBuffer
 
 	mu    sync.Mutex
 	pulls map[string]bool // REPOSITORY:REFERENCE of each manifest containerd asked for
@@ -357,7 +358,7 @@ func (c *cluster) checkPods(t *testing.T, name, template, helper string) {
 				ContainerStatuses []container `json:"containerStatuses"`
 			} `json:"status"`
 		}
-		out := c.Kubectl(t, "-n", c.ns, "get", "pod/"+pod, "-o", "json")
+		out := c.Kubectl(t, "-n", c.NS, "get", "pod/"+pod, "-o", "json")
 		if err := json.Unmarshal([]byte(out), &p); err != nil {
 			t.Fatalf("pod %s: %v", pod, err)
 		}

@@ -63,7 +63,7 @@ func TestSecretsStayOutside(t *testing.T) {
 	}
 	d, trace := c.tracedDriver(0, "SSL_CERT_FILE="+roots)
 	b := newBox(t, d, "secrets")
-	b.mustApply(b.spec(c.head() + fmt.Sprintf("network:\n  agentHosts: false\n  blockCIDRs: [127.0.0.0/8]\n  allow: [\"%s:8443\", \"%s:8443\", \"%s:8080\", \"%s:8443\"]\n", api, drop, drop, rogue)))
+	b.mustApply(b.spec(c.Head() + fmt.Sprintf("network:\n  agentHosts: false\n  blockCIDRs: [127.0.0.0/8]\n  allow: [\"%s:8443\", \"%s:8443\", \"%s:8080\", \"%s:8443\"]\n", api, drop, drop, rogue)))
 
 	ca, err := egress.NewCA(b.name)
 	if err != nil {
@@ -134,7 +134,7 @@ func TestSecretsStayOutside(t *testing.T) {
 	}
 	pods := func() string {
 		t.Helper()
-		return c.Kubectl(t, "-n", c.ns, "get", "pod/"+sandboxPodName(b.name), "pod/"+egressPodName(b.name), "-o", "jsonpath={.items[*].metadata.uid}")
+		return c.Kubectl(t, "-n", c.NS, "get", "pod/"+sandboxPodName(b.name), "pod/"+egressPodName(b.name), "-o", "jsonpath={.items[*].metadata.uid}")
 	}
 	before := pods()
 
@@ -172,10 +172,10 @@ func TestSecretsStayOutside(t *testing.T) {
 
 	t.Run("the value and the CA's key are in no object, log or trace", func(t *testing.T) {
 		var all strings.Builder
-		all.WriteString(c.Kubectl(t, "-n", c.ns, "get", "-o", "yaml",
+		all.WriteString(c.Kubectl(t, "-n", c.NS, "get", "-o", "yaml",
 			"all,secrets,configmaps,events,sandboxes.agents.x-k8s.io,networkpolicies.networking.k8s.io,persistentvolumeclaims"))
 		for _, pod := range []string{sandboxPodName(b.name), egressPodName(b.name)} {
-			all.WriteString(c.Kubectl(t, "-n", c.ns, "logs", "pod/"+pod, "--all-containers"))
+			all.WriteString(c.Kubectl(t, "-n", c.NS, "logs", "pod/"+pod, "--all-containers"))
 		}
 		if !strings.Contains(all.String(), egressPodName(b.name)) {
 			t.Fatalf("the listing does not hold the sandbox's objects: %.300s", all.String())
@@ -253,7 +253,7 @@ type peerPod struct {
 // and its certificate, which the test copies in once the pod has its
 // address.
 func (c *cluster) peers(binary string, peers []peerPod) []string {
-	t := c.t
+	t := c.T
 	t.Helper()
 	var docs []string
 	for _, p := range peers {
@@ -269,7 +269,7 @@ spec:
     imagePullPolicy: Never
     command: [sh, -c, "until [ -e /tmp/peer/ready ]; do sleep 0.2; done; exec /tmp/peer/secretpeer serve -certs /tmp/peer"]
     readinessProbe: {tcpSocket: {port: 8443}, periodSeconds: 1}
-`, p.name, c.ns, k8stest.BusyboxImage))
+`, p.name, c.NS, k8stest.BusyboxImage))
 	}
 	c.KubectlInput(t, strings.Join(docs, "---\n"), "create", "-f", "-")
 	bin, err := os.ReadFile(binary)
@@ -279,8 +279,8 @@ spec:
 	var ips []string
 	for _, p := range peers {
 		n := p.name
-		c.Kubectl(t, "-n", c.ns, "wait", "--for=jsonpath={.status.phase}=Running", "pod/"+n, "--timeout=120s")
-		ip := strings.TrimSpace(c.Kubectl(t, "-n", c.ns, "get", "pod", n, "-o", "jsonpath={.status.podIP}"))
+		c.Kubectl(t, "-n", c.NS, "wait", "--for=jsonpath={.status.phase}=Running", "pod/"+n, "--timeout=120s")
+		ip := strings.TrimSpace(c.Kubectl(t, "-n", c.NS, "get", "pod", n, "-o", "jsonpath={.status.podIP}"))
 		cert, key, err := p.ca.IssuePEM(ip)
 		if err != nil {
 			t.Fatal(err)
@@ -297,7 +297,7 @@ spec:
 		}
 		tw.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		cmd := c.Command(ctx, "-n", c.ns, "exec", "-i", n, "-c", "peer", "--", "tar", "-x", "-C", "/tmp")
+		cmd := c.Command(ctx, "-n", c.NS, "exec", "-i", n, "-c", "peer", "--", "tar", "-x", "-C", "/tmp")
 		cmd.Stdin = &tb
 		out, err := cmd.CombinedOutput()
 		cancel()
@@ -307,19 +307,19 @@ spec:
 		ips = append(ips, ip)
 	}
 	for _, p := range peers {
-		c.Kubectl(t, "-n", c.ns, "wait", "--for=condition=Ready", "pod/"+p.name, "--timeout=120s")
+		c.Kubectl(t, "-n", c.NS, "wait", "--for=condition=Ready", "pod/"+p.name, "--timeout=120s")
 	}
 	return ips
 }
 
 // peerRequests are the requests the pods got, pod by pod, oldest first.
 func (c *cluster) peerRequests(pods ...string) []secretpeer.Request {
-	c.t.Helper()
+	c.T.Helper()
 	var reqs []secretpeer.Request
 	for _, p := range pods {
 		// Its log is its stdout, one JSON line per request, and its
 		// stderr (the readiness probe's handshakes that never were).
-		for _, line := range strings.Split(c.Kubectl(c.t, "-n", c.ns, "logs", "pod/"+p), "\n") {
+		for _, line := range strings.Split(c.Kubectl(c.T, "-n", c.NS, "logs", "pod/"+p), "\n") {
 			r := secretpeer.Request{Role: strings.TrimPrefix(p, "peer-")}
 			if json.Unmarshal([]byte(line), &r) == nil {
 				reqs = append(reqs, r)

@@ -24,7 +24,7 @@ import (
 // `kubectl get persistentvolumeclaims/NAME -o json` (core/v1
 // PersistentVolumeClaim: metadata.uid, spec.volumeName).
 func (d *Driver) boundVolume(ctx context.Context, p place, name string) (volume, uid string, err error) {
-	args := []string{"get", "persistentvolumeclaims/" + claimName(name), "--ignore-not-found", "-o", "json"}
+	args := []string{"get", "persistentvolumeclaims/" + ClaimName(name), "--ignore-not-found", "-o", "json"}
 	out, err := d.run(ctx, p, args...)
 	if err != nil || len(out) == 0 {
 		return "", "", err

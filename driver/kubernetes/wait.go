@@ -107,7 +107,7 @@ func (d *Driver) waitReady(ctx context.Context, p place, name string, objs ...st
 	if w.sandbox {
 		watches = append(watches,
 			watchSpec{kind: "sandboxes", args: []string{"get", "sandboxes.agents.x-k8s.io", "--field-selector", "metadata.name=" + name}},
-			watchSpec{kind: "claims", args: []string{"get", "persistentvolumeclaims", "--field-selector", "metadata.name=" + claimName(name)}})
+			watchSpec{kind: "claims", args: []string{"get", "persistentvolumeclaims", "--field-selector", "metadata.name=" + ClaimName(name)}})
 	}
 	for _, ws := range watches {
 		go func() { ended <- watchEnd{ws, d.watch(watchCtx, p, ws, updates)} }()

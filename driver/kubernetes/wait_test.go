@@ -41,7 +41,7 @@ func TestWaitFailsOnCause(t *testing.T) {
 		image := fmt.Sprintf("%s/sbx-missing-%s:none", ln.Addr(), runID)
 		d := c.driver(0)
 		b := newBox(t, d, "pull-"+runID)
-		head := strings.Replace(c.head(), "template: ", "template: "+image+"\n# ", 1)
+		head := strings.Replace(c.Head(), "template: ", "template: "+image+"\n# ", 1)
 		sp := b.spec(head + "  egress: advisory\n")
 		start := time.Now()
 		_, err = b.apply(sp)
@@ -50,7 +50,7 @@ func TestWaitFailsOnCause(t *testing.T) {
 		if nr.Reason != "ImagePullBackOff" || nr.Object != "pod/"+b.name || !strings.Contains(nr.Message, image) {
 			t.Errorf("apply failed with %q %q %q, want ImagePullBackOff of pod/%s naming %s\n%v", nr.Reason, nr.Object, nr.Message, b.name, image, err)
 		}
-		if left := c.labelled(b.name); len(left) > 0 {
+		if left := c.Labelled(b.name); len(left) > 0 {
 			t.Errorf("the failed create left %v", left)
 		}
 	})
@@ -59,16 +59,16 @@ func TestWaitFailsOnCause(t *testing.T) {
 		c := newCluster(t)
 		class := "sbx-no-such-class-" + runID
 		b := newBox(t, c.driver(0), "claim-"+runID)
-		head := c.head() + "  storageClass: " + class + "\n"
+		head := c.Head() + "  storageClass: " + class + "\n"
 		sp := b.spec(head + "  egress: advisory\n")
 		start := time.Now()
 		_, err := b.apply(sp)
 		t.Logf("apply failed after %s", time.Since(start))
 		nr := notReady(t, err)
-		if nr.Reason != "ProvisioningFailed" || nr.Object != "persistentvolumeclaim/"+claimName(b.name) || !strings.Contains(nr.Message, `"`+class+`" not found`) {
+		if nr.Reason != "ProvisioningFailed" || nr.Object != "persistentvolumeclaim/"+ClaimName(b.name) || !strings.Contains(nr.Message, `"`+class+`" not found`) {
 			t.Errorf("apply failed with %q %q %q, want ProvisioningFailed of the claim naming %s\n%v", nr.Reason, nr.Object, nr.Message, class, err)
 		}
-		if left := c.labelled(b.name); len(left) > 0 {
+		if left := c.Labelled(b.name); len(left) > 0 {
 			t.Errorf("the failed create left %v", left)
 		}
 	})
@@ -91,9 +91,9 @@ spec:
     image: busybox-none
     imagePullPolicy: Never
     resources: {requests: {memory: 64Ti}, limits: {memory: 64Ti}}
-`, name, c.ns, name), "create", "-f", "-")
+`, name, c.NS, name), "create", "-f", "-")
 		start := time.Now()
-		err := d.waitReady(context.Background(), place{namespace: c.ns}, name, "pod/"+name)
+		err := d.waitReady(context.Background(), place{namespace: c.NS}, name, "pod/"+name)
 		t.Logf("the wait failed after %s", time.Since(start))
 		nr := notReady(t, err)
 		if nr.Reason != "Unschedulable" || nr.Object != "pod/"+name || !strings.Contains(nr.Message, "more than any node") || !strings.Contains(nr.Message, "Insufficient memory") {

@@ -1,9 +1,8 @@
-package docker
+package e2e
 
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -14,6 +13,8 @@ import (
 	"time"
 
 	"github.com/sbxhq/sbx/driver"
+	"github.com/sbxhq/sbx/driver/docker"
+	"github.com/sbxhq/sbx/internal/fixture"
 )
 
 // The agent loop end to end: the static sbx binary as a user runs it, the
@@ -28,10 +29,10 @@ type loopEnv struct {
 }
 
 func newLoopEnv(t *testing.T, name string) *loopEnv {
-	requireDocker(t)
-	e := &loopEnv{t: t, ws: t.TempDir(), state: t.TempDir(), name: uniq(name)}
+	env.Require(t)
+	e := &loopEnv{t: t, ws: t.TempDir(), state: t.TempDir(), name: env.Uniq(name)}
 	t.Cleanup(func() {
-		New(Options{Binary: env.binary}).remove(context.Background(), e.name)
+		fixture.RemoveSandbox(e.name)
 	})
 	os.WriteFile(filepath.Join(e.ws, "PROMPT.md"), []byte("Do the task.\n"), 0o644)
 	return e
@@ -51,16 +52,16 @@ secrets:
 network: {agentHosts: false}
 loop:
   prompt: PROMPT.md
-%s`, e.name, testImage, loop)
+%s`, e.name, env.Image, loop)
 	if err := os.WriteFile(filepath.Join(e.ws, "sandbox.yaml"), []byte(doc), 0o644); err != nil {
 		e.t.Fatal(err)
 	}
 }
 
 func (e *loopEnv) cmd(args ...string) *exec.Cmd {
-	c := exec.Command(env.binary, args...)
+	c := exec.Command(env.Binary, args...)
 	c.Dir = e.ws
-	c.Env = append(os.Environ(), "SBX_STATE_DIR="+e.state, "SBX_STATIC_BINARY="+env.binary, "GH_TOKEN=ghp_loop_e2e_Secret77")
+	c.Env = append(os.Environ(), "SBX_STATE_DIR="+e.state, "SBX_STATIC_BINARY="+env.Binary, "GH_TOKEN=ghp_loop_e2e_Secret77")
 	return c
 }
 
@@ -119,7 +120,7 @@ func (e *loopEnv) records() []map[string]any {
 // its first character so the scan does not find itself.
 func (e *loopEnv) agentProcesses(marker string) string {
 	pattern := "[" + marker[:1] + "]" + strings.ReplaceAll(marker[1:], " ", `\ `)
-	out, _ := exec.Command("docker", "exec", containerName(e.name), "sh", "-c",
+	out, _ := exec.Command("docker", "exec", docker.ContainerName(e.name), "sh", "-c",
 		"for p in /proc/[0-9]*; do c=$(tr '\\0' ' ' < $p/cmdline 2>/dev/null); case \"$c\" in *"+pattern+"*) echo \"$c\";; esac; done").Output()
 	return strings.TrimSpace(string(out))
 }
@@ -167,7 +168,7 @@ func TestLoopCompletesAndVerifies(t *testing.T) {
 		}
 		return nil
 	})
-	inspect, _ := exec.Command("docker", "inspect", containerName(e.name)).Output()
+	inspect, _ := exec.Command("docker", "inspect", docker.ContainerName(e.name)).Output()
 	if bytes.Contains(inspect, []byte("ghp_loop_e2e_Secret77")) {
 		t.Error("docker inspect shows the secret")
 	}

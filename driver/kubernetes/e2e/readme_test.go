@@ -1,4 +1,4 @@
-package kubernetes
+package e2e
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sbxhq/sbx/driver/kubernetes"
 	"github.com/sbxhq/sbx/internal/k8stest"
 )
 
@@ -17,7 +18,7 @@ import (
 // registry: its sandbox.yaml and its steps.
 func readmeQuickPath(t *testing.T) (yaml, steps string) {
 	t.Helper()
-	b, err := os.ReadFile("../../README.md")
+	b, err := os.ReadFile("../../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +68,7 @@ func TestReadmeQuickPath(t *testing.T) {
 		t.Fatalf("the README's sandbox.yaml changed shape; this test fills in its template and namespace:\n%s", yaml)
 	}
 	yaml = tmpl.ReplaceAllLiteralString(yaml, "template: "+k8stest.BusyboxImage)
-	yaml = ns.ReplaceAllLiteralString(yaml, "  namespace: "+c.ns)
+	yaml = ns.ReplaceAllLiteralString(yaml, "  namespace: "+c.NS)
 	if err := os.WriteFile(filepath.Join(ws, "sandbox.yaml"), []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -75,14 +76,14 @@ func TestReadmeQuickPath(t *testing.T) {
 	// appended (an ELF runs with trailing bytes) gives this run an image
 	// of its own, which the test removes from docker and the cluster.
 	self := filepath.Join(dir, "sbx")
-	bin, err := os.ReadFile(env.binary)
+	bin, err := os.ReadFile(c.Binary)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(self, append(bin, []byte("\nsbx TestReadmeQuickPath "+runID+"\n")...), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	helper, err := HelperImage(self, "")
+	helper, err := kubernetes.HelperImage(self, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +98,7 @@ func TestReadmeQuickPath(t *testing.T) {
 		}
 		exec.CommandContext(ctx, "docker", "rmi", "-f", helper).Run()
 	})
-	sbx := c.cli(ws, filepath.Join(dir, "state"), "SBX_STATIC_BINARY="+self)
+	sbx := c.CLI(ws, filepath.Join(dir, "state"), "SBX_STATIC_BINARY="+self)
 	t.Cleanup(func() {
 		if out, err := sbx("destroy", "-y"); err != nil {
 			t.Errorf("sbx destroy: %v\n%s", err, out)
@@ -112,7 +113,7 @@ func TestReadmeQuickPath(t *testing.T) {
 	if !strings.Contains(out, "do not have sbx's helper image "+helper) || !strings.Contains(out, want) {
 		t.Fatalf("the first sbx apply does not say the helper image is missing and how to load it (%q):\n%s", want, out)
 	}
-	if left := c.labelled("demo"); len(left) > 0 {
+	if left := c.Labelled("demo"); len(left) > 0 {
 		t.Errorf("the stopped create left: %v", left)
 	}
 	if err := exec.Command("docker", "image", "inspect", helper).Run(); err != nil {
@@ -129,13 +130,13 @@ func TestReadmeQuickPath(t *testing.T) {
 	if out, err := sbx("shell", "--", "echo", "hello"); err != nil || out != "hello\n" {
 		t.Fatalf("sbx shell -- echo hello: %v %q", err, out)
 	}
-	if got := c.Kubectl(t, "-n", c.ns, "get", "persistentvolumeclaims/"+claimName("demo"), "-o", "jsonpath={.spec.storageClassName} {.status.phase}"); got != "standard Bound" {
+	if got := c.Kubectl(t, "-n", c.NS, "get", "persistentvolumeclaims/"+kubernetes.ClaimName("demo"), "-o", "jsonpath={.spec.storageClassName} {.status.phase}"); got != "standard Bound" {
 		t.Errorf("the workspace claim: %q, want Bound by the default StorageClass standard", got)
 	}
 	if out, err := sbx("destroy", "-y"); err != nil {
 		t.Fatalf("sbx destroy: %v\n%s", err, out)
 	}
-	if left := c.labelled("demo"); len(left) > 0 {
+	if left := c.Labelled("demo"); len(left) > 0 {
 		t.Errorf("destroy left: %v", left)
 	}
 }

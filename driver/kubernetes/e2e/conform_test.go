@@ -1,4 +1,4 @@
-package kubernetes
+package e2e
 
 import (
 	"context"
@@ -19,7 +19,7 @@ func TestConformance(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
 	c.enforce()
-	d := c.driver(0)
+	d := c.driver()
 	drivertest.Run(t, drivertest.Harness{
 		New: func(t *testing.T) driver.Backend {
 			if _, err := d.Identify(context.Background()); err != nil {
@@ -27,8 +27,8 @@ func TestConformance(t *testing.T) {
 			}
 			return d
 		},
-		Head:      c.head(),
+		Head:      c.Head(),
 		Name:      func(t *testing.T, base string) string { return base },
-		Leftovers: func(t *testing.T, name string) []string { return c.labelled(name) },
+		Leftovers: func(t *testing.T, name string) []string { return c.Labelled(name) },
 	})
 }

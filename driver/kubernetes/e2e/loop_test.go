@@ -1,4 +1,4 @@
-package kubernetes
+package e2e
 
 import (
 	"encoding/json"
@@ -34,8 +34,8 @@ func TestLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	const name = "loop-cli"
-	head := "version: 1\nname: " + name + "\nagent: shell\ndriver: kubernetes\nworkspace: .\n" + c.head() +
-		"  namespace: " + c.ns + "\nnetwork: {agentHosts: false}\n"
+	head := "version: 1\nname: " + name + "\nagent: shell\ndriver: kubernetes\nworkspace: .\n" + c.Head() +
+		"  namespace: " + c.NS + "\nnetwork: {agentHosts: false}\n"
 	declare := func(section string) {
 		t.Helper()
 		for file, body := range map[string]string{"PROMPT.md": "Do the task.\n", "sandbox.yaml": head + section} {
@@ -44,7 +44,7 @@ func TestLoop(t *testing.T) {
 			}
 		}
 	}
-	sbx := c.cli(ws, filepath.Join(filepath.Dir(ws), "state"), "SBX_K8S_HELPER_IMAGE="+env.helper)
+	sbx := c.CLI(ws, filepath.Join(filepath.Dir(ws), "state"), "SBX_K8S_HELPER_IMAGE="+c.Helper)
 	t.Cleanup(func() {
 		if out, err := sbx("destroy", "-y"); err != nil {
 			t.Errorf("sbx destroy: %v\n%s", err, out)

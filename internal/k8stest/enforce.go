@@ -1,4 +1,4 @@
-package kubernetes
+package k8stest
 
 import (
 	"bytes"
@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,10 +20,11 @@ import (
 
 // enforcer emulates, for one test's namespace, a network plugin that
 // enforces the driver's NetworkPolicies (this cluster's bridge plugin
-// enforces none, kubernetes.md §2.4): for each sandbox pod (role agent or
-// pool-agent) with an address, iptables rules on the host let its packets
-// out only to its proxy's port (TCP 3128 of the pod with the same
-// sandbox label and role egress or pool-egress) and drop the rest, in
+// enforces none, kubernetes.md §2.4): for each pod that runs an agent (a
+// role in roles: agent, pool-agent) with an address, iptables rules on the
+// host let its packets out only to its proxy's port (TCP 3128 of the pod
+// with the same sandbox label and the role roles maps it to: egress,
+// pool-egress) and drop the rest, in
 // FORWARD (pod to pod, across the bridge: br_netfilter is on) and INPUT
 // (pod to node). The rules name only addresses of the test's own pods,
 // follow pods as they come and go (one watch of the namespace's pods: a
@@ -35,7 +35,8 @@ import (
 // one (sweepRules) before they drop the packets of a pod that reuses
 // an address.
 type enforcer struct {
-	c       *cluster
+	s       *Space
+	roles   map[string]string // an agent pod's role → its proxy pod's
 	comment string
 	mu      sync.Mutex
 	rules   map[string][][]string // by pod uid: the rules installed for it
@@ -53,18 +54,22 @@ type watchedPod struct {
 	} `json:"status"`
 }
 
-// The namespace's Pod Security is set to baseline, which does not admit
-// the driver's own pin in the pod's network namespace (an init container
-// with NET_ADMIN): the tests that emulate NetworkPolicy test the
-// NetworkPolicy path, and TestPin the pin.
-func (c *cluster) enforce() {
-	c.t.Helper()
+// Enforce emulates, for the rest of the test, a network plugin that
+// enforces the driver's NetworkPolicies in the space's namespace (enforcer);
+// roles maps the role label (driver.LabelRole) of each pod that runs an
+// agent to the role of its proxy's pod. The namespace's Pod Security is
+// set to baseline, which does not admit the driver's own pin in the pod's
+// network namespace (an init container with NET_ADMIN): the tests that
+// emulate NetworkPolicy test the NetworkPolicy path, and the pin's tests
+// the pin.
+func (s *Space) Enforce(roles map[string]string) {
+	s.T.Helper()
 	if os.Geteuid() != 0 {
-		c.t.Fatal("emulating NetworkPolicy enforcement needs root (iptables)")
+		s.T.Fatal("emulating NetworkPolicy enforcement needs root (iptables)")
 	}
-	c.podSecurity("baseline")
-	sweepOnce.Do(func() { sweepRules(c.t) })
-	e := &enforcer{c: c, comment: enforcerComment + proc.Owner() + ":" + c.id, rules: map[string][][]string{}}
+	s.PodSecurity("baseline")
+	sweepRulesOnce.Do(func() { sweepRules(s.T) })
+	e := &enforcer{s: s, roles: roles, comment: enforcerComment + proc.Owner() + ":" + s.ID, rules: map[string][][]string{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -73,7 +78,7 @@ func (c *cluster) enforce() {
 			// A watch the API server ends is started again, from a
 			// fresh listing; one that fails is retried a second later.
 			if err := e.watch(ctx); err != nil && ctx.Err() == nil {
-				c.t.Logf("enforcer: watching the pods: %v", err)
+				s.T.Logf("enforcer: watching the pods: %v", err)
 				select {
 				case <-ctx.Done():
 				case <-time.After(time.Second):
@@ -81,7 +86,7 @@ func (c *cluster) enforce() {
 			}
 		}
 	}()
-	c.t.Cleanup(func() {
+	s.T.Cleanup(func() {
 		cancel()
 		<-done
 		e.mu.Lock()
@@ -90,23 +95,23 @@ func (c *cluster) enforce() {
 			e.remove(uid)
 		}
 		if out, _ := exec.Command("iptables", "-w", "-S").Output(); strings.Contains(string(out), e.comment) {
-			c.t.Errorf("iptables rules of the test are left:\n%s", out)
+			s.T.Errorf("iptables rules of the test are left:\n%s", out)
 		}
 	})
 }
 
-// podSecurity sets the Pod Security level the namespace enforces
+// PodSecurity sets the Pod Security level the namespace enforces
 // (pod-security.kubernetes.io/enforce: privileged, baseline, restricted).
-func (c *cluster) podSecurity(level string) {
-	c.t.Helper()
-	c.Kubectl(c.t, "label", "namespace", c.ns, "pod-security.kubernetes.io/enforce="+level, "--overwrite")
+func (s *Space) PodSecurity(level string) {
+	s.T.Helper()
+	s.Kubectl(s.T, "label", "namespace", s.NS, "pod-security.kubernetes.io/enforce="+level, "--overwrite")
 }
 
 // watch follows the namespace's pods (kubectl get --watch: the listing,
 // then each change, as events) and syncs the rules after each event,
 // until the watch ends or ctx is done.
 func (e *enforcer) watch(ctx context.Context) error {
-	cmd := e.c.Command(ctx, "-n", e.c.ns, "get", "pods", "--watch", "--output-watch-events", "-o", "json")
+	cmd := e.s.Command(ctx, "-n", e.s.NS, "get", "pods", "--watch", "--output-watch-events", "-o", "json")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()
@@ -160,8 +165,11 @@ func (e *enforcer) watch(ctx context.Context) error {
 func (e *enforcer) sync(pods map[string]watchedPod) {
 	proxies := map[string]string{} // sandbox/role → proxy address
 	for _, p := range pods {
-		if r := p.Metadata.Labels[driver.LabelRole]; (r == roleEgress || r == rolePoolProxy) && p.Status.PodIP != "" {
-			proxies[p.Metadata.Labels[driver.LabelSandbox]+"/"+r] = p.Status.PodIP
+		r := p.Metadata.Labels[driver.LabelRole]
+		for _, proxyRole := range e.roles {
+			if r == proxyRole && p.Status.PodIP != "" {
+				proxies[p.Metadata.Labels[driver.LabelSandbox]+"/"+r] = p.Status.PodIP
+			}
 		}
 	}
 	e.mu.Lock()
@@ -169,12 +177,9 @@ func (e *enforcer) sync(pods map[string]watchedPod) {
 	live := map[string]bool{}
 	for _, p := range pods {
 		role, ip, uid := p.Metadata.Labels[driver.LabelRole], p.Status.PodIP, p.Metadata.UID
-		if (role != roleAgent && role != rolePoolAgent) || ip == "" {
+		proxyRole, agent := e.roles[role]
+		if !agent || ip == "" {
 			continue
-		}
-		proxyRole := roleEgress
-		if role == rolePoolAgent {
-			proxyRole = rolePoolProxy
 		}
 		proxy := proxies[p.Metadata.Labels[driver.LabelSandbox]+"/"+proxyRole]
 		if proxy == "" {
@@ -191,7 +196,7 @@ func (e *enforcer) sync(pods map[string]watchedPod) {
 		rules = append(rules, []string{"FORWARD", "-s", ip, "-d", proxy, "-p", "tcp", "--dport", "3128", "-m", "comment", "--comment", e.comment, "-j", "ACCEPT"})
 		for _, r := range rules {
 			if out, err := exec.Command("iptables", append([]string{"-w", "-I", r[0], "1"}, r[1:]...)...).CombinedOutput(); err != nil {
-				e.c.t.Errorf("iptables -I %s: %v: %s", strings.Join(r, " "), err, out)
+				e.s.T.Errorf("iptables -I %s: %v: %s", strings.Join(r, " "), err, out)
 			}
 		}
 		e.rules[uid] = rules
@@ -204,10 +209,10 @@ func (e *enforcer) sync(pods map[string]watchedPod) {
 }
 
 // enforcerComment starts the comment of every rule an enforcer installs;
-// OWNER:CLASS follows (proc.Owner, the test's storage class).
+// OWNER:ID follows (proc.Owner, the Space's ID).
 const enforcerComment = "sbx-test-enforcer:"
 
-var sweepOnce sync.Once
+var sweepRulesOnce sync.Once
 
 // sweepRules removes the rules enforcers of test processes that are gone
 // left (a killed run's Cleanup never ran): a pod address is handed out
@@ -260,66 +265,8 @@ func staleRules(listing string, gone func(owner string) bool) [][]string {
 func (e *enforcer) remove(uid string) {
 	for _, r := range e.rules[uid] {
 		if out, err := exec.Command("iptables", append([]string{"-w", "-D"}, r...)...).CombinedOutput(); err != nil {
-			e.c.t.Errorf("iptables -D %s: %v: %s", strings.Join(r, " "), err, out)
+			e.s.T.Errorf("iptables -D %s: %v: %s", strings.Join(r, " "), err, out)
 		}
 	}
 	delete(e.rules, uid)
-}
-
-// TestStaleRules: the rules of an enforcer whose process is gone are
-// found, as iptables -S lists them (the comment quoted), and no other
-// rule: a live run's, another tool's, an older format's.
-func TestStaleRules(t *testing.T) {
-	listing := `-P INPUT ACCEPT
--A INPUT -s 10.244.0.16/32 -m comment --comment "sbx-test-enforcer:vm/12/345:sbx-test-ab" -j DROP
--A INPUT -s 10.244.0.17/32 -m comment --comment "sbx-test-enforcer:vm/13/345:sbx-test-cd" -j DROP
--A FORWARD -s 10.244.0.16/32 -d 10.244.0.15/32 -p tcp -m tcp --dport 3128 -m comment --comment "sbx-test-enforcer:vm/12/345:sbx-test-ab" -j ACCEPT
--A FORWARD -i k8s-cni0 -o k8s-cni0 -m comment --comment sbx-k8s-cni -j ACCEPT
--A FORWARD -m comment --comment "a rule of someone else: sbx-test-enforcer:vm/12/345:x" -j ACCEPT
-`
-	gone := func(owner string) bool { return owner == "vm/12/345" }
-	got := staleRules(listing, gone)
-	want := [][]string{
-		{"INPUT", "-s", "10.244.0.16/32", "-m", "comment", "--comment", "sbx-test-enforcer:vm/12/345:sbx-test-ab", "-j", "DROP"},
-		{"FORWARD", "-s", "10.244.0.16/32", "-d", "10.244.0.15/32", "-p", "tcp", "-m", "tcp", "--dport", "3128", "-m", "comment", "--comment", "sbx-test-enforcer:vm/12/345:sbx-test-ab", "-j", "ACCEPT"},
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("staleRules:\n got %q\nwant %q", got, want)
-	}
-}
-
-// TestSweepRules: a rule a killed run's enforcer left is removed by the
-// next run's, through the real iptables. The rule is in a chain of the
-// test's own that nothing jumps to, so it filters no packet.
-func TestSweepRules(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("SBX_E2E") == "1" {
-			t.Fatal("SBX_E2E=1 but not root: iptables cannot be run")
-		}
-		t.Skip("iptables needs root; set SBX_E2E=1 to make this a failure")
-	}
-	chain := fmt.Sprintf("sbxtest-%d", os.Getpid())
-	ipt := func(args ...string) string {
-		t.Helper()
-		out, err := exec.Command("iptables", append([]string{"-w"}, args...)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("iptables %s: %v: %s", strings.Join(args, " "), err, out)
-		}
-		return string(out)
-	}
-	ipt("-N", chain)
-	t.Cleanup(func() {
-		exec.Command("iptables", "-w", "-F", chain).Run()
-		exec.Command("iptables", "-w", "-X", chain).Run()
-	})
-	host, _ := os.Hostname()
-	dead := enforcerComment + host + "/1/0:sbx-test-dead" // pid 1 never started at 0
-	live := enforcerComment + proc.Owner() + ":sbx-test-live"
-	ipt("-A", chain, "-s", "127.0.0.2", "-m", "comment", "--comment", dead, "-j", "DROP")
-	ipt("-A", chain, "-s", "127.0.0.3", "-m", "comment", "--comment", live, "-j", "DROP")
-	sweepRules(t)
-	got := ipt("-S", chain)
-	if strings.Contains(got, "sbx-test-dead") || !strings.Contains(got, "sbx-test-live") {
-		t.Errorf("after the sweep, the chain is\n%s\nwant the dead owner's rule gone and the live one's kept", got)
-	}
 }

@@ -1,10 +1,9 @@
 //go:build unix
 
-package docker
+package e2e
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -15,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sbxhq/sbx/driver/docker"
+	"github.com/sbxhq/sbx/internal/fixture"
 	"golang.org/x/sys/unix"
 )
 
@@ -103,8 +104,8 @@ func TestLoopDetach(t *testing.T) {
 	// Only the run's id is on stdout (RUN=$(sbx loop -y --detach)); what
 	// converging printed (the plan of the sandbox it creates) is on
 	// stderr.
-	runID := strings.TrimSuffix(string(out), "\n")
-	if !regexp.MustCompile(`^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{6}$`).MatchString(runID) {
+	loopRun := strings.TrimSuffix(string(out), "\n")
+	if !regexp.MustCompile(`^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{6}$`).MatchString(loopRun) {
 		t.Fatalf("stdout of loop --detach is not just the run id:\n%s", out)
 	}
 	if !strings.Contains(stderr.String(), "will be created") {
@@ -112,7 +113,7 @@ func TestLoopDetach(t *testing.T) {
 	}
 	e.waitFile("in-1", &bytes.Buffer{})
 	s := e.status()
-	if s["run_id"] != runID || s["state"] != "running" || s["phase"] != "agent" || s["iteration"].(float64) != 1 || s["detached"] != true {
+	if s["run_id"] != loopRun || s["state"] != "running" || s["phase"] != "agent" || s["iteration"].(float64) != 1 || s["detached"] != true {
 		t.Errorf("status during iteration 1: %v", s)
 	}
 	pid := int(s["pid"].(float64))
@@ -184,7 +185,7 @@ func TestLoopMissingCommand(t *testing.T) {
 	e := newLoopEnv(t, "e2e-loop-missing")
 	e.file("  maxIterations: 5\n  completion: {promise: DONE}\n  command: [no-such-agent-e2e, -p]\n")
 	out, code := e.sbx("loop", "-y")
-	want := fmt.Sprintf(`loop.command's program "no-such-agent-e2e" is not in sandbox %q (template %s)`, e.name, testImage)
+	want := fmt.Sprintf(`loop.command's program "no-such-agent-e2e" is not in sandbox %q (template %s)`, e.name, env.Image)
 	if code != 1 || !strings.Contains(out, want) || strings.Contains(out, "iteration 2") {
 		t.Fatalf("exit %d, want %q:\n%s", code, want, out)
 	}
@@ -195,8 +196,8 @@ func TestLoopMissingCommand(t *testing.T) {
 
 func TestLoopMultiAgent(t *testing.T) {
 	e := newLoopEnv(t, "e2e-loop-impl")
-	review := uniq("e2e-loop-review")
-	t.Cleanup(func() { New(Options{Binary: env.binary}).remove(context.Background(), review) })
+	review := env.Uniq("e2e-loop-review")
+	t.Cleanup(func() { fixture.RemoveSandbox(review) })
 	for _, a := range []struct{ dir, name, max, prompt string }{{"impl", e.name, "3", "Implement."}, {"review", review, "9", "Review."}} {
 		os.MkdirAll(filepath.Join(e.ws, a.dir), 0o755)
 		os.WriteFile(filepath.Join(e.ws, a.dir, "PROMPT.md"), []byte(a.prompt+"\n"), 0o644)
@@ -213,7 +214,7 @@ loop:
   completion: {promise: NEVER}
   breaker: {noProgress: 0, sameError: 0}
   command: [sh, -c, 'while read -r l; do line=$$l; done; echo "%s: $$line $$(hostname)" >> turns']
-`, a.name, testImage, a.max, a.dir)
+`, a.name, env.Image, a.max, a.dir)
 		os.WriteFile(filepath.Join(e.ws, a.dir, "sandbox.yaml"), []byte(doc), 0o644)
 	}
 	out, code := e.sbx("loop", "-y", "-f", "impl/sandbox.yaml", "-f", "review/sandbox.yaml")
@@ -222,7 +223,7 @@ loop:
 	}
 	turns, _ := os.ReadFile(filepath.Join(e.ws, "turns"))
 	host := func(name string) string {
-		h, _ := exec.Command("docker", "inspect", "-f", "{{.Config.Hostname}}", containerName(name)).Output()
+		h, _ := exec.Command("docker", "inspect", "-f", "{{.Config.Hostname}}", docker.ContainerName(name)).Output()
 		return strings.TrimSpace(string(h))
 	}
 	want := fmt.Sprintf("impl: Implement. %s\nreview: Review. %s\nimpl: Implement. %s\n", host(e.name), host(review), host(e.name))
@@ -234,7 +235,7 @@ loop:
 	for _, pair := range [][2]string{{e.name, "review"}, {review, "impl"}} {
 		for _, f := range []string{"sandbox.yaml", "sandbox.local.yaml", "PROMPT.md"} {
 			path := filepath.Join(e.ws, pair[1], f)
-			if out, err := exec.Command("docker", "exec", containerName(pair[0]), "sh", "-c", "echo 'name: x' >> "+path).CombinedOutput(); err == nil {
+			if out, err := exec.Command("docker", "exec", docker.ContainerName(pair[0]), "sh", "-c", "echo 'name: x' >> "+path).CombinedOutput(); err == nil {
 				t.Errorf("sandbox %s could write its neighbour's %s/%s: %s", pair[0], pair[1], f, out)
 			}
 		}
@@ -255,7 +256,7 @@ func TestLoopDenialRecords(t *testing.T) {
 	e.file(fmt.Sprintf(`  maxIterations: 1
   completion: {promise: DONE}
   command: [sh, -c, 'wget -q -O- http://%s:8080/ >/dev/null 2>&1; printf "GET http://evil\033]0;owned\007.invalid/ HTTP/1.0\r\n\r\n" | nc -w 5 127.0.0.1 3128 >/dev/null; echo tried']
-`, env.webIP))
+`, env.WebIP))
 	out, code := e.sbx("loop", "-y")
 	if code != 3 || !strings.Contains(out, "2 egress denials") {
 		t.Fatalf("exit %d:\n%s", code, out)
@@ -269,7 +270,7 @@ func TestLoopDenialRecords(t *testing.T) {
 	// URL (net/url's error), and the status escapes it once more. (Raw
 	// control characters in a record: TestDenialsRecorded in loop.)
 	d0, d1 := denied[0].(map[string]any), denied[1].(map[string]any)
-	if d0["host"] != env.webIP || d0["reason"] != "not in the allow list (policy: deny)" || !strings.Contains(fmt.Sprint(d1["reason"]), `evil\x1b]0;owned\a.invalid`) {
+	if d0["host"] != env.WebIP || d0["reason"] != "not in the allow list (policy: deny)" || !strings.Contains(fmt.Sprint(d1["reason"]), `evil\x1b]0;owned\a.invalid`) {
 		t.Errorf("denied: %v", denied)
 	}
 	st, code := e.sbx("loop", "status")

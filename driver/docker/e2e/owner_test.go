@@ -1,8 +1,7 @@
-package docker
+package e2e
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -17,6 +16,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sbxhq/sbx/driver"
+	"github.com/sbxhq/sbx/driver/docker"
+	"github.com/sbxhq/sbx/internal/dockertest"
+	"github.com/sbxhq/sbx/internal/fixture"
 	"github.com/sbxhq/sbx/reconcile"
 	"github.com/sbxhq/sbx/spec"
 )
@@ -68,9 +70,9 @@ func hostUser(t *testing.T) string {
 // --adopt in B takes it over explicitly; then A is refused.
 func TestTwoCheckouts(t *testing.T) {
 	e := newLoopEnv(t, "e2e-owner")
-	e.lifecycleFile(testImage)
+	e.lifecycleFile(env.Image)
 	e.must("apply", "-y")
-	id := containerIDOf(t, containerName(e.name))
+	id := dockertest.ContainerID(t, docker.ContainerName(e.name))
 	file, err := os.ReadFile(filepath.Join(e.ws, "sandbox.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +81,7 @@ func TestTwoCheckouts(t *testing.T) {
 	owner := reconcile.Owner{Workspace: e.ws, User: me}
 
 	// The labels say whose it is, beside the record.
-	out, err := exec.Command("docker", "inspect", "-f", `{{index .Config.Labels "`+driver.LabelOwner+`"}}|{{index .Config.Labels "`+driver.LabelOwnerWorkspace+`"}}`, containerName(e.name)).Output()
+	out, err := exec.Command("docker", "inspect", "-f", `{{index .Config.Labels "`+driver.LabelOwner+`"}}|{{index .Config.Labels "`+driver.LabelOwnerWorkspace+`"}}`, docker.ContainerName(e.name)).Output()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,10 +128,10 @@ func TestTwoCheckouts(t *testing.T) {
 
 	untouched := func(when string) {
 		t.Helper()
-		if got := containerIDOf(t, containerName(e.name)); got != id {
+		if got := dockertest.ContainerID(t, docker.ContainerName(e.name)); got != id {
 			t.Fatalf("%s: A's container was replaced (%s, was %s)", when, got, id)
 		}
-		if !running(t, containerName(e.name)) || !running(t, egressName(e.name)) {
+		if !running(t, docker.ContainerName(e.name)) || !running(t, docker.EgressName(e.name)) {
 			t.Fatalf("%s: A's sandbox no longer runs", when)
 		}
 		if out, code := e.sbx("plan", "--detailed-exitcode"); code != 0 {
@@ -147,7 +149,7 @@ func TestTwoCheckouts(t *testing.T) {
 	if out, code := e.sbxIn(b, "apply", "-y", "--approve-widening", "--adopt"); code != 0 || !strings.Contains(out, "takes the sandbox over from "+owner.String()) || !strings.Contains(out, "workspace: "+strconv.Quote(e.ws)+" → "+strconv.Quote(b)) {
 		t.Fatalf("apply --adopt in B: exit %d\n%s", code, out)
 	}
-	out, err = exec.Command("docker", "inspect", "-f", `{{index .Config.Labels "`+driver.LabelOwnerWorkspace+`"}}`, containerName(e.name)).Output()
+	out, err = exec.Command("docker", "inspect", "-f", `{{index .Config.Labels "`+driver.LabelOwnerWorkspace+`"}}`, docker.ContainerName(e.name)).Output()
 	if err != nil || strings.TrimSpace(string(out)) != b {
 		t.Errorf("owner workspace label after adopting: %q, %v; want %s", out, err, b)
 	}
@@ -168,11 +170,11 @@ func TestTwoCheckouts(t *testing.T) {
 // whose content would show in any error about it) or observing it.
 func TestLsOtherUsers(t *testing.T) {
 	e := newLoopEnv(t, "e2e-ls-mine")
-	e.lifecycleFile(testImage)
+	e.lifecycleFile(env.Image)
 	e.must("apply", "-y")
 
-	other := uniq("e2e-ls-theirs")
-	t.Cleanup(func() { New(Options{Binary: env.binary}).remove(context.Background(), other) })
+	other := env.Uniq("e2e-ls-theirs")
+	t.Cleanup(func() { fixture.RemoveSandbox(other) })
 	theirs := t.TempDir()
 	file := filepath.Join(theirs, "sandbox.yaml")
 	const marker = "THEIR-FILE-CONTENT-7f3a"
@@ -185,12 +187,12 @@ func TestLsOtherUsers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"create", "--name", containerName(other)}
+	args := []string{"create", "--name", docker.ContainerName(other)}
 	for k, v := range map[string]string{driver.LabelManaged: "true", driver.LabelRole: "sandbox", driver.LabelSandbox: other,
 		driver.LabelOwner: owner.User, driver.LabelOwnerWorkspace: owner.Workspace, driver.LabelRecord: string(rec)} {
 		args = append(args, "--label", k+"="+v)
 	}
-	if out, err := exec.Command("docker", append(args, testImage, "true")...).CombinedOutput(); err != nil {
+	if out, err := exec.Command("docker", append(args, env.Image, "true")...).CombinedOutput(); err != nil {
 		t.Fatalf("docker create: %v\n%s", err, out)
 	}
 

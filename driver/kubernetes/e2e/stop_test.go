@@ -1,10 +1,12 @@
-package kubernetes
+package e2e
 
 import (
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sbxhq/sbx/driver/kubernetes"
 )
 
 // TestStopSays: sbx stop on the kubernetes driver says what it keeps, and
@@ -20,11 +22,11 @@ func TestStopSays(t *testing.T) {
 		t.Fatal(err)
 	}
 	name := "stop-" + runID
-	decl := "version: 1\nname: " + name + "\nagent: shell\ndriver: kubernetes\nworkspace: .\n" + c.head() + "  namespace: " + c.ns + "\n  egress: advisory\n"
+	decl := "version: 1\nname: " + name + "\nagent: shell\ndriver: kubernetes\nworkspace: .\n" + c.Head() + "  namespace: " + c.NS + "\n  egress: advisory\n"
 	if err := os.WriteFile(filepath.Join(ws, "sandbox.yaml"), []byte(decl), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	sbx := c.cli(ws, filepath.Join(dir, "state"), "SBX_K8S_HELPER_IMAGE="+env.helper)
+	sbx := c.CLI(ws, filepath.Join(dir, "state"), "SBX_K8S_HELPER_IMAGE="+c.Helper)
 	t.Cleanup(func() {
 		if out, err := sbx("destroy", "-y"); err != nil {
 			t.Errorf("sbx destroy: %v\n%s", err, out)
@@ -44,7 +46,7 @@ func TestStopSays(t *testing.T) {
 	if !strings.Contains(out, want) {
 		t.Errorf("sbx stop says:\n%s\nwant a line with:\n%s", out, want)
 	}
-	if got := c.Kubectl(t, "-n", c.ns, "get", "pods,persistentvolumeclaims", "-l", "dev.sbx.sandbox="+name, "-o", "name"); strings.Contains(got, "pod/"+name+"\n") || !strings.Contains(got, "persistentvolumeclaim/"+claimName(name)) {
+	if got := c.Kubectl(t, "-n", c.NS, "get", "pods,persistentvolumeclaims", "-l", "dev.sbx.sandbox="+name, "-o", "name"); strings.Contains(got, "pod/"+name+"\n") || !strings.Contains(got, "persistentvolumeclaim/"+kubernetes.ClaimName(name)) {
 		t.Errorf("after the stop the sandbox's pod and claim are:\n%s\nwant the claim and no pod/%s", got, name)
 	}
 	if out, err := sbx("start"); err != nil {

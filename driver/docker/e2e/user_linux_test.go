@@ -1,7 +1,6 @@
-package docker
+package e2e
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -9,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/sbxhq/sbx/internal/fixture"
 )
 
 // TestUser: user: runs the sandbox's processes, shell and loop as that
@@ -34,7 +35,7 @@ loop:
   maxIterations: 1
   completion: {promise: DONE}
   command: [sh, -c, 'id -u > loop-uid; echo "<promise>DONE</promise>"']
-`, e.name, testImage, user, env.webIP)
+`, e.name, env.Image, user, env.WebIP)
 		if err := os.WriteFile(filepath.Join(e.ws, "sandbox.yaml"), []byte(doc), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -43,7 +44,7 @@ loop:
 	if out, code := e.sbx("apply", "-y", "--approve-widening"); code != 0 {
 		t.Fatalf("apply: exit %d\n%s", code, out)
 	}
-	out, code := e.sbx("shell", "--", "sh", "-c", "id -u; id -g; echo hi > by-agent; wget -q -O- http://"+env.webIP+":8080/")
+	out, code := e.sbx("shell", "--", "sh", "-c", "id -u; id -g; echo hi > by-agent; wget -q -O- http://"+env.WebIP+":8080/")
 	if code != 0 || !strings.HasPrefix(out, "4321\n4321\n") || !strings.Contains(out, "hello-from-web") {
 		t.Fatalf("shell as the user (exit %d):\n%s", code, out)
 	}
@@ -78,14 +79,14 @@ func TestTemplateUser(t *testing.T) {
 	if err := os.Chmod(e.ws, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	image := "sbx-test-user:" + runID
+	image := "sbx-test-user:" + env.RunID
 	build := exec.Command("docker", "build", "-q", "-t", image, "-")
-	build.Stdin = strings.NewReader("FROM " + testImage + "\nUSER 1000:1000\n")
+	build.Stdin = strings.NewReader("FROM " + env.Image + "\nUSER 1000:1000\n")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building %s: %v\n%s", image, err, out)
 	}
 	t.Cleanup(func() {
-		New(Options{Binary: env.binary}).remove(context.Background(), e.name)
+		fixture.RemoveSandbox(e.name)
 		exec.Command("docker", "rmi", "-f", image).Run()
 	})
 	doc := fmt.Sprintf(`version: 1

@@ -1,7 +1,6 @@
-package kubernetes
+package e2e
 
 import (
-	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -73,9 +72,9 @@ func TestCLI(t *testing.T) {
 	evil := "[core]\n\tfsmonitor = touch " + marker + "\n"
 	write(filepath.Join(outside, "victim"), "host secret\n")
 	// The declaration lives in the workspace, so it is protected there.
-	decl := "version: 1\nname: cli\nagent: shell\ndriver: kubernetes\nworkspace: .\n" + c.head() + "  namespace: " + c.ns + "\n"
+	decl := "version: 1\nname: cli\nagent: shell\ndriver: kubernetes\nworkspace: .\n" + c.Head() + "  namespace: " + c.NS + "\n"
 	write(filepath.Join(ws, "sandbox.yaml"), decl)
-	sbx := c.cli(ws, filepath.Join(dir, "state"), "SBX_K8S_HELPER_IMAGE="+env.helper)
+	sbx := c.CLI(ws, filepath.Join(dir, "state"), "SBX_K8S_HELPER_IMAGE="+c.Helper)
 	t.Cleanup(func() {
 		if out, err := sbx("destroy", "-y"); err != nil {
 			t.Errorf("sbx destroy: %v\n%s", err, out)
@@ -189,25 +188,7 @@ func TestCLI(t *testing.T) {
 	if out, err := sbx("destroy", "-y"); err != nil {
 		t.Fatalf("sbx destroy: %v\n%s", err, out)
 	}
-	if left := c.labelled("cli"); len(left) > 0 {
+	if left := c.Labelled("cli"); len(left) > 0 {
 		t.Errorf("destroy left: %v", left)
-	}
-}
-
-// cli runs the built sbx as a user would, in dir, against the test's
-// cluster, with its state in state and extra added to its environment
-// (TestCLI's helper image, for one); it returns sbx's output, stdout and
-// stderr as the user sees them.
-func (c *cluster) cli(dir, state string, extra ...string) func(args ...string) (string, error) {
-	return func(args ...string) (string, error) {
-		cmd := exec.Command(env.binary, args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "KUBECONFIG="+c.Kubeconfig, "SBX_KUBECTL="+c.KubectlPath(),
-			"SBX_STATE_DIR="+state, "SBX_DOCKER_SBX=")
-		cmd.Env = append(cmd.Env, extra...)
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		err := cmd.Run()
-		return out.String(), err
 	}
 }

@@ -1,4 +1,4 @@
-package docker
+package e2e
 
 import (
 	"bufio"
@@ -10,6 +10,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/sbxhq/sbx/driver/docker"
+	"github.com/sbxhq/sbx/internal/dockertest"
 )
 
 // TestCLIWorkflow is the README's path for a Linux user, through the sbx
@@ -28,7 +31,7 @@ func TestCLIWorkflow(t *testing.T) {
 	}
 	local := func(allow string) {
 		t.Helper()
-		doc := "name: " + e.name + "\ndriver: docker\ntemplate: " + testImage + "\nnetwork:\n  blockCIDRs: [127.0.0.0/8]\n  allow: [" + allow + "]\n"
+		doc := "name: " + e.name + "\ndriver: docker\ntemplate: " + env.Image + "\nnetwork:\n  blockCIDRs: [127.0.0.0/8]\n  allow: [" + allow + "]\n"
 		if err := os.WriteFile(filepath.Join(e.ws, "sandbox.local.yaml"), []byte(doc), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -43,7 +46,7 @@ func TestCLIWorkflow(t *testing.T) {
 	if out := run(0, "apply", "-y"); !strings.Contains(out, "Apply complete: 1 created") {
 		t.Errorf("apply:\n%s", out)
 	}
-	web := env.webIP + ":8080"
+	web := env.WebIP + ":8080"
 	fetch := "wget -q -O- http://" + web + "/ 2>&1; echo wget-exit=$?"
 	if out := run(0, "shell", "--", "sh", "-c", fetch); strings.Contains(out, "hello-from-web") || strings.Contains(out, "wget-exit=0") {
 		t.Errorf("an unlisted host answered under policy: deny:\n%s", out)
@@ -56,19 +59,19 @@ func TestCLIWorkflow(t *testing.T) {
 	}
 	followEndsQuietly(t, e.cmd("netlog", "--follow"), "deny  GET "+web)
 
-	id := containerIDOf(t, containerName(e.name))
-	local(env.webIP)
+	id := dockertest.ContainerID(t, docker.ContainerName(e.name))
+	local(env.WebIP)
 	if out := run(2, "plan", "--detailed-exitcode"); !strings.Contains(out, "updated in-place") || !strings.Contains(out, "widens egress") {
 		t.Errorf("plan of an allow-list change:\n%s", out)
 	}
 	// A widening needs more than -y: the file may be the agent's.
-	if out := run(1, "apply", "-y"); !strings.Contains(out, "apply refused: the plan widens") || !strings.Contains(out, "egress to "+env.webIP+" (from sandbox.local.yaml:") {
+	if out := run(1, "apply", "-y"); !strings.Contains(out, "apply refused: the plan widens") || !strings.Contains(out, "egress to "+env.WebIP+" (from sandbox.local.yaml:") {
 		t.Errorf("apply -y of a widening:\n%s", out)
 	}
 	if out := run(0, "apply", "-y", "--approve-widening"); !strings.Contains(out, "1 updated") {
 		t.Errorf("apply of an allow-list change:\n%s", out)
 	}
-	if containerIDOf(t, containerName(e.name)) != id {
+	if dockertest.ContainerID(t, docker.ContainerName(e.name)) != id {
 		t.Error("an allow-list change recreated the sandbox")
 	}
 	if out := run(0, "shell", "--", "sh", "-c", fetch); !strings.Contains(out, "hello-from-web") {
@@ -82,7 +85,7 @@ func TestCLIWorkflow(t *testing.T) {
 	if out := run(0, "destroy", "-y"); !strings.Contains(out, "Destroy complete") {
 		t.Errorf("destroy:\n%s", out)
 	}
-	if left := labelled(e.name); left != "" {
+	if left := dockertest.Leftovers(e.name); left != "" {
 		t.Errorf("destroy left behind: %s", left)
 	}
 }
@@ -98,12 +101,12 @@ func TestDoctorTemplate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	write(testImage)
+	write(env.Image)
 	out, code := e.sbx("doctor")
-	if want := `sandbox "` + e.name + `": driver docker; template ` + testImage + ` is on this machine`; code != 0 || !strings.Contains(out, want) {
+	if want := `sandbox "` + e.name + `": driver docker; template ` + env.Image + ` is on this machine`; code != 0 || !strings.Contains(out, want) {
 		t.Errorf("doctor (exit %d) does not say %q:\n%s", code, want, out)
 	}
-	missing := "sbx-test-missing-" + runID + ":none"
+	missing := "sbx-test-missing-" + env.RunID + ":none"
 	write(missing)
 	out, _ = e.sbx("doctor")
 	if want := "problem: template " + missing + " is not on this machine"; !strings.Contains(out, want) {
@@ -116,12 +119,12 @@ func TestDoctorTemplate(t *testing.T) {
 // shows its pull (a registry address on loopback; nothing is pulled).
 func TestApplyShowsLongSteps(t *testing.T) {
 	e := newLoopEnv(t, "e2e-progress")
-	marker := "sbx-build-marker-" + runID
+	marker := "sbx-build-marker-" + env.RunID
 	ctx := filepath.Join(e.ws, ".sandbox")
 	if err := os.MkdirAll(ctx, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	df := "FROM " + testImage + "\nRUN echo " + marker + "\n"
+	df := "FROM " + env.Image + "\nRUN echo " + marker + "\n"
 	if err := os.WriteFile(filepath.Join(ctx, "Dockerfile"), []byte(df), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +132,7 @@ func TestApplyShowsLongSteps(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(e.ws, "sandbox.yaml"), []byte(doc), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { removeBuiltTemplates(e.name) })
+	t.Cleanup(func() { dockertest.RemoveBuiltTemplates(e.name) })
 	out, code := e.sbx("apply", "-y")
 	if code != 0 {
 		t.Fatalf("apply: exit %d\n%s", code, out)
@@ -139,7 +142,7 @@ func TestApplyShowsLongSteps(t *testing.T) {
 	}
 	e.sbx("destroy", "-y")
 
-	missing := "127.0.0.1:1/sbx-test-missing-" + runID + ":none"
+	missing := "127.0.0.1:1/sbx-test-missing-" + env.RunID + ":none"
 	doc = "version: 1\nname: " + e.name + "\nagent: shell\ndriver: docker\ntemplate: " + missing + "\n"
 	if err := os.WriteFile(filepath.Join(e.ws, "sandbox.yaml"), []byte(doc), 0o644); err != nil {
 		t.Fatal(err)

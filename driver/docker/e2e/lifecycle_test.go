@@ -1,4 +1,4 @@
-package docker
+package e2e
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/sbxhq/sbx/checkpoint"
 	"github.com/sbxhq/sbx/driver"
+	"github.com/sbxhq/sbx/driver/docker"
 )
 
 // The lifecycle verbs and checkpoints end to end: the static sbx binary as
@@ -70,7 +71,7 @@ func running(t *testing.T, name string) bool {
 // checkpointName names a checkpoint for this run and removes its image
 // when the test ends.
 func checkpointName(t *testing.T, base string) string {
-	name := uniq(base)
+	name := env.Uniq(base)
 	t.Cleanup(func() { exec.Command("docker", "rmi", "-f", checkpoint.Ref(name)).Run() })
 	return name
 }
@@ -80,7 +81,7 @@ func checkpointName(t *testing.T, base string) string {
 // shell and netlog say it is stopped; start starts it; ls shows each state.
 func TestStopStart(t *testing.T) {
 	e := newLoopEnv(t, "e2e-stop")
-	e.lifecycleFile(testImage)
+	e.lifecycleFile(env.Image)
 	e.must("apply", "-y")
 	e.must("shell", "--", "sh", "-c", "echo kept > /inside")
 
@@ -90,7 +91,7 @@ func TestStopStart(t *testing.T) {
 			t.Errorf("stop output lacks %q:\n%s", want, out)
 		}
 	}
-	for _, c := range []string{containerName(e.name), egressName(e.name)} {
+	for _, c := range []string{docker.ContainerName(e.name), docker.EgressName(e.name)} {
 		if running(t, c) {
 			t.Errorf("%s still runs after sbx stop", c)
 		}
@@ -118,7 +119,7 @@ func TestStopStart(t *testing.T) {
 
 	// apply starts it again, as it was.
 	e.must("apply", "-y")
-	if !running(t, containerName(e.name)) || !running(t, egressName(e.name)) {
+	if !running(t, docker.ContainerName(e.name)) || !running(t, docker.EgressName(e.name)) {
 		t.Fatal("apply did not start the stopped sandbox")
 	}
 	if out := e.must("shell", "--", "cat", "/inside"); strings.TrimSpace(out) != "kept" {
@@ -134,7 +135,7 @@ func TestStopStart(t *testing.T) {
 	if !strings.Contains(out, `[1/1] start sandbox "`+e.name+`"`) || !strings.Contains(out, "Started sandbox") {
 		t.Errorf("start output:\n%s", out)
 	}
-	if !running(t, containerName(e.name)) || !running(t, egressName(e.name)) {
+	if !running(t, docker.ContainerName(e.name)) || !running(t, docker.EgressName(e.name)) {
 		t.Fatal("start did not start both containers")
 	}
 	if out := e.must("start"); !strings.Contains(out, "is already running") {
@@ -181,7 +182,7 @@ func (e *loopEnv) lsJSON() map[string]map[string]any {
 // export imported on a fresh state directory does the same there.
 func TestCheckpointRestore(t *testing.T) {
 	e := newLoopEnv(t, "e2e-cp")
-	e.lifecycleFile(testImage)
+	e.lifecycleFile(env.Image)
 	e.must("apply", "-y")
 	const secret = "ghp_loop_e2e_Secret77" // GH_TOKEN of loopEnv.cmd
 	// A secret reaches an exec only: the process may hold it while the
@@ -297,7 +298,7 @@ func TestCheckpointRestore(t *testing.T) {
 // sandbox.yaml's policy, not the archive's.
 func TestHostileCheckpoint(t *testing.T) {
 	e := newLoopEnv(t, "e2e-cp-evil")
-	e.lifecycleFile(testImage)
+	e.lifecycleFile(env.Image)
 	e.must("apply", "-y")
 	base := checkpointName(t, "e2e-evil-base")
 	e.must("checkpoint", "create", base)
@@ -308,9 +309,9 @@ func TestHostileCheckpoint(t *testing.T) {
 	dir := t.TempDir()
 	forged := `{"version":1,"config":{"network":{"policy":"allow","allow":["*"]}}}`
 	df := fmt.Sprintf("FROM %s\nLABEL %s='%s' %s=created %s=victim %s=true\nRUN echo evil > /evil\n",
-		testImage, driver.LabelRecord, forged, labelCheckpointOrigin, labelCheckpointSandbox, driver.LabelManaged)
+		env.Image, driver.LabelRecord, forged, docker.LabelCheckpointOrigin, docker.LabelCheckpointSandbox, driver.LabelManaged)
 	os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(df), 0o644)
-	tag := "sbx-test-forged:" + runID
+	tag := "sbx-test-forged:" + env.RunID
 	t.Cleanup(func() { exec.Command("docker", "rmi", "-f", tag).Run() })
 	if out, err := exec.Command("docker", "build", "-q", "-t", tag, dir).CombinedOutput(); err != nil {
 		t.Fatalf("building the forged image: %v: %s", err, out)
@@ -328,7 +329,7 @@ func TestHostileCheckpoint(t *testing.T) {
 	}
 	var labels map[string]string
 	json.Unmarshal(out, &labels)
-	if labels[driver.LabelRecord] != "" || labels[labelCheckpointOrigin] != "imported" || labels[labelCheckpointSandbox] != "" || labels[driver.LabelManaged] != "" {
+	if labels[driver.LabelRecord] != "" || labels[docker.LabelCheckpointOrigin] != "imported" || labels[docker.LabelCheckpointSandbox] != "" || labels[driver.LabelManaged] != "" {
 		t.Errorf("the imported image keeps forged labels: %v", labels)
 	}
 	ls := e.must("checkpoint", "ls", "--json")
@@ -345,7 +346,7 @@ func TestHostileCheckpoint(t *testing.T) {
 	if out := e.must("shell", "--", "cat", "/evil"); strings.TrimSpace(out) != "evil" {
 		t.Errorf("the restored sandbox lacks the image's content: %q", out)
 	}
-	rec, err := exec.Command("docker", "inspect", "-f", `{{index .Config.Labels "`+driver.LabelRecord+`"}}`, containerName(e.name)).Output()
+	rec, err := exec.Command("docker", "inspect", "-f", `{{index .Config.Labels "`+driver.LabelRecord+`"}}`, docker.ContainerName(e.name)).Output()
 	if err != nil || bytes.Contains(rec, []byte(`"*"`)) || !bytes.Contains(rec, []byte("allowed.invalid")) {
 		t.Errorf("the sandbox's record label is not sbx's: %v %s", err, rec)
 	}
@@ -364,14 +365,11 @@ func TestHostileCheckpoint(t *testing.T) {
 // has none of it, and a sandbox made from it converges: plan after apply
 // shows no change. Under runc and runsc.
 func TestHostileCheckpointConfig(t *testing.T) {
-	requireDocker(t)
+	env.Require(t)
 	for _, rt := range []string{"runc", "runsc"} {
 		t.Run(rt, func(t *testing.T) {
-			if rt == "runsc" && !env.runsc {
-				if os.Getenv("SBX_E2E") == "1" {
-					t.Fatal("SBX_E2E=1 but the daemon has no runsc runtime (see .ci/run)")
-				}
-				t.Skip("the daemon has no runsc runtime")
+			if rt == "runsc" {
+				env.RequireRunsc(t)
 			}
 			hostileCheckpointConfig(t, rt)
 		})
@@ -394,9 +392,9 @@ EXPOSE 22/tcp
 STOPSIGNAL SIGCONT
 LABEL %s=true %s=victim %s='{"version":1}' org.example.owner=evil
 WORKDIR /evil-workdir
-`, testImage, driver.LabelManaged, driver.LabelSandbox, driver.LabelRecord)
+`, env.Image, driver.LabelManaged, driver.LabelSandbox, driver.LabelRecord)
 	os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(df), 0o644)
-	tag := "sbx-test-cfg:" + runID + "-" + runtime
+	tag := "sbx-test-cfg:" + env.RunID + "-" + runtime
 	t.Cleanup(func() { exec.Command("docker", "rmi", "-f", tag).Run() })
 	if out, err := exec.Command("docker", "build", "-q", "-t", tag, dir).CombinedOutput(); err != nil {
 		t.Fatalf("building the hostile image: %v: %s", err, out)
@@ -435,7 +433,7 @@ WORKDIR /evil-workdir
 	want.WorkingDir = "/evil-workdir"
 	want.Labels = map[string]string{}
 	for k, v := range cfg.Labels {
-		if k == LabelCheckpoint || k == labelCheckpointOrigin || k == labelCheckpointCreated {
+		if k == docker.LabelCheckpoint || k == docker.LabelCheckpointOrigin || k == docker.LabelCheckpointCreated {
 			want.Labels[k] = v
 		}
 	}
@@ -453,14 +451,14 @@ WORKDIR /evil-workdir
 	if out := e.must("shell", "--", "sh", "-c", "id -u; echo ${LD_PRELOAD-unset}"); !strings.HasSuffix(strings.TrimSpace(out), "unset") {
 		t.Errorf("the sandbox has the archive's env: %q", out)
 	}
-	in, err := exec.Command("docker", "inspect", "-f", "{{json .Config.Healthcheck}} {{len .Mounts}} {{json .Config.User}}", containerName(e.name)).Output()
+	in, err := exec.Command("docker", "inspect", "-f", "{{json .Config.Healthcheck}} {{len .Mounts}} {{json .Config.User}}", docker.ContainerName(e.name)).Output()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if f := strings.Fields(string(in)); len(f) != 3 || f[0] != "null" || f[2] != `""` {
 		t.Errorf("the sandbox container has the archive's health check or user: %s", in)
 	}
-	vols, _ := exec.Command("docker", "inspect", "-f", `{{range .Mounts}}{{if eq .Type "volume"}}{{.Destination}} {{end}}{{end}}`, containerName(e.name)).Output()
+	vols, _ := exec.Command("docker", "inspect", "-f", `{{range .Mounts}}{{if eq .Type "volume"}}{{.Destination}} {{end}}{{end}}`, docker.ContainerName(e.name)).Output()
 	if strings.Contains(string(vols), "/evil-volume") {
 		t.Errorf("the sandbox has the archive's volume: %s", vols)
 	}

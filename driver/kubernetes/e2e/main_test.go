@@ -1,0 +1,51 @@
+// Package e2e tests the kubernetes driver on the repository's test
+// cluster through its exported API and the static sbx a user runs: the
+// conformance suite, the CLI, the README's quick path, stop and the loop.
+// The tests that need the driver's internals are in package kubernetes;
+// both share internal/k8stest's setup, each with its own helper image.
+package e2e
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"testing"
+
+	"github.com/sbxhq/sbx/driver/kubernetes"
+	"github.com/sbxhq/sbx/driver/runner"
+	"github.com/sbxhq/sbx/internal/k8stest"
+)
+
+// runID names what a test makes outside its namespace, for this run.
+var runID = func() string {
+	b := make([]byte, 4)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}()
+
+func TestMain(m *testing.M) { k8stest.Main(m) }
+
+func buildHelper(ctx context.Context, binary, tag string, labels ...string) error {
+	return kubernetes.BuildHelperImage(ctx, &runner.Runner{}, "docker", binary, tag, labels...)
+}
+
+// cluster is one test's part of the cluster (k8stest.Space).
+type cluster struct{ *k8stest.Space }
+
+func newCluster(t testing.TB) *cluster {
+	t.Helper()
+	return &cluster{k8stest.NewSpace(t, "driver/kubernetes/e2e", buildHelper)}
+}
+
+// enforce emulates a network plugin that enforces the driver's
+// NetworkPolicies in the test's namespace.
+func (c *cluster) enforce() { c.Enforce(kubernetes.ProxyRoles()) }
+
+// driver is a kubernetes driver for the test's namespace, with the
+// cluster's kubeconfig whatever the environment says; its commands are
+// logged when the test fails.
+func (c *cluster) driver() *kubernetes.Driver {
+	r := &runner.Runner{Env: append(os.Environ(), "KUBECONFIG="+c.Kubeconfig), Trace: c.Trace()}
+	return kubernetes.New(kubernetes.Options{Runner: r, Kubectl: c.KubectlPath(), Binary: c.Binary, HelperImage: c.Helper, Namespace: c.NS})
+}
