@@ -7,9 +7,10 @@ import (
 
 // Hardening versions the safeguards the docker driver gives every
 // container it creates (limits, dropped capabilities, no-new-privileges,
-// read-only root and socket for the proxy, log rotation); a sandbox made
-// with an older version is replaced to get them.
-const Hardening = "2"
+// read-only root and socket for the proxy, log rotation; since 3, the
+// agent as the workspace's owner rather than root when the file names no
+// user); a sandbox made with an older version is replaced to get them.
+const Hardening = "3"
 
 // The limits of a docker sandbox whose file sets none.
 const (
@@ -46,7 +47,7 @@ func Capabilities() reconcile.Caps {
 			reconcile.FieldRuntime:         reconcile.ReplaceCap(d, "docker.runtime", true),
 			reconcile.FieldNoNewPrivileges: reconcile.ReplaceCap(d, "docker.noNewPrivileges", true),
 			reconcile.FieldProtect:         reconcile.ReplaceCap(d, "workspace.protect", true),
-			reconcile.FieldHardening:       {Mode: reconcile.Replace, Readable: true, Reason: "the sandbox was created without the docker driver's current safeguards (limits, dropped capabilities, read-only declaration, log rotation)"},
+			reconcile.FieldHardening:       {Mode: reconcile.Replace, Readable: true, Reason: "the sandbox was created without the docker driver's current safeguards (limits, dropped capabilities, read-only declaration, log rotation, the agent as the workspace's owner rather than root)"},
 			reconcile.FieldStatus:          reconcile.InPlaceCap("docker start starts the stopped containers", true),
 			reconcile.FieldUser:            reconcile.ReplaceCap(d, "the user", true),
 			reconcile.FieldKubernetes:      reconcile.KubernetesOnlyCap("the kubernetes block"),

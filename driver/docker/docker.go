@@ -352,11 +352,14 @@ func ours(in *inspect, name string) bool {
 // observedUser is who a sandbox's processes run as, in the terms of the
 // file that made it: the user it named, or "" when it named none and the
 // container runs as its image's USER (which Docker copies into
-// Config.User at create). A container without sbx's user label (made by
-// an earlier sbx, or not by sbx) is known by Config.User alone.
+// Config.User at create) or as the workspace's owner sbx chose
+// (labelUserDefault). A container without sbx's user label (made by an
+// earlier sbx, or not by sbx) is known by Config.User alone.
 func observedUser(in *inspect) string {
 	declared, ok := in.Config.Labels[labelUser]
-	if !ok || (declared != "" && declared != in.Config.User) {
+	chosen := in.Config.Labels[labelUserDefault]
+	switch {
+	case !ok, declared != "" && declared != in.Config.User, declared == "" && chosen != "" && chosen != in.Config.User:
 		return in.Config.User
 	}
 	return declared
@@ -604,6 +607,9 @@ func (d *Driver) createObjects(ctx context.Context, sp *spec.Spec, sandbox *cont
 	}
 	return together(
 		func() error {
+			if err := d.chooseUser(ctx, sp, sandbox); err != nil {
+				return err
+			}
 			id, err := d.api.createContainer(ctx, ContainerName(sp.Name), sandbox)
 			if errNoImage(err) && sp.Template.Checkpoint != "" {
 				// A checkpoint is this daemon's image or nothing: never
@@ -616,9 +622,15 @@ func (d *Driver) createObjects(ctx context.Context, sp *spec.Spec, sandbox *cont
 				if _, perr := d.docker(ctx, "pull", sandbox.Image); perr != nil {
 					return fmt.Errorf("template image %s is not on this machine and cannot be pulled (build it, or docker pull it where a registry is reachable): %v", sandbox.Image, perr)
 				}
+				if err := d.chooseUser(ctx, sp, sandbox); err != nil {
+					return err
+				}
 				id, err = d.api.createContainer(ctx, ContainerName(sp.Name), sandbox)
 			}
 			if err != nil {
+				return err
+			}
+			if err := d.api.ensureUser(ctx, id, sandbox.User); err != nil {
 				return err
 			}
 			if gitSeed != nil {

@@ -70,13 +70,19 @@ loop:
 
 // TestTemplateUser: a template whose image has a USER line (every real
 // agent template: Docker's sandbox-templates, examples/custom-template)
-// converges when the file names no user. Docker fills the container's
-// Config.User from the image; the driver must still see the sandbox as
-// the file declared it, or apply fails with "did not converge (- user)"
-// and every plan wants a replace nobody caused.
+// runs as that user, and converges, when the file names no user. Docker
+// fills the container's Config.User from the image; the driver must still
+// see the sandbox as the file declared it, or apply fails with "did not
+// converge (- user)" and every plan wants a replace nobody caused.
 func TestTemplateUser(t *testing.T) {
 	e := newLoopEnv(t, "e2e-tmpl-user")
+	// The workspace is another uid's: the template's own user is kept
+	// all the same (sbx runs the agent as the workspace's owner only
+	// when the template names no user or root).
 	if err := os.Chmod(e.ws, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(e.ws, 4242, 4243); err != nil {
 		t.Fatal(err)
 	}
 	image := "sbx-test-user:" + env.RunID
