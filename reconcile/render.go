@@ -94,9 +94,14 @@ func (r *renderer) bold(text string) {
 // rest columns; a word longer than a line is kept whole on a line of its
 // own.
 func wrap(text string, first, rest int) []string {
+	return wrapWords(strings.Split(text, " "), first, rest)
+}
+
+// wrapWords is wrap for text already split into words at spaces.
+func wrapWords(words []string, first, rest int) []string {
 	var lines []string
 	line, limit := "", first
-	for _, word := range strings.Split(text, " ") {
+	for _, word := range words {
 		switch {
 		case line == "":
 			line = word
@@ -340,14 +345,67 @@ func (r *renderer) steps(c *SandboxChange) {
 	for i, st := range c.Steps {
 		r.printf("      %d. %s\n", i+1, st)
 		for _, call := range groupCalls(st.Calls) {
-			for _, line := range strings.Split(call, "\n") {
-				r.printf("           %s\n", line)
+			lines := strings.Split(call, "\n")
+			if len(lines) == 1 {
+				lines = r.fold(call, len(callIndent))
+			}
+			for _, line := range lines {
+				r.printf("%s%s\n", callIndent, line)
 			}
 		}
 		if st.Kind == StepRecord || st.Kind == StepForget {
 			r.printf("           (sbx's own state)\n")
 		}
 	}
+}
+
+// callIndent starts the lines of a step's calls.
+const callIndent = "           "
+
+// fold breaks a one-line call (a shell command line, as runner.Quote
+// writes it) that does not fit the width after indent columns at the
+// spaces between its words, never inside a quoted one, ending each line
+// but the last with " \" as a shell continues a command: the lines,
+// copied, still run it. Continuation lines are indented four more.
+func (r *renderer) fold(call string, indent int) []string {
+	if indent+utf8.RuneCountInString(call) <= r.width {
+		return []string{call}
+	}
+	lines := wrapWords(shellWords(call), r.width-indent-2, r.width-indent-4-2)
+	for i := range lines {
+		if i > 0 {
+			lines[i] = "    " + lines[i]
+		}
+		if i < len(lines)-1 {
+			lines[i] += " \\"
+		}
+	}
+	return lines
+}
+
+// shellWords splits a command line at the spaces that separate its words:
+// not one inside single or double quotes, nor one a backslash escapes.
+// Joined with single spaces, the words are the line again.
+func shellWords(line string) []string {
+	var words []string
+	start := 0
+	single, double, escaped := false, false, false
+	for i, c := range line {
+		switch {
+		case escaped:
+			escaped = false
+		case c == '\\' && !single:
+			escaped = true
+		case c == '\'' && !double:
+			single = !single
+		case c == '"' && !single:
+			double = !double
+		case c == ' ' && !single && !double:
+			words = append(words, line[start:i])
+			start = i + 1
+		}
+	}
+	return append(words, line[start:])
 }
 
 // groupMin is the shortest run of calls shown as one line.
