@@ -40,13 +40,13 @@ func (d *Driver) Calls(s reconcile.Step, sp *spec.Spec, live *reconcile.Live) ([
 			// Destroying: the pod stops while the rest is removed.
 			return []reconcile.Call{patch}, nil
 		}
-		return []reconcile.Call{patch, d.command(p, "wait", "--for=delete", "pod/"+sandboxPodName(name), "--timeout="+waitTimeout)}, nil
+		return []reconcile.Call{patch, d.command(p, "wait", "--for=delete", "pod/"+SandboxPodName(name), "--timeout="+waitTimeout)}, nil
 	case reconcile.StepRemove:
 		if sp != nil && o != nil && keepsVolume(sp, o) {
 			// A replacement whose workspace volume stays: the Sandbox
 			// (suspended by the stop before) is updated by the create
 			// after, the proxy is made again with the file's policy.
-			return []reconcile.Call{d.command(p, "delete", "pod/"+egressPodName(name), "--ignore-not-found", "--wait=true", "--timeout="+waitTimeout)}, nil
+			return []reconcile.Call{d.command(p, "delete", "pod/"+EgressPodName(name), "--ignore-not-found", "--wait=true", "--timeout="+waitTimeout)}, nil
 		}
 		return []reconcile.Call{d.removeCall(p, name)}, nil
 	case reconcile.StepCreate:
@@ -65,7 +65,7 @@ func (d *Driver) Calls(s reconcile.Step, sp *spec.Spec, live *reconcile.Live) ([
 		return d.poolCalls(sp, p, o)
 	case reconcile.StepVerify:
 		return []reconcile.Call{
-			d.waitCall(p, name, "sandboxes.agents.x-k8s.io/"+name, "pod/"+egressPodName(name)),
+			d.waitCall(p, name, "sandboxes.agents.x-k8s.io/"+name, "pod/"+EgressPodName(name)),
 			d.prepareCall(sp, p, false),
 		}, nil
 	}
@@ -131,7 +131,7 @@ func (d *Driver) buildCalls(sp *spec.Spec, rec *reconcile.Record) ([]reconcile.C
 			return nil, err
 		}
 	}
-	image := templateImage(sp, hash)
+	image := TemplateImage(sp, hash)
 	args := buildctx.DockerArgs(sp.Template.Build, image)
 	build := append([]string{d.opts.Docker, args[0], "-q"}, args[1:]...)
 	push := []string{d.opts.Docker, "push", "-q", image}
@@ -170,7 +170,7 @@ func (d *Driver) createCalls(sp *spec.Spec, rec *reconcile.Record, live *reconci
 	if err != nil {
 		return nil, err
 	}
-	image := templateImage(sp, d.buildHash(sp, rec))
+	image := TemplateImage(sp, d.buildHash(sp, rec))
 	var steps []string
 	if !replace {
 		steps = append(steps, "remove anything labelled "+driver.LabelSandbox+"="+n+" (what a create cut short left)")
@@ -187,11 +187,11 @@ func (d *Driver) createCalls(sp *spec.Spec, rec *reconcile.Record, live *reconci
 		"kubectl get nodes (their addresses, which the proxy always refuses)",
 		runner.Quote(d.kubectl(p, pinCheckArgs...))+"  # Pod "+n+".pin-check: does the namespace admit the egress pin (init container "+pinInit+", root, NET_ADMIN only)?",
 		"  admitted (Pod Security privileged or no label): "+runner.Quote(d.kubectl(p, applyArgs...))+
-			"  # Pod "+egressPodName(n)+" (sbx __egress-proxy, the policy of sandbox.yaml), NetworkPolicy "+sandboxPolicyName(n)+" and "+egressPolicyName(n)+
-			"; "+d.waitDesc(p, n, "pod/"+egressPodName(n))+
+			"  # Pod "+EgressPodName(n)+" (sbx __egress-proxy, the policy of sandbox.yaml), NetworkPolicy "+sandboxPolicyName(n)+" and "+egressPolicyName(n)+
+			"; "+d.waitDesc(p, n, "pod/"+EgressPodName(n))+
 			"; then Sandbox "+n+" ("+image+", "+resourcesDesc(sp)+", workspace claim "+ClaimName(n)+"), its pod's egress pinned to the proxy's pod address:3128 in its own network namespace (nftables: sbx __k8s-pin) besides the NetworkPolicy",
 		"  refused (Pod Security baseline, restricted): the same objects in one apply, the Sandbox's pod without the pin: the NetworkPolicy alone pins it",
-		d.waitDesc(p, n, "pod/"+egressPodName(n), "sandboxes.agents.x-k8s.io/"+n))
+		d.waitDesc(p, n, "pod/"+EgressPodName(n), "sandboxes.agents.x-k8s.io/"+n))
 	if replace {
 		steps = append(steps, "the workspace volume "+ClaimName(n)+" is kept, with the agent's work")
 	} else {
@@ -277,10 +277,10 @@ func (d *Driver) createObjects(ctx context.Context, sp *spec.Spec, p place, rec 
 		if err := d.apply(ctx, p, objs[:len(objs)-1]); err != nil {
 			return err
 		}
-		if err := d.waitReady(ctx, p, sp.Name, "pod/"+egressPodName(sp.Name)); err != nil {
+		if err := d.waitReady(ctx, p, sp.Name, "pod/"+EgressPodName(sp.Name)); err != nil {
 			return hinted(err)
 		}
-		if proxyIP, err = d.podIP(ctx, p, egressPodName(sp.Name)); err != nil {
+		if proxyIP, err = d.podIP(ctx, p, EgressPodName(sp.Name)); err != nil {
 			return err
 		}
 		sb, err := sandboxObject(sp, p.namespace, image, helper, rec, joinHostPort(proxyIP, proxyPort))
@@ -301,10 +301,10 @@ func (d *Driver) createObjects(ctx context.Context, sp *spec.Spec, p place, rec 
 		if err := d.apply(ctx, p, objs); err != nil {
 			return err
 		}
-		if err := d.waitReady(ctx, p, sp.Name, "pod/"+egressPodName(sp.Name), "sandboxes.agents.x-k8s.io/"+sp.Name); err != nil {
+		if err := d.waitReady(ctx, p, sp.Name, "pod/"+EgressPodName(sp.Name), "sandboxes.agents.x-k8s.io/"+sp.Name); err != nil {
 			return hinted(err)
 		}
-		if proxyIP, err = d.podIP(ctx, p, egressPodName(sp.Name)); err != nil {
+		if proxyIP, err = d.podIP(ctx, p, EgressPodName(sp.Name)); err != nil {
 			return err
 		}
 	}
@@ -319,7 +319,7 @@ func (d *Driver) createObjects(ctx context.Context, sp *spec.Spec, p place, rec 
 	if noPin == "" {
 		pinned = joinHostPort(proxyIP, proxyPort)
 	}
-	if err := d.prepareAt(ctx, sp, p, sandboxPodName(sp.Name), proxyIP, seed, pinned); err != nil {
+	if err := d.prepareAt(ctx, sp, p, SandboxPodName(sp.Name), proxyIP, seed, pinned); err != nil {
 		var ee *EnforcementError
 		if errors.As(err, &ee) && noPin != "" {
 			ee.NoPin = noPin
@@ -390,7 +390,7 @@ func (d *Driver) pushesHelper(sp *spec.Spec) bool {
 // node addresses (nodeAddrs): its proxy, its policies and, last, the
 // Sandbox, its pod pinned to pinTo when set.
 func newSandboxObjects(sp *spec.Spec, p place, rec *reconcile.Record, helper, image string, nodes []string, pinTo string) ([]object, error) {
-	proxy, err := proxyPod(sp, egressPodName(sp.Name), p.namespace, helper, roleEgress, egress.PolicyOf(sp, nodes))
+	proxy, err := proxyPod(sp, EgressPodName(sp.Name), p.namespace, helper, roleEgress, egress.PolicyOf(sp, nodes))
 	if err != nil {
 		return nil, err
 	}
@@ -489,7 +489,7 @@ func (d *Driver) seeded(ctx context.Context, p place, name string) (bool, error)
 
 // prepareDesc is how the plan shows the prepare exec.
 func (d *Driver) prepareDesc(sp *spec.Spec, p place) string {
-	desc := runner.Quote(d.kubectl(p, "exec", "-i", sandboxPodName(sp.Name), "-c", agentName, "--", helperPath, "__k8s-prepare", "--upstream", "<proxy pod address>:3128", "--upstream-file", upstreamFile))
+	desc := runner.Quote(d.kubectl(p, "exec", "-i", SandboxPodName(sp.Name), "-c", AgentContainer, "--", helperPath, "__k8s-prepare", "--upstream", "<proxy pod address>:3128", "--upstream-file", upstreamFile))
 	if sp.K8s().Egress == spec.EgressEnforced {
 		desc += " --probe-open <proxy>:3128 --probe-closed <proxy>:3129  # refuses unless the pod's pin or the cluster's NetworkPolicy holds"
 	} else {
@@ -502,7 +502,7 @@ func (d *Driver) prepareDesc(sp *spec.Spec, p place) string {
 // is advisory, probes that the policy is enforced.
 func (d *Driver) prepareCall(sp *spec.Spec, p place, seed bool) reconcile.Call {
 	return reconcile.Call{Desc: d.prepareDesc(sp, p), Run: func(ctx context.Context) error {
-		return d.prepare(ctx, sp, p, sandboxPodName(sp.Name), seed)
+		return d.prepare(ctx, sp, p, SandboxPodName(sp.Name), seed)
 	}}
 }
 
@@ -531,7 +531,7 @@ func (e *EnforcementError) Error() string {
 // prepare runs __k8s-prepare in a sandbox pod: the proxy's address for its
 // bridge, the workspace when seed is set, and the enforcement probe.
 func (d *Driver) prepare(ctx context.Context, sp *spec.Spec, p place, pod string, seed bool) error {
-	ip, err := d.podIP(ctx, p, egressPodName(sp.Name))
+	ip, err := d.podIP(ctx, p, EgressPodName(sp.Name))
 	if err != nil {
 		return err
 	}
@@ -543,7 +543,7 @@ func (d *Driver) prepare(ctx context.Context, sp *spec.Spec, p place, pod string
 // is not, or not known).
 func (d *Driver) prepareAt(ctx context.Context, sp *spec.Spec, p place, pod, proxyIP string, seed bool, pinned string) error {
 	proxy := joinHostPort(proxyIP, proxyPort)
-	args := []string{"exec", "-i", pod, "-c", agentName, "--", helperPath, "__k8s-prepare", "--upstream", proxy, "--upstream-file", upstreamFile}
+	args := []string{"exec", "-i", pod, "-c", AgentContainer, "--", helperPath, "__k8s-prepare", "--upstream", proxy, "--upstream-file", upstreamFile}
 	enforced := sp.K8s().Egress == spec.EgressEnforced
 	if enforced {
 		args = append(args, "--probe-open", proxy, "--probe-closed", joinHostPort(proxyIP, canaryPort), "--probe-for", d.opts.ProbeFor.String())
@@ -643,7 +643,7 @@ func truncate(b []byte) string {
 // force (and written to the proxy's volume for a restart of its
 // container), then on the pod's annotation, which plans read.
 func (d *Driver) policyCalls(sp *spec.Spec, p place) ([]reconcile.Call, error) {
-	pod := egressPodName(sp.Name)
+	pod := EgressPodName(sp.Name)
 	// The policy is made once (the nodes are listed once), so that the
 	// annotation records exactly what the proxy put in force.
 	var inForce []byte
@@ -775,7 +775,7 @@ func (d *Driver) repairCalls(sp *spec.Spec, p place, parts []string, o *observed
 		switch part {
 		case "egress proxy":
 			proxy = true
-			kinds = append(kinds, "Pod "+egressPodName(n))
+			kinds = append(kinds, "Pod "+EgressPodName(n))
 		case "network policy":
 			pols = true
 			kinds = append(kinds, "NetworkPolicy "+sandboxPolicyName(n)+" and "+egressPolicyName(n))
@@ -796,7 +796,7 @@ func (d *Driver) repairCalls(sp *spec.Spec, p place, parts []string, o *observed
 				if err != nil {
 					return err
 				}
-				pod, err := proxyPod(sp, egressPodName(n), p.namespace, helper, roleEgress, egress.PolicyOf(sp, nodes))
+				pod, err := proxyPod(sp, EgressPodName(n), p.namespace, helper, roleEgress, egress.PolicyOf(sp, nodes))
 				if err != nil {
 					return err
 				}
@@ -810,7 +810,7 @@ func (d *Driver) repairCalls(sp *spec.Spec, p place, parts []string, o *observed
 	}
 	calls := []reconcile.Call{apply}
 	if proxy {
-		calls = append(calls, d.waitCall(p, n, "pod/"+egressPodName(n)))
+		calls = append(calls, d.waitCall(p, n, "pod/"+EgressPodName(n)))
 		if o != nil && o.pinned != "" {
 			calls = append(calls, d.repinCalls(p, n, o.suspended)...)
 		}
@@ -825,7 +825,7 @@ func (d *Driver) repinCalls(p place, n string, suspended bool) []reconcile.Call 
 	calls := []reconcile.Call{{
 		Desc: runner.Quote(d.kubectl(p, "patch", sb, "--type=json", "-p", "<the pin's --allow: the new proxy's address>")) + "  # the pod is pinned to its proxy's address, which is new",
 		Run: func(ctx context.Context) error {
-			ip, err := d.podIP(ctx, p, egressPodName(n))
+			ip, err := d.podIP(ctx, p, EgressPodName(n))
 			if err != nil {
 				return err
 			}
@@ -845,7 +845,7 @@ func (d *Driver) repinCalls(p place, n string, suspended bool) []reconcile.Call 
 	}
 	return append(calls,
 		d.command(p, "patch", sb, "--type=merge", "-p", `{"spec":{"operatingMode":"Suspended"}}`),
-		d.command(p, "wait", "--for=delete", "pod/"+sandboxPodName(n), "--timeout="+waitTimeout),
+		d.command(p, "wait", "--for=delete", "pod/"+SandboxPodName(n), "--timeout="+waitTimeout),
 		d.command(p, "patch", sb, "--type=merge", "-p", `{"spec":{"operatingMode":"Running"}}`))
 }
 

@@ -1,7 +1,6 @@
 package kubernetes
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -14,10 +13,6 @@ import (
 
 	"github.com/sbxhq/sbx/driver/runner"
 	"github.com/sbxhq/sbx/internal/k8stest"
-	"github.com/sbxhq/sbx/reconcile"
-	"github.com/sbxhq/sbx/schema"
-	"github.com/sbxhq/sbx/spec"
-	"github.com/sbxhq/sbx/state"
 )
 
 // The e2e tests run against the repository's test cluster
@@ -106,144 +101,4 @@ func (c *cluster) tracedDriver(probeFor time.Duration, extraEnv ...string) (*Dri
 	trace := c.Trace()
 	r := &runner.Runner{Env: append(append(os.Environ(), "KUBECONFIG="+c.Kubeconfig), extraEnv...), Trace: trace}
 	return New(Options{Runner: r, Kubectl: c.KubectlPath(), Binary: c.Binary, HelperImage: c.Helper, Namespace: c.NS, ProbeFor: probeFor}), trace
-}
-
-// box is one sandbox of a test, applied through reconcile as sbx apply
-// does.
-type box struct {
-	t     testing.TB
-	d     *Driver
-	store *reconcile.Store
-	key   reconcile.Key
-	dir   string // holds sandbox.yaml and the workspace ws/
-	name  string
-}
-
-func newBox(t testing.TB, d *Driver, name string) *box {
-	t.Helper()
-	store, err := reconcile.OpenStore(state.Dir(t.TempDir()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := store.Key()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	if err := os.Mkdir(filepath.Join(dir, "ws"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	b := &box{t: t, d: d, store: store, key: key, dir: dir, name: name}
-	t.Cleanup(func() {
-		if err := b.destroy(); err != nil {
-			t.Errorf("destroying sandbox %s: %v", name, err)
-		}
-	})
-	return b
-}
-
-// loadSpec resolves the one sandbox of file, with no variables set.
-func loadSpec(t testing.TB, file string) *spec.Spec {
-	t.Helper()
-	sch, err := schema.Compile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := spec.Load([]string{file}, spec.Options{Schema: sch, LookupEnv: func(string) (string, bool) { return "", false }})
-	if err != nil {
-		doc, _ := os.ReadFile(file)
-		t.Fatalf("spec: %v\n%s", err, doc)
-	}
-	if len(res.Specs) != 1 {
-		t.Fatalf("%s declares %d sandboxes, want 1", file, len(res.Specs))
-	}
-	return res.Specs[0]
-}
-
-// spec resolves a sandbox.yaml with body for the box.
-func (b *box) spec(body string) *spec.Spec {
-	b.t.Helper()
-	doc := fmt.Sprintf("version: 1\nname: %s\nagent: shell\ndriver: kubernetes\nworkspace: ws\n%s", b.name, body)
-	if err := os.WriteFile(filepath.Join(b.dir, "sandbox.yaml"), []byte(doc), 0o644); err != nil {
-		b.t.Fatal(err)
-	}
-	sp := loadSpec(b.t, filepath.Join(b.dir, "sandbox.yaml"))
-	if err := b.d.Configure([]*spec.Spec{sp}); err != nil {
-		b.t.Fatal(err)
-	}
-	return sp
-}
-
-// plan observes and plans sp, with the calls of each step.
-func (b *box) plan(sp *spec.Spec) (*reconcile.Changes, error) {
-	live, err := b.d.Observe(context.Background(), []string{b.name})
-	if err != nil {
-		return nil, err
-	}
-	recs, err := b.store.Records(b.d.Name(), []string{b.name})
-	if err != nil {
-		return nil, err
-	}
-	if recs[b.name] == nil && live[b.name] != nil {
-		recs[b.name] = live[b.name].Record
-	}
-	hash, err := b.d.BuildHash(sp)
-	if err != nil {
-		return nil, err
-	}
-	des, err := reconcile.NewDesired(sp, b.key, hash)
-	if err != nil {
-		return nil, err
-	}
-	p := reconcile.Plan([]reconcile.Desired{des}, live, recs, b.d.Caps(), reconcile.Options{})
-	if err := p.Err(); err != nil {
-		return nil, err
-	}
-	return p, p.Prepare(b.d, live)
-}
-
-// apply plans and applies sp; it returns the plan it applied.
-func (b *box) apply(sp *spec.Spec) (*reconcile.Changes, error) {
-	p, err := b.plan(sp)
-	if err != nil {
-		return nil, err
-	}
-	return p, reconcile.Apply(context.Background(), b.d, p, reconcile.ApplyOptions{Records: b.store})
-}
-
-func (b *box) mustApply(sp *spec.Spec) *reconcile.Changes {
-	b.t.Helper()
-	p, err := b.apply(sp)
-	if err != nil {
-		b.t.Fatalf("apply: %v", err)
-	}
-	after, err := b.plan(sp)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	if err := reconcile.Converged(after); err != nil {
-		var out bytes.Buffer
-		reconcile.RenderWidth(&out, after, false, 0)
-		b.t.Fatalf("after apply: %v\n%s", err, out.String())
-	}
-	return p
-}
-
-func (b *box) destroy() error {
-	live, err := b.d.Observe(context.Background(), []string{b.name})
-	if err != nil {
-		return err
-	}
-	recs, err := b.store.Records(b.d.Name(), []string{b.name})
-	if err != nil {
-		return err
-	}
-	p := reconcile.PlanDestroy([]string{b.name}, live, recs, b.d.Caps(), reconcile.Options{Adopt: true})
-	if err := p.Err(); err != nil {
-		return err
-	}
-	if err := p.Prepare(b.d, live); err != nil {
-		return err
-	}
-	return reconcile.Apply(context.Background(), b.d, p, reconcile.ApplyOptions{Records: b.store})
 }

@@ -27,7 +27,7 @@ func (d *Driver) target(name string) (place, string) {
 	if c != nil {
 		return c.place, c.pod
 	}
-	return d.where(name), sandboxPodName(name)
+	return d.where(name), SandboxPodName(name)
 }
 
 // proxyOf is the proxy pod of a sandbox: its own, or its pool's while a
@@ -39,7 +39,7 @@ func (d *Driver) proxyOf(name string) (place, string) {
 	if c != nil {
 		return c.place, poolProxyName(name)
 	}
-	return d.where(name), egressPodName(name)
+	return d.where(name), EgressPodName(name)
 }
 
 // Exec runs argv in the sandbox through pods/exec. kubectl exec has no -e
@@ -62,7 +62,7 @@ func (d *Driver) Exec(ctx context.Context, name string, argv []string, o driver.
 		if tty {
 			args = append(args, "-t")
 		}
-		args = append(append(args, pod, "-c", agentName, "--", helperPath, "__k8s-exec"), helper...)
+		args = append(append(args, pod, "-c", AgentContainer, "--", helperPath, "__k8s-exec"), helper...)
 		args = append(append(args, "--"), argv...)
 		en := &exitNoise{w: stderr}
 		err := d.opts.Runner.Run(ctx, runner.Cmd{Args: d.kubectl(p, args...), Stdin: stdin, Stdout: stdout, Stderr: en})
@@ -79,7 +79,7 @@ func (d *Driver) Exec(ctx context.Context, name string, argv []string, o driver.
 	b := make([]byte, 8)
 	rand.Read(b)
 	file := runDir + "/exec-" + hex.EncodeToString(b)
-	save := d.kubectl(p, "exec", "-i", pod, "-c", agentName, "--", helperPath, "__k8s-exec", "--save-header", file)
+	save := d.kubectl(p, "exec", "-i", pod, "-c", AgentContainer, "--", helperPath, "__k8s-exec", "--save-header", file)
 	if err := d.opts.Runner.Run(ctx, runner.Cmd{Args: save, Stdin: bytes.NewReader(h)}); err != nil {
 		return -1, err
 	}

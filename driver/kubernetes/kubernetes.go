@@ -96,9 +96,11 @@ const (
 	proxyPort    = 3128
 	canaryPort   = 3129
 	proxyURL     = "http://127.0.0.1:3128"
-	agentName    = "agent" // the sandbox pod's container
 	proxyName    = "proxy" // the proxy pod's control container
 )
+
+// AgentContainer is the sandbox pod's container, where the agent runs.
+const AgentContainer = "agent"
 
 // Hardening versions the safeguards of the pods the driver makes (see
 // objects.go); a sandbox made with another is replaced to get them.
@@ -320,9 +322,9 @@ func (d *Driver) BuildHash(sp *spec.Spec) (string, error) {
 	return "sha256:" + hex.EncodeToString(sum[:]), nil
 }
 
-// templateImage is the image a sandbox runs: the template's, or the one
+// TemplateImage is the image a sandbox runs: the template's, or the one
 // sbx builds and pushes, named by its content hash.
-func templateImage(sp *spec.Spec, hash string) string {
+func TemplateImage(sp *spec.Spec, hash string) string {
 	if sp.Template.Build == nil {
 		return sp.Template.Image
 	}

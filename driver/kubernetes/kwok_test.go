@@ -119,7 +119,7 @@ func newFleet(tb testing.TB, n int) *fleet {
 			tb.Fatal(err)
 		}
 		f.files = append(f.files, "-f", file)
-		sp := loadSpec(tb, file)
+		sp := k8stest.LoadSpec(tb, file)
 		hash, err := d.BuildHash(sp)
 		if err != nil {
 			tb.Fatal(err)
@@ -144,7 +144,7 @@ func newFleet(tb testing.TB, n int) *fleet {
 		if rec == nil {
 			tb.Fatalf("the plan of a new sandbox has no create step with a record: %+v", p.Sandboxes[0].Steps)
 		}
-		made, err := newSandboxObjects(sp, place{namespace: f.ns}, rec, helper, templateImage(sp, hash), nodes, "")
+		made, err := newSandboxObjects(sp, place{namespace: f.ns}, rec, helper, TemplateImage(sp, hash), nodes, "")
 		if err != nil {
 			tb.Fatal(err)
 		}

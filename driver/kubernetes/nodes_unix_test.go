@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/sbxhq/sbx/driver/runner"
 	"github.com/sbxhq/sbx/egress"
+	"github.com/sbxhq/sbx/internal/k8stest"
 	"github.com/sbxhq/sbx/spec"
 )
 
@@ -26,7 +27,7 @@ func testSpec(t testing.TB, dir string) *spec.Spec {
 	if err := os.WriteFile(file, []byte("version: 1\nname: base\nagent: shell\ndriver: kubernetes\nworkspace: ws\ntemplate: busybox\nnetwork: {allow: [example.com]}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return loadSpec(t, file)
+	return k8stest.LoadSpec(t, file)
 }
 
 // fakeKubectl writes a kubectl that prints out and exits with code.

@@ -243,17 +243,19 @@ func labels(name, role string) map[string]string {
 
 // Object names. Sandbox names are DNS labels (no periods), so a name with
 // a period is never another sandbox's.
-func egressPodName(name string) string     { return name + ".egress" }
 func sandboxPolicyName(name string) string { return name + ".sandbox" }
 func egressPolicyName(name string) string  { return name + ".egress" }
+
+// EgressPodName is the pod of sandbox name's egress proxy.
+func EgressPodName(name string) string { return name + ".egress" }
 
 // ClaimName is the workspace's PersistentVolumeClaim of sandbox name
 // (agent-sandbox names it <volume claim template>-<sandbox>).
 func ClaimName(name string) string { return "workspace-" + name }
 
-// sandboxPodName is the sandbox's pod: agent-sandbox names it after the
+// SandboxPodName is the sandbox's pod: agent-sandbox names it after the
 // Sandbox (controllers/sandbox_controller.go, v1.0.3).
-func sandboxPodName(name string) string { return name }
+func SandboxPodName(name string) string { return name }
 
 // agentSecurity is the agent container's: what agents use (installing
 // packages as root, setuid to drop to a package manager's user, binding
@@ -397,7 +399,7 @@ func agentPod(sp *spec.Spec, name, image, helper, role string, workspaceVolume b
 			Resources:       &resources{Limits: map[string]string{"cpu": "500m", "memory": "128Mi"}},
 		}},
 		Containers: []container{{
-			Name: agentName, Image: image, ImagePullPolicy: "IfNotPresent",
+			Name: AgentContainer, Image: image, ImagePullPolicy: "IfNotPresent",
 			Command:         []string{helperPath, "__sandbox-init", "--upstream-file", upstreamFile},
 			WorkingDir:      ws,
 			Env:             env,

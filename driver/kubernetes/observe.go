@@ -466,7 +466,7 @@ func (d *Driver) liveOf(name string, p place, ls *listing) (*reconcile.Live, err
 	ps := sb.spec.PodTemplate.Spec
 	l.Kubernetes.RuntimeClassName = ps.RuntimeClassName
 	for _, c := range ps.Containers {
-		if c.Name != agentName {
+		if c.Name != AgentContainer {
 			continue
 		}
 		l.Template = c.Image

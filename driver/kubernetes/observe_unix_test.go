@@ -43,7 +43,7 @@ func observeFixtureWith(t testing.TB, n int, edit func(t testing.TB, objs []obje
 		if err != nil {
 			t.Fatal(err)
 		}
-		proxy, err := proxyPod(&sp, egressPodName(sp.Name), "ns", "sbx-helper:1", roleEgress, egress.PolicyOf(&sp, nil))
+		proxy, err := proxyPod(&sp, EgressPodName(sp.Name), "ns", "sbx-helper:1", roleEgress, egress.PolicyOf(&sp, nil))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -121,7 +121,7 @@ func TestObserveStrict(t *testing.T) {
 				t.Fatal(err)
 			}
 			for i := range s.PodTemplate.Spec.Containers {
-				if c := &s.PodTemplate.Spec.Containers[i]; c.Name == agentName {
+				if c := &s.PodTemplate.Spec.Containers[i]; c.Name == AgentContainer {
 					c.Resources.Limits[res] = q
 				}
 			}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sbxhq/sbx/internal/k8stest"
 	"github.com/sbxhq/sbx/reconcile"
 )
 
@@ -27,15 +28,15 @@ func TestPin(t *testing.T) {
 	c.PodSecurity("privileged")
 	allowed, other := c.Web("web-allowed"), c.Web("web-other")
 	d := c.driver(0)
-	b := newBox(t, d, "pinned")
-	sp := b.spec(c.Head() + fmt.Sprintf("network:\n  agentHosts: false\n  blockCIDRs: [127.0.0.0/8]\n  allow: [%s:8080]\n", allowed))
-	p := b.mustApply(sp)
+	b := k8stest.NewBox(t, d, "pinned")
+	sp := b.Spec(c.Head() + fmt.Sprintf("network:\n  agentHosts: false\n  blockCIDRs: [127.0.0.0/8]\n  allow: [%s:8080]\n", allowed))
+	p := b.MustApply(sp)
 	var plan bytes.Buffer
 	reconcile.RenderWidth(&plan, p, false, 0)
 	if !strings.Contains(plan.String(), "does the namespace admit the egress pin") || !strings.Contains(plan.String(), "pinned to the proxy's pod address:3128 in its own network namespace") {
 		t.Errorf("the create's plan does not say which mechanism pins the sandbox:\n%s", plan.String())
 	}
-	after, err := b.plan(sp)
+	after, err := b.Plan(sp)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +52,7 @@ func TestPin(t *testing.T) {
 			Containers     []container `json:"containers"`
 		} `json:"spec"`
 	}
-	if err := json.Unmarshal([]byte(c.Kubectl(t, "-n", c.NS, "get", "pod", sandboxPodName(b.name), "-o", "json")), &pod); err != nil {
+	if err := json.Unmarshal([]byte(c.Kubectl(t, "-n", c.NS, "get", "pod", SandboxPodName(b.Name), "-o", "json")), &pod); err != nil {
 		t.Fatal(err)
 	}
 	if ic := pod.Spec.InitContainers; len(ic) != 2 || ic[0].Name != pinInit || ic[0].SecurityContext == nil || ic[0].SecurityContext.Capabilities == nil ||
@@ -64,18 +65,18 @@ func TestPin(t *testing.T) {
 		}
 	}
 	// Inside: CAP_NET_ADMIN (12) is in none of the agent's sets.
-	if _, out := b.sh(`grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb):' /proc/self/status`, nil); !noNetAdmin(t, out) {
+	if _, out := b.Sh(`grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb):' /proc/self/status`, nil); !noNetAdmin(t, out) {
 		t.Errorf("the agent's process may hold NET_ADMIN:\n%s", out)
 	}
 
 	get := func(ip string) string {
-		_, out := b.sh(fmt.Sprintf(`printf 'GET http://%s:8080/ HTTP/1.0\r\nHost: %s:8080\r\n\r\n' | nc -w 5 127.0.0.1 3128 2>&1; echo rc=$?`, ip, ip), nil)
+		_, out := b.Sh(fmt.Sprintf(`printf 'GET http://%s:8080/ HTTP/1.0\r\nHost: %s:8080\r\n\r\n' | nc -w 5 127.0.0.1 3128 2>&1; echo rc=$?`, ip, ip), nil)
 		return strings.TrimSpace(out)
 	}
 	// direct connects to ip:8080 past the proxy, bounded by nc's 3 s
 	// connect timeout: the pod's rules drop the SYN.
 	direct := func(ip string) (int, string) {
-		return b.sh(`printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 3 `+ip+` 8080 2>&1`, nil)
+		return b.Sh(`printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 3 `+ip+` 8080 2>&1`, nil)
 	}
 	check := func(t *testing.T) {
 		t.Helper()
@@ -92,7 +93,7 @@ func TestPin(t *testing.T) {
 		}
 		// The proxy's other port (the canary), on the address the pod
 		// may reach: only 3128 is open.
-		if code, out := b.sh(`nc -w 3 `+d.mustProxyIP(t, c, b.name)+` 3129 </dev/null 2>&1`, nil); code == 0 {
+		if code, out := b.Sh(`nc -w 3 `+d.mustProxyIP(t, c, b.Name)+` 3129 </dev/null 2>&1`, nil); code == 0 {
 			t.Errorf("the proxy pod's port 3129 was reached: %q", out)
 		}
 	}
@@ -103,14 +104,14 @@ func TestPin(t *testing.T) {
 		// or rewrite it to allow the unlisted pod. Raw netlink, as nft
 		// or iptables-nft would send it.
 		for _, args := range []string{"--remove", "--allow " + other + ":8080"} {
-			code, out := b.sh(helperPath+" __k8s-pin "+args, nil)
+			code, out := b.Sh(helperPath+" __k8s-pin "+args, nil)
 			if code == 0 || !strings.Contains(out, "operation not permitted") {
 				t.Errorf("__k8s-pin %s in the agent's container: %d %q, want it refused (no NET_ADMIN)", args, code, out)
 			}
 		}
 		// Whatever firewall tool the template has, if any.
 		for _, cmd := range []string{"iptables -F", "ip6tables -F", "nft flush ruleset"} {
-			if code, out := b.sh(cmd+" 2>&1", nil); code == 0 {
+			if code, out := b.Sh(cmd+" 2>&1", nil); code == 0 {
 				t.Errorf("%s in the agent's container succeeded: %q", cmd, out)
 			}
 		}
@@ -118,29 +119,29 @@ func TestPin(t *testing.T) {
 	})
 
 	t.Run("a new proxy is pinned to", func(t *testing.T) {
-		before := d.mustProxyIP(t, c, b.name)
-		c.Kubectl(t, "-n", c.NS, "delete", "pod", egressPodName(b.name), "--wait=true")
-		p := b.mustApply(sp)
+		before := d.mustProxyIP(t, c, b.Name)
+		c.Kubectl(t, "-n", c.NS, "delete", "pod", EgressPodName(b.Name), "--wait=true")
+		p := b.MustApply(sp)
 		if a := p.Sandboxes[0].Action; a != reconcile.ActionUpdate {
 			t.Fatalf("a sandbox without its proxy is planned as %s", a)
 		}
-		if now := d.mustProxyIP(t, c, b.name); now == before {
+		if now := d.mustProxyIP(t, c, b.Name); now == before {
 			t.Logf("the new proxy got the old address %s", now)
 		}
 		check(t)
 	})
 
 	t.Run("a replacement is pinned to its new proxy", func(t *testing.T) {
-		before := d.mustProxyIP(t, c, b.name)
-		next := b.spec(c.Head() + "env: {STAGE: two}\n" + fmt.Sprintf("network:\n  agentHosts: false\n  blockCIDRs: [127.0.0.0/8]\n  allow: [%s:8080]\n", allowed))
-		p := b.mustApply(next)
+		before := d.mustProxyIP(t, c, b.Name)
+		next := b.Spec(c.Head() + "env: {STAGE: two}\n" + fmt.Sprintf("network:\n  agentHosts: false\n  blockCIDRs: [127.0.0.0/8]\n  allow: [%s:8080]\n", allowed))
+		p := b.MustApply(next)
 		if a := p.Sandboxes[0].Action; a != reconcile.ActionReplace {
 			t.Fatalf("an env change is planned as %s", a)
 		}
-		if _, out := b.sh(`echo "$STAGE"`, nil); out != "two\n" {
+		if _, out := b.Sh(`echo "$STAGE"`, nil); out != "two\n" {
 			t.Errorf("after the replacement: %q", out)
 		}
-		if now := d.mustProxyIP(t, c, b.name); now == before {
+		if now := d.mustProxyIP(t, c, b.Name); now == before {
 			t.Logf("the new proxy got the old address %s", now)
 		}
 		check(t)
@@ -150,7 +151,7 @@ func TestPin(t *testing.T) {
 // mustProxyIP is the address of the sandbox's proxy pod.
 func (d *Driver) mustProxyIP(t *testing.T, c *cluster, name string) string {
 	t.Helper()
-	ip, err := d.podIP(context.Background(), place{namespace: c.NS}, egressPodName(name))
+	ip, err := d.podIP(context.Background(), place{namespace: c.NS}, EgressPodName(name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,17 +192,17 @@ func TestPinWarmPool(t *testing.T) {
 	c.PodSecurity("privileged")
 	web := c.Web("web")
 	d := c.driver(0)
-	b := newBox(t, d, "pinpool")
-	sp := b.spec(c.Head() + "  warmPool: 1\nnetwork:\n  agentHosts: false\n")
-	b.mustApply(sp)
-	c.Kubectl(t, "-n", c.NS, "wait", "--for=jsonpath={.status.readyReplicas}=1", "sandboxwarmpools.extensions.agents.x-k8s.io/"+poolName(b.name), "--timeout=180s")
+	b := k8stest.NewBox(t, d, "pinpool")
+	sp := b.Spec(c.Head() + "  warmPool: 1\nnetwork:\n  agentHosts: false\n")
+	b.MustApply(sp)
+	c.Kubectl(t, "-n", c.NS, "wait", "--for=jsonpath={.status.readyReplicas}=1", "sandboxwarmpools.extensions.agents.x-k8s.io/"+poolName(b.Name), "--timeout=180s")
 	var tmpl struct {
 		Spec sandboxSpec `json:"spec"`
 	}
-	if err := json.Unmarshal([]byte(c.Kubectl(t, "-n", c.NS, "get", "sandboxtemplates.extensions.agents.x-k8s.io/"+poolName(b.name), "-o", "json")), &tmpl); err != nil {
+	if err := json.Unmarshal([]byte(c.Kubectl(t, "-n", c.NS, "get", "sandboxtemplates.extensions.agents.x-k8s.io/"+poolName(b.Name), "-o", "json")), &tmpl); err != nil {
 		t.Fatal(err)
 	}
-	proxy, err := d.podIP(context.Background(), place{namespace: c.NS}, poolProxyName(b.name))
+	proxy, err := d.podIP(context.Background(), place{namespace: c.NS}, poolProxyName(b.Name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +214,7 @@ func TestPinWarmPool(t *testing.T) {
 	if err != nil {
 		t.Fatalf("claim (its probe, with no NetworkPolicy emulation): %v", err)
 	}
-	if code, out := b.sh(`printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 3 `+web+` 8080 2>&1`, nil); code == 0 || strings.Contains(out, "hello") {
+	if code, out := b.Sh(`printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 3 `+web+` 8080 2>&1`, nil); code == 0 || strings.Contains(out, "hello") {
 		t.Errorf("a direct connection from the claimed sandbox bypassed the proxy: %d %q", code, out)
 	}
 	if err := release(context.Background()); err != nil {

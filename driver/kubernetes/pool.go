@@ -46,7 +46,7 @@ type claim struct {
 // order), its pods pinned to pinTo when set, given the cluster's node
 // addresses.
 func (d *Driver) poolObjects(sp *spec.Spec, p place, helper string, nodes []string, pinTo string) ([]object, error) {
-	image := templateImage(sp, d.buildHash(sp, nil))
+	image := TemplateImage(sp, d.buildHash(sp, nil))
 	proxy, err := proxyPod(sp, poolProxyName(sp.Name), p.namespace, helper, rolePoolProxy, egress.PolicyOf(sp, nodes))
 	if err != nil {
 		return nil, err
@@ -223,5 +223,5 @@ func claimedPod(cn string, out []byte) (string, error) {
 	if err := json.Unmarshal(o.Status, &st); err != nil || st.Sandbox.Name == "" {
 		return "", fmt.Errorf("sandboxclaim %s is Ready but names no sandbox (status.sandbox.name)", cn)
 	}
-	return sandboxPodName(st.Sandbox.Name), nil
+	return SandboxPodName(st.Sandbox.Name), nil
 }

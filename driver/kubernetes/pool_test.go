@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sbxhq/sbx/internal/k8stest"
 )
 
 // TestWarmPool: a file with kubernetes.warmPool keeps a started sandbox
@@ -24,11 +26,11 @@ func TestWarmPool(t *testing.T) {
 	c := newCluster(t)
 	c.enforce()
 	d := c.driver(0)
-	b := newBox(t, d, "pooled")
-	os.WriteFile(filepath.Join(b.dir, "ws", "from-host.txt"), []byte("host file\n"), 0o644)
-	sp := b.spec(c.Head() + "  warmPool: 1\nnetwork:\n  agentHosts: false\n")
-	b.mustApply(sp)
-	c.Kubectl(t, "-n", c.NS, "wait", "--for=jsonpath={.status.readyReplicas}=1", "sandboxwarmpools.extensions.agents.x-k8s.io/"+poolName(b.name), "--timeout=180s")
+	b := k8stest.NewBox(t, d, "pooled")
+	os.WriteFile(filepath.Join(b.Dir, "ws", "from-host.txt"), []byte("host file\n"), 0o644)
+	sp := b.Spec(c.Head() + "  warmPool: 1\nnetwork:\n  agentHosts: false\n")
+	b.MustApply(sp)
+	c.Kubectl(t, "-n", c.NS, "wait", "--for=jsonpath={.status.readyReplicas}=1", "sandboxwarmpools.extensions.agents.x-k8s.io/"+poolName(b.Name), "--timeout=180s")
 
 	var rep bytes.Buffer
 	release, err := d.Claim(context.Background(), sp, &rep)
@@ -36,22 +38,22 @@ func TestWarmPool(t *testing.T) {
 		t.Fatalf("claim: %v", err)
 	}
 	secret := "pool-" + runID + "-secret"
-	if code, out := b.sh(`cat from-host.txt; printf '%s\n' "$TOKEN"; hostname; echo run work > run.txt`, map[string]string{"TOKEN": secret}); code != 0 || !strings.HasPrefix(out, "host file\n"+secret+"\n") || strings.Contains(out, "\n"+b.name+"\n") {
+	if code, out := b.Sh(`cat from-host.txt; printf '%s\n' "$TOKEN"; hostname; echo run work > run.txt`, map[string]string{"TOKEN": secret}); code != 0 || !strings.HasPrefix(out, "host file\n"+secret+"\n") || strings.Contains(out, "\n"+b.Name+"\n") {
 		t.Errorf("exec in the claimed sandbox: %d %q (want the workspace copy, the secret, and not the sandbox's own pod)", code, out)
 	}
 	if err := release(context.Background()); err != nil {
 		t.Fatalf("release: %v\n%s", err, rep.String())
 	}
-	if got, _ := os.ReadFile(filepath.Join(b.dir, "ws", "run.txt")); string(got) != "run work\n" {
+	if got, _ := os.ReadFile(filepath.Join(b.Dir, "ws", "run.txt")); string(got) != "run work\n" {
 		t.Errorf("the run's work was not pulled back: %q\n%s", got, rep.String())
 	}
 	if left := c.Kubectl(t, "-n", c.NS, "get", "sandboxclaims.extensions.agents.x-k8s.io", "-o", "name"); strings.TrimSpace(left) != "" {
 		t.Errorf("the claim is still there: %s", left)
 	}
-	if err := b.destroy(); err != nil {
+	if err := b.Destroy(); err != nil {
 		t.Fatal(err)
 	}
-	if left := c.Labelled(b.name); len(left) > 0 {
+	if left := c.Labelled(b.Name); len(left) > 0 {
 		t.Errorf("destroy left: %v", left)
 	}
 }
@@ -115,7 +117,7 @@ loop:
 		b, _ := os.ReadFile(filepath.Join(ws, file))
 		return string(b)
 	}
-	if m[1] == sandboxPodName(name) {
+	if m[1] == SandboxPodName(name) {
 		t.Errorf("the claimed sandbox is the applied one, %s", m[1])
 	}
 	// The agent left a mark outside its workspace; the sandbox's own pod
@@ -168,14 +170,14 @@ func BenchmarkClaim(b *testing.B) {
 				c.enforce()
 			}
 			d := c.driver(0)
-			bx := newBox(b, d, "bench")
-			sp := bx.spec(c.Head() + "  warmPool: 1\n  egress: " + egress + "\nnetwork:\n  agentHosts: false\n")
-			bx.mustApply(sp)
+			bx := k8stest.NewBox(b, d, "bench")
+			sp := bx.Spec(c.Head() + "  warmPool: 1\n  egress: " + egress + "\nnetwork:\n  agentHosts: false\n")
+			bx.MustApply(sp)
 			ctx := context.Background()
 			full := func() {
-				c.Kubectl(b, "-n", c.NS, "wait", "--for=jsonpath={.status.readyReplicas}=1", "sandboxwarmpools.extensions.agents.x-k8s.io/"+poolName(bx.name), "--timeout=180s")
+				c.Kubectl(b, "-n", c.NS, "wait", "--for=jsonpath={.status.readyReplicas}=1", "sandboxwarmpools.extensions.agents.x-k8s.io/"+poolName(bx.Name), "--timeout=180s")
 			}
-			claim := fmt.Sprintf("apiVersion: %s\nkind: SandboxClaim\nmetadata: {name: floor, namespace: %s}\nspec: {warmPoolRef: {name: %s}}\n", apiExtensions, c.NS, poolName(bx.name))
+			claim := fmt.Sprintf("apiVersion: %s\nkind: SandboxClaim\nmetadata: {name: floor, namespace: %s}\nspec: {warmPoolRef: {name: %s}}\n", apiExtensions, c.NS, poolName(bx.Name))
 			var floor time.Duration
 			for b.Loop() {
 				b.StopTimer()
@@ -198,7 +200,7 @@ func BenchmarkClaim(b *testing.B) {
 				b.StartTimer()
 			}
 			b.ReportMetric(float64(floor.Microseconds())/1000/float64(b.N), "floor-ms/op")
-			if err := bx.destroy(); err != nil {
+			if err := bx.Destroy(); err != nil {
 				b.Fatal(err)
 			}
 		})

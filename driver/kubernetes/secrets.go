@@ -10,12 +10,12 @@ import (
 
 var _ driver.SecretProxy = (*Driver)(nil)
 
-// trustDir is where a sandbox finds its CA's certificate and a bundle of
+// TrustDir is where a sandbox finds its CA's certificate and a bundle of
 // roots with it (egress.TrustMain writes them, inside the pod): in the
 // pod's in-memory runDir, the sandbox's own, which the template's user
 // may write whoever it is (an emptyDir is world-writable), since
 // kubectl exec runs the helper as that user.
-const trustDir = runDir + "/ca"
+const TrustDir = runDir + "/ca"
 
 // SetSecrets hands the proxy of the sandbox (the pool's, for a warm
 // sandbox claimed for it) its CA, its secrets and the roots this host
@@ -34,10 +34,10 @@ func (d *Driver) SetSecrets(ctx context.Context, name string, caPEM []byte, secr
 			return d.control(ctx, p, proxy, req)
 		},
 		Trust: func(ctx context.Context, dir string, certPEM []byte) error {
-			_, err := d.runInput(ctx, p, bytes.NewReader(certPEM), "exec", "-i", pod, "-c", agentName, "--", helperPath, egress.TrustVerb, dir)
+			_, err := d.runInput(ctx, p, bytes.NewReader(certPEM), "exec", "-i", pod, "-c", AgentContainer, "--", helperPath, egress.TrustVerb, dir)
 			return err
 		},
-		TrustDir:  trustDir,
+		TrustDir:  TrustDir,
 		LookupEnv: d.opts.Runner.LookupEnv,
 	})
 }
@@ -50,6 +50,6 @@ var _ driver.SecretFiles = (*Driver)(nil)
 // sandbox's.
 func (d *Driver) WriteSecretFile(ctx context.Context, name, user, path string, data []byte) error {
 	p, pod := d.target(name)
-	_, err := d.runInput(ctx, p, bytes.NewReader(data), "exec", "-i", pod, "-c", agentName, "--", helperPath, egress.SecretFileVerb, path)
+	_, err := d.runInput(ctx, p, bytes.NewReader(data), "exec", "-i", pod, "-c", AgentContainer, "--", helperPath, egress.SecretFileVerb, path)
 	return err
 }

@@ -484,7 +484,7 @@ func (s *seen) awaitedPods(want []string) []string {
 		if kind == "pod" {
 			names = append(names, n)
 		} else {
-			names = append(names, sandboxPodName(s.name))
+			names = append(names, SandboxPodName(s.name))
 		}
 	}
 	sort.Strings(names)
@@ -785,7 +785,7 @@ func (s *seen) timedOut(want []string) error {
 		kind, n, _ := strings.Cut(o, "/")
 		if kind != "pod" {
 			st = append(st, s.sandboxState())
-			n = sandboxPodName(s.name)
+			n = SandboxPodName(s.name)
 		}
 		st = append(st, s.podState(n))
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sbxhq/sbx/internal/k8stest"
 )
 
 // TestWaitFailsOnCause: on the test cluster, a sandbox that cannot become
@@ -40,17 +42,17 @@ func TestWaitFailsOnCause(t *testing.T) {
 		t.Cleanup(func() { ln.Close() })
 		image := fmt.Sprintf("%s/sbx-missing-%s:none", ln.Addr(), runID)
 		d := c.driver(0)
-		b := newBox(t, d, "pull-"+runID)
+		b := k8stest.NewBox(t, d, "pull-"+runID)
 		head := strings.Replace(c.Head(), "template: ", "template: "+image+"\n# ", 1)
-		sp := b.spec(head + "  egress: advisory\n")
+		sp := b.Spec(head + "  egress: advisory\n")
 		start := time.Now()
-		_, err = b.apply(sp)
+		_, err = b.Apply(sp)
 		t.Logf("apply failed after %s", time.Since(start))
 		nr := notReady(t, err)
-		if nr.Reason != "ImagePullBackOff" || nr.Object != "pod/"+b.name || !strings.Contains(nr.Message, image) {
-			t.Errorf("apply failed with %q %q %q, want ImagePullBackOff of pod/%s naming %s\n%v", nr.Reason, nr.Object, nr.Message, b.name, image, err)
+		if nr.Reason != "ImagePullBackOff" || nr.Object != "pod/"+b.Name || !strings.Contains(nr.Message, image) {
+			t.Errorf("apply failed with %q %q %q, want ImagePullBackOff of pod/%s naming %s\n%v", nr.Reason, nr.Object, nr.Message, b.Name, image, err)
 		}
-		if left := c.Labelled(b.name); len(left) > 0 {
+		if left := c.Labelled(b.Name); len(left) > 0 {
 			t.Errorf("the failed create left %v", left)
 		}
 	})
@@ -58,17 +60,17 @@ func TestWaitFailsOnCause(t *testing.T) {
 		t.Parallel()
 		c := newCluster(t)
 		class := "sbx-no-such-class-" + runID
-		b := newBox(t, c.driver(0), "claim-"+runID)
+		b := k8stest.NewBox(t, c.driver(0), "claim-"+runID)
 		head := c.Head() + "  storageClass: " + class + "\n"
-		sp := b.spec(head + "  egress: advisory\n")
+		sp := b.Spec(head + "  egress: advisory\n")
 		start := time.Now()
-		_, err := b.apply(sp)
+		_, err := b.Apply(sp)
 		t.Logf("apply failed after %s", time.Since(start))
 		nr := notReady(t, err)
-		if nr.Reason != "ProvisioningFailed" || nr.Object != "persistentvolumeclaim/"+ClaimName(b.name) || !strings.Contains(nr.Message, `"`+class+`" not found`) {
+		if nr.Reason != "ProvisioningFailed" || nr.Object != "persistentvolumeclaim/"+ClaimName(b.Name) || !strings.Contains(nr.Message, `"`+class+`" not found`) {
 			t.Errorf("apply failed with %q %q %q, want ProvisioningFailed of the claim naming %s\n%v", nr.Reason, nr.Object, nr.Message, class, err)
 		}
-		if left := c.Labelled(b.name); len(left) > 0 {
+		if left := c.Labelled(b.Name); len(left) > 0 {
 			t.Errorf("the failed create left %v", left)
 		}
 	})

@@ -51,7 +51,7 @@ func (d *Driver) Pull(ctx context.Context, sp *spec.Spec, w io.Writer) (*tarball
 		pr.CloseWithError(errors.New("extraction ended"))
 		done <- result{st, err}
 	}()
-	args := d.kubectl(p, "exec", pod, "-c", agentName, "--", helperPath, "__k8s-tar", sp.Workspace.Path)
+	args := d.kubectl(p, "exec", pod, "-c", AgentContainer, "--", helperPath, "__k8s-tar", sp.Workspace.Path)
 	runErr := d.opts.Runner.Run(ctx, runner.Cmd{Args: args, Stdout: pw, StreamStdout: true})
 	pw.Close()
 	res := <-done
@@ -83,7 +83,7 @@ func (d *Driver) fetchGit(ctx context.Context, sp *spec.Spec, w io.Writer) error
 			pr.CloseWithError(errors.New("extraction ended"))
 			done <- err
 		}()
-		args := d.kubectl(p, "exec", pod, "-c", agentName, "--", helperPath, "__k8s-tar", filepath.Join(sp.Workspace.Path, ".git"))
+		args := d.kubectl(p, "exec", pod, "-c", AgentContainer, "--", helperPath, "__k8s-tar", filepath.Join(sp.Workspace.Path, ".git"))
 		var stderr strings.Builder
 		runErr := d.opts.Runner.Run(ctx, runner.Cmd{Args: args, Stdout: pw, StreamStdout: true, Stderr: &stderr})
 		pw.Close()
@@ -107,7 +107,7 @@ func (d *Driver) Push(ctx context.Context, sp *spec.Spec, w io.Writer) error {
 		pw.CloseWithError(err)
 		werr <- err
 	}()
-	out, err := d.runInput(ctx, p, pr, "exec", "-i", pod, "-c", agentName, "--", helperPath, "__k8s-prepare", "--untar", sp.Workspace.Path)
+	out, err := d.runInput(ctx, p, pr, "exec", "-i", pod, "-c", AgentContainer, "--", helperPath, "__k8s-prepare", "--untar", sp.Workspace.Path)
 	pr.Close()
 	if wErr := <-werr; wErr != nil && err == nil {
 		err = wErr

@@ -1,6 +1,8 @@
 // Package e2e tests the kubernetes driver on the repository's test
 // cluster through its exported API and the static sbx a user runs: the
-// conformance suite, the CLI, the README's quick path, stop and the loop.
+// conformance suite, the CLI, the README's quick path, stop, the loop,
+// secrets kept in the proxy, and templates built and pushed to a
+// registry.
 // The tests that need the driver's internals are in package kubernetes;
 // both share internal/k8stest's setup, each with its own helper image.
 package e2e
@@ -46,6 +48,14 @@ func (c *cluster) enforce() { c.Enforce(kubernetes.ProxyRoles()) }
 // cluster's kubeconfig whatever the environment says; its commands are
 // logged when the test fails.
 func (c *cluster) driver() *kubernetes.Driver {
-	r := &runner.Runner{Env: append(os.Environ(), "KUBECONFIG="+c.Kubeconfig), Trace: c.Trace()}
-	return kubernetes.New(kubernetes.Options{Runner: r, Kubectl: c.KubectlPath(), Binary: c.Binary, HelperImage: c.Helper, Namespace: c.NS})
+	d, _ := c.tracedDriver()
+	return d
+}
+
+// tracedDriver is driver, with more variables in its commands'
+// environment, and its trace for the test to read.
+func (c *cluster) tracedDriver(extraEnv ...string) (*kubernetes.Driver, *k8stest.SyncBuffer) {
+	trace := c.Trace()
+	r := &runner.Runner{Env: append(append(os.Environ(), "KUBECONFIG="+c.Kubeconfig), extraEnv...), Trace: trace}
+	return kubernetes.New(kubernetes.Options{Runner: r, Kubectl: c.KubectlPath(), Binary: c.Binary, HelperImage: c.Helper, Namespace: c.NS}), trace
 }

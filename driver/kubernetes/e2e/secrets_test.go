@@ -1,4 +1,4 @@
-package kubernetes
+package e2e
 
 import (
 	"archive/tar"
@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sbxhq/sbx/driver"
+	"github.com/sbxhq/sbx/driver/kubernetes"
 	"github.com/sbxhq/sbx/egress"
 	"github.com/sbxhq/sbx/internal/fixture"
 	"github.com/sbxhq/sbx/internal/k8stest"
@@ -61,11 +62,11 @@ func TestSecretsStayOutside(t *testing.T) {
 	if err := os.WriteFile(roots, peerCA.CertPEM(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	d, trace := c.tracedDriver(0, "SSL_CERT_FILE="+roots)
-	b := newBox(t, d, "secrets")
-	b.mustApply(b.spec(c.Head() + fmt.Sprintf("network:\n  agentHosts: false\n  blockCIDRs: [127.0.0.0/8]\n  allow: [\"%s:8443\", \"%s:8443\", \"%s:8080\", \"%s:8443\"]\n", api, drop, drop, rogue)))
+	d, trace := c.tracedDriver("SSL_CERT_FILE=" + roots)
+	b := k8stest.NewBox(t, d, "secrets")
+	b.MustApply(b.Spec(c.Head() + fmt.Sprintf("network:\n  agentHosts: false\n  blockCIDRs: [127.0.0.0/8]\n  allow: [\"%s:8443\", \"%s:8443\", \"%s:8080\", \"%s:8443\"]\n", api, drop, drop, rogue)))
 
-	ca, err := egress.NewCA(b.name)
+	ca, err := egress.NewCA(b.Name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +83,7 @@ func TestSecretsStayOutside(t *testing.T) {
 	placeholder, roguePlaceholder := "sbx-test-placeholder-"+runID, "sbx-test-rogue-placeholder-"+runID
 	set := func(value string) map[string]string {
 		t.Helper()
-		env, err := d.SetSecrets(context.Background(), b.name, caPEM, []driver.ProxySecret{
+		env, err := d.SetSecrets(context.Background(), b.Name, caPEM, []driver.ProxySecret{
 			{Name: "KEY", Placeholder: placeholder, Value: value, Hosts: []string{api + ":8443"}},
 			{Name: "ROGUE_KEY", Placeholder: roguePlaceholder, Value: value, Hosts: []string{rogue + ":8443"}},
 		})
@@ -92,7 +93,7 @@ func TestSecretsStayOutside(t *testing.T) {
 		return env
 	}
 	env := set(value1)
-	if env["KEY"] != placeholder || env["SSL_CERT_FILE"] != trustDir+"/"+egress.TrustBundle {
+	if env["KEY"] != placeholder || env["SSL_CERT_FILE"] != kubernetes.TrustDir+"/"+egress.TrustBundle {
 		t.Errorf("the env of each exec: %v, want the placeholder and the trust variables", env)
 	}
 	for k, v := range env {
@@ -100,16 +101,16 @@ func TestSecretsStayOutside(t *testing.T) {
 			t.Errorf("the env of each exec holds the value in %s", k)
 		}
 	}
-	if code, out := b.sh(`printf '%s' "$KEY"`, env); code != 0 || out != placeholder {
+	if code, out := b.Sh(`printf '%s' "$KEY"`, env); code != 0 || out != placeholder {
 		t.Errorf("$KEY in the sandbox: %d %q, want the placeholder", code, out)
 	}
 	// A file secret's copy (placeholders only) is written by sbx's helper
 	// in the pod, 0600, its directory made.
 	fileCopy := `{"OPENAI_API_KEY": "` + placeholder + `"}`
-	if err := d.WriteSecretFile(context.Background(), b.name, "", "/tmp/sbx-file/auth.json", []byte(fileCopy)); err != nil {
+	if err := d.WriteSecretFile(context.Background(), b.Name, "", "/tmp/sbx-file/auth.json", []byte(fileCopy)); err != nil {
 		t.Fatalf("WriteSecretFile: %v", err)
 	}
-	if code, out := b.sh(`stat -c %a /tmp/sbx-file/auth.json && cat /tmp/sbx-file/auth.json`, nil); code != 0 || out != "600\n"+fileCopy {
+	if code, out := b.Sh(`stat -c %a /tmp/sbx-file/auth.json && cat /tmp/sbx-file/auth.json`, nil); code != 0 || out != "600\n"+fileCopy {
 		t.Errorf("the file secret in the pod: %d %q, want mode 600 and the copy", code, out)
 	}
 	bin, err := os.Open(peer)
@@ -117,14 +118,14 @@ func TestSecretsStayOutside(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	code, err := d.Exec(context.Background(), b.name, []string{"sh", "-c", "cat > /tmp/secretpeer && chmod +x /tmp/secretpeer"}, driver.ExecOptions{Stdin: bin, Stdout: &out, Stderr: &out})
+	code, err := d.Exec(context.Background(), b.Name, []string{"sh", "-c", "cat > /tmp/secretpeer && chmod +x /tmp/secretpeer"}, driver.ExecOptions{Stdin: bin, Stdout: &out, Stderr: &out})
 	bin.Close()
 	if err != nil || code != 0 {
 		t.Fatalf("copying secretpeer into the sandbox: %d %v %s", code, err, out.String())
 	}
 	attack := func(env map[string]string, flags ...string) secretpeer.Report {
 		t.Helper()
-		code, out := b.sh(fmt.Sprintf("/tmp/secretpeer attack %s -key-env KEY -report /tmp/report.json -api https://%s:8443/ -drop https://%s:8443/ -plain http://%s:8080/ -rogue https://%s:8443/ && cat /tmp/report.json",
+		code, out := b.Sh(fmt.Sprintf("/tmp/secretpeer attack %s -key-env KEY -report /tmp/report.json -api https://%s:8443/ -drop https://%s:8443/ -plain http://%s:8080/ -rogue https://%s:8443/ && cat /tmp/report.json",
 			strings.Join(flags, " "), api, drop, drop, rogue), env)
 		var rep secretpeer.Report
 		if err := json.Unmarshal([]byte(out), &rep); code != 0 || err != nil {
@@ -134,7 +135,7 @@ func TestSecretsStayOutside(t *testing.T) {
 	}
 	pods := func() string {
 		t.Helper()
-		return c.Kubectl(t, "-n", c.NS, "get", "pod/"+sandboxPodName(b.name), "pod/"+egressPodName(b.name), "-o", "jsonpath={.items[*].metadata.uid}")
+		return c.Kubectl(t, "-n", c.NS, "get", "pod/"+kubernetes.SandboxPodName(b.Name), "pod/"+kubernetes.EgressPodName(b.Name), "-o", "jsonpath={.items[*].metadata.uid}")
 	}
 	before := pods()
 
@@ -163,7 +164,7 @@ func TestSecretsStayOutside(t *testing.T) {
 	dumped := func(body string) bool { return len(body) > 1000 && strings.Contains(body, placeholder) }
 	secretpeer.Check(t, reqs, value1, dumped, key)
 	denied := false
-	if err := d.NetLog(context.Background(), b.name, false, func(e netlog.Entry) error {
+	if err := d.NetLog(context.Background(), b.Name, false, func(e netlog.Entry) error {
 		denied = denied || e.Decision == "deny" && strings.Contains(e.Reason, "placeholder of secret KEY")
 		return nil
 	}); err != nil || !denied {
@@ -174,10 +175,10 @@ func TestSecretsStayOutside(t *testing.T) {
 		var all strings.Builder
 		all.WriteString(c.Kubectl(t, "-n", c.NS, "get", "-o", "yaml",
 			"all,secrets,configmaps,events,sandboxes.agents.x-k8s.io,networkpolicies.networking.k8s.io,persistentvolumeclaims"))
-		for _, pod := range []string{sandboxPodName(b.name), egressPodName(b.name)} {
+		for _, pod := range []string{kubernetes.SandboxPodName(b.Name), kubernetes.EgressPodName(b.Name)} {
 			all.WriteString(c.Kubectl(t, "-n", c.NS, "logs", "pod/"+pod, "--all-containers"))
 		}
-		if !strings.Contains(all.String(), egressPodName(b.name)) {
+		if !strings.Contains(all.String(), kubernetes.EgressPodName(b.Name)) {
 			t.Fatalf("the listing does not hold the sandbox's objects: %.300s", all.String())
 		}
 		for what, s := range map[string]string{"the namespace's objects and the sandbox's logs": all.String(), "the driver's trace": trace.String()} {
@@ -187,7 +188,7 @@ func TestSecretsStayOutside(t *testing.T) {
 				}
 			}
 		}
-		if !strings.Contains(trace.String(), "attach -i "+egressPodName(b.name)) {
+		if !strings.Contains(trace.String(), "attach -i "+kubernetes.EgressPodName(b.Name)) {
 			t.Errorf("the trace has no control request: %.500s", trace.String())
 		}
 	})
@@ -207,7 +208,7 @@ func TestSecretsStayOutside(t *testing.T) {
 	// proxy drops them, and the placeholder the agent kept gets it
 	// nothing but a tunnel.
 	t.Run("removal", func(t *testing.T) {
-		env, err := d.SetSecrets(context.Background(), b.name, nil, nil)
+		env, err := d.SetSecrets(context.Background(), b.Name, nil, nil)
 		if err != nil || len(env) != 0 {
 			t.Fatalf("SetSecrets of none: %v, env %v", err, env)
 		}

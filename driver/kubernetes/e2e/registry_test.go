@@ -1,4 +1,4 @@
-package kubernetes
+package e2e
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/sbxhq/sbx/driver/kubernetes"
 	"github.com/sbxhq/sbx/internal/k8stest"
 )
 
@@ -130,7 +131,7 @@ kubernetes:
 			t.Errorf("sbx destroy: %v\n%s", err, out)
 		}
 	})
-	helper, err := HelperImage(self, repo)
+	helper, err := kubernetes.HelperImage(self, repo)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,12 +139,12 @@ kubernetes:
 	// file as it is now: the template under the tag of its build hash.
 	want := func() (template string) {
 		t.Helper()
-		sp := loadSpec(t, file)
-		h, err := New(Options{}).BuildHash(sp)
+		sp := k8stest.LoadSpec(t, file)
+		h, err := kubernetes.New(kubernetes.Options{}).BuildHash(sp)
 		if err != nil {
 			t.Fatal(err)
 		}
-		template = templateImage(sp, h)
+		template = kubernetes.TemplateImage(sp, h)
 		if !strings.HasPrefix(template, repo+"/sbx-template-"+name+":") {
 			t.Fatalf("the template's image is %s, not under %s", template, repo)
 		}
@@ -347,7 +348,7 @@ func (c *cluster) checkPods(t *testing.T, name, template, helper string) {
 		Name  string `json:"name"`
 		Image string `json:"image"`
 	}
-	for _, pod := range []string{sandboxPodName(name), egressPodName(name)} {
+	for _, pod := range []string{kubernetes.SandboxPodName(name), kubernetes.EgressPodName(name)} {
 		var p struct {
 			Spec struct {
 				NodeName       string      `json:"nodeName"`
@@ -375,12 +376,12 @@ func (c *cluster) checkPods(t *testing.T, name, template, helper string) {
 		want := map[string]string{}
 		for n := range got {
 			want[n] = helper
-			if pod == sandboxPodName(name) && (n == agentName || n == "status of "+agentName) {
+			if pod == kubernetes.SandboxPodName(name) && (n == kubernetes.AgentContainer || n == "status of "+kubernetes.AgentContainer) {
 				want[n] = template
 			}
 		}
-		if pod == sandboxPodName(name) && got[agentName] == "" {
-			t.Errorf("pod %s has no container %s: %v", pod, agentName, got)
+		if pod == kubernetes.SandboxPodName(name) && got[kubernetes.AgentContainer] == "" {
+			t.Errorf("pod %s has no container %s: %v", pod, kubernetes.AgentContainer, got)
 		}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("the images of pod %s (-want +got):\n%s", pod, diff)
