@@ -324,9 +324,10 @@ type (
 		Message        string  `json:"message"`
 		Count          int     `json:"count"`
 		InvolvedObject struct {
-			Kind string `json:"kind"`
-			Name string `json:"name"`
-			UID  string `json:"uid"`
+			Kind      string `json:"kind"`
+			Name      string `json:"name"`
+			UID       string `json:"uid"`
+			FieldPath string `json:"fieldPath"`
 		} `json:"involvedObject"`
 	}
 	nodeInfo struct {
@@ -506,6 +507,9 @@ func (s *seen) terminal(want []string) (err error, needNodes bool) {
 		if reason, msg := podCause(p); reason != "" {
 			return fail("pod/"+n, reason, msg), false
 		}
+		if msg := missingImage(p, s.events); msg != "" {
+			return fail("pod/"+n, "ErrImagePull", msg), false
+		}
 		if c := conditionOf(p.Status.Conditions, "PodScheduled"); c != nil && c.Status == "False" && c.Reason == "Unschedulable" {
 			if strings.Contains(c.Message, "didn't find available persistent volumes to bind") {
 				// A claim waiting for its first consumer whose class has
@@ -532,11 +536,14 @@ func (s *seen) terminal(want []string) (err error, needNodes bool) {
 }
 
 // podCause is a pod's state that will not clear by itself:
-//   - an image kubelet could not pull, once it reports backing off
+//   - an image the registry says it does not have (an ErrImagePull
+//     whose message is containerd's for a registry's 404, imageMissing:
+//     a name or tag does not fix itself; missingImage sees the first one
+//     sooner, in its event);
+//   - another image kubelet could not pull, once it reports backing off
 //     (ImagePullBackOff, after the first ErrImagePull: a registry's
-//     hiccup is retried once, but an image name does not fix itself), or
-//     cannot pull (ErrImageNeverPull: imagePullPolicy Never and not on the
-//     node; InvalidImageName);
+//     hiccup is retried once), or cannot pull (ErrImageNeverPull:
+//     imagePullPolicy Never and not on the node; InvalidImageName);
 //   - CreateContainerConfigError: the container's configuration refers to
 //     what is not there; sbx makes everything its pods refer to before
 //     them, so nothing will appear;
@@ -555,6 +562,10 @@ func podCause(p *waitPod) (reason, msg string) {
 			continue
 		}
 		switch w.Reason {
+		case "ErrImagePull":
+			if imageMissing(w.Message) {
+				return w.Reason, "container " + cs.Name + ": " + w.Message + " (the registry has no such image or tag)"
+			}
 		case "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName", "CreateContainerConfigError":
 			return w.Reason, "container " + cs.Name + ": " + w.Message
 		case "CrashLoopBackOff":
@@ -571,6 +582,50 @@ func podCause(p *waitPod) (reason, msg string) {
 		}
 	}
 	return "", ""
+}
+
+// missingImage is the kubelet's first report that a container of pod p
+// has an image the registry does not have: its Warning event Failed
+// ("Failed to pull image "REF": " and containerd's error, imageMissing),
+// sent as the pull fails. The pod's own status says ErrImagePull only at
+// the kubelet's next sync of the pod, after its back-off (10 s and more:
+// seen on the test cluster for a pod with init containers, as the
+// sandbox's has).
+func missingImage(p *waitPod, events []event) string {
+	for _, e := range events {
+		if e.InvolvedObject.UID != p.Metadata.UID || e.Type != "Warning" || e.Reason != "Failed" {
+			continue
+		}
+		if strings.HasPrefix(e.Message, "Failed to pull image ") && imageMissing(e.Message) {
+			return containerOf(e.InvolvedObject.FieldPath) + e.Message + " (the registry has no such image or tag)"
+		}
+	}
+	return ""
+}
+
+// containerOf names the container of an event's fieldPath
+// ("spec.containers{agent}", "spec.initContainers{x}") as podCause does,
+// "container agent: ", or "" for another path.
+func containerOf(fieldPath string) string {
+	_, rest, ok := strings.Cut(fieldPath, "{")
+	name, _, closed := strings.Cut(rest, "}")
+	if !ok || !closed || name == "" {
+		return ""
+	}
+	return "container " + name + ": "
+}
+
+// imageMissing reports whether a pull error (an ErrImagePull status's
+// message, a Failed event's) is containerd's for a registry that answered
+// it has no such manifest (404): `rpc error: code = NotFound desc =
+// failed to pull and unpack image "REF": failed to resolve reference
+// "REF": REF: not found` (testdata/wait/pull-notfound.json and
+// events-notfound.json, recorded on the test cluster: containerd 1.6.20,
+// a registry without the repository). A refused or cut
+// connection, a timeout or a server error reads otherwise, and waits for
+// the back-off.
+func imageMissing(msg string) bool {
+	return strings.Contains(msg, "failed to resolve reference") && strings.HasSuffix(strings.TrimSpace(msg), ": not found")
 }
 
 // claimCause is an unbound claim's cause that will not clear by itself,

@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/sbxhq/sbx/internal/k8stest"
 )
 
@@ -23,34 +24,21 @@ func TestWaitFailsOnCause(t *testing.T) {
 	t.Run("image", func(t *testing.T) {
 		t.Parallel()
 		c := newCluster(t)
-		// A registry address the test owns, on loopback, that refuses
-		// every pull: the cluster has no registry, and the image is
-		// pulled with the driver's imagePullPolicy (IfNotPresent).
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		go func() {
-			for {
-				conn, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				conn.Close()
-			}
-		}()
-		t.Cleanup(func() { ln.Close() })
-		image := fmt.Sprintf("%s/sbx-missing-%s:none", ln.Addr(), runID)
+		// A registry of the test's own, on loopback, without the image:
+		// the pull is answered 404, which the first ErrImagePull says.
+		reg := httptest.NewServer(registry.New())
+		t.Cleanup(reg.Close)
+		image := fmt.Sprintf("%s/sbx-missing-%s:none", reg.Listener.Addr(), runID)
 		d := c.driver(0)
 		b := k8stest.NewBox(t, d, "pull-"+runID)
 		head := strings.Replace(c.Head(), "template: ", "template: "+image+"\n# ", 1)
 		sp := b.Spec(head + "  egress: advisory\n")
 		start := time.Now()
-		_, err = b.Apply(sp)
+		_, err := b.Apply(sp)
 		t.Logf("apply failed after %s", time.Since(start))
 		nr := notReady(t, err)
-		if nr.Reason != "ImagePullBackOff" || nr.Object != "pod/"+b.Name || !strings.Contains(nr.Message, image) {
-			t.Errorf("apply failed with %q %q %q, want ImagePullBackOff of pod/%s naming %s\n%v", nr.Reason, nr.Object, nr.Message, b.Name, image, err)
+		if nr.Reason != "ErrImagePull" || nr.Object != "pod/"+b.Name || !strings.Contains(nr.Message, image) || !strings.HasSuffix(nr.Message, "(the registry has no such image or tag)") {
+			t.Errorf("apply failed with %q %q %q, want ErrImagePull of pod/%s naming %s, as missing\n%v", nr.Reason, nr.Object, nr.Message, b.Name, image, err)
 		}
 		if left := c.Labelled(b.Name); len(left) > 0 {
 			t.Errorf("the failed create left %v", left)

@@ -111,6 +111,27 @@ func TestTerminal(t *testing.T) {
 	w := *pullOnce.Status.ContainerStatuses[0].State.Waiting
 	w.Reason = "ErrImagePull"
 	pullOnce.Status.ContainerStatuses[0].State.Waiting = &w
+	var notFound *waitPod // the first ErrImagePull of an image the registry does not have
+	readJSON(t, "pull-notfound.json", &notFound)
+	var nf struct{ Items []event } // its Warning events: the kubelet's Failed among them
+	readJSON(t, "events-notfound.json", &nf)
+	notFoundEvents := nf.Items
+	// The same pod before its status says so (a pod with init containers
+	// shows the failure at the kubelet's next sync, after its back-off).
+	notFoundInit := *notFound
+	notFoundInit.Status.ContainerStatuses = append([]containerStatus{}, notFound.Status.ContainerStatuses...)
+	init := *notFoundInit.Status.ContainerStatuses[0].State.Waiting
+	init.Reason, init.Message = "PodInitializing", ""
+	notFoundInit.Status.ContainerStatuses[0].State.Waiting = &init
+	var otherPodEvents, refusedEvents []event
+	for _, e := range notFoundEvents {
+		other := e
+		other.InvolvedObject.UID = "another-pod"
+		otherPodEvents = append(otherPodEvents, other)
+		refused := e
+		refused.Message = strings.Replace(e.Message, "127.0.0.1:34389/sbx-missing-rec:none: not found", `failed to do request: Head "http://127.0.0.1:34389/v2/sbx-missing-rec/manifests/none": dial tcp 127.0.0.1:34389: connect: connection refused`, 1)
+		refusedEvents = append(refusedEvents, refused)
+	}
 	scaleUp := event{Type: "Normal", Reason: "TriggeredScaleUp", Message: "pod triggered scale-up"}
 	scaleUp.InvolvedObject.UID = pods["big"].Metadata.UID
 	noScaleUp := scaleUp
@@ -129,6 +150,10 @@ func TestTerminal(t *testing.T) {
 	}{
 		{name: "image pull backing off", pod: pods["pull"], reason: "ImagePullBackOff", object: "pod/s", msg: `Back-off pulling image "127.0.0.1:1/sbx-none:x": ErrImagePull`},
 		{name: "first pull failure", pod: &pullOnce},
+		{name: "image not found", pod: notFound, reason: "ErrImagePull", object: "pod/s", msg: `container agent: rpc error: code = NotFound desc = failed to pull and unpack image "127.0.0.1:34389/sbx-missing-rec:none": failed to resolve reference "127.0.0.1:34389/sbx-missing-rec:none": 127.0.0.1:34389/sbx-missing-rec:none: not found (the registry has no such image or tag)`},
+		{name: "image not found, the event first", pod: &notFoundInit, events: notFoundEvents, reason: "ErrImagePull", object: "pod/s", msg: `container agent: Failed to pull image "127.0.0.1:34389/sbx-missing-rec:none": rpc error: code = NotFound desc = failed to pull and unpack image "127.0.0.1:34389/sbx-missing-rec:none": failed to resolve reference "127.0.0.1:34389/sbx-missing-rec:none": 127.0.0.1:34389/sbx-missing-rec:none: not found (the registry has no such image or tag)`},
+		{name: "image not found, another pod's event", pod: &notFoundInit, events: otherPodEvents},
+		{name: "a pull refused, the event first", pod: &notFoundInit, events: refusedEvents},
 		{name: "unschedulable, nodes not read", pod: pods["big"], needNodes: true},
 		{name: "unschedulable, within the grace", pod: pods["big"], nodes: nodes},
 		{name: "unschedulable", pod: pods["big"], nodes: nodes, graceOver: true, reason: "Unschedulable", object: "pod/s", msg: "it requests memory 4096.0Gi, more than any node it may run on offers pods at all (allocatable: localhost: 24581220Ki memory, 2 cpu); the scheduler says: 0/2 nodes are available: 1 Insufficient memory"},
