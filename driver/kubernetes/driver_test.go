@@ -38,7 +38,7 @@ func TestSandbox(t *testing.T) {
 	if a := p.Sandboxes[0].Action; a != reconcile.ActionCreate {
 		t.Fatalf("first apply: %s", a)
 	}
-	secret := "tok-" + runID + "-secret"
+	secret := "tok-" + k8stest.RunID + "-secret"
 	if code, out := b.Sh(`printf '%s %s ' "$STAGE" "$TOKEN"; cat from-host.txt; pwd; exit 7`, map[string]string{"TOKEN": secret}); code != 7 || out != "one "+secret+" host file\n"+filepath.Join(b.Dir, "ws")+"\n" {
 		t.Errorf("exec: %d %q", code, out)
 	}

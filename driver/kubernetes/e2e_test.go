@@ -2,8 +2,6 @@ package kubernetes
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -27,13 +25,6 @@ import (
 // the cluster once for all of them. Everything is removed when the test,
 // or for the image the run, ends. The only servers the sandboxes reach
 // are the test's own pods.
-
-// runID names what a test makes outside its namespace, for this run.
-var runID = func() string {
-	b := make([]byte, 4)
-	rand.Read(b)
-	return hex.EncodeToString(b)
-}()
 
 func TestMain(m *testing.M) { k8stest.Main(m) }
 

@@ -37,7 +37,7 @@ func TestWarmPool(t *testing.T) {
 	if err != nil {
 		t.Fatalf("claim: %v", err)
 	}
-	secret := "pool-" + runID + "-secret"
+	secret := "pool-" + k8stest.RunID + "-secret"
 	if code, out := b.Sh(`cat from-host.txt; printf '%s\n' "$TOKEN"; hostname; echo run work > run.txt`, map[string]string{"TOKEN": secret}); code != 0 || !strings.HasPrefix(out, "host file\n"+secret+"\n") || strings.Contains(out, "\n"+b.Name+"\n") {
 		t.Errorf("exec in the claimed sandbox: %d %q (want the workspace copy, the secret, and not the sandbox's own pod)", code, out)
 	}
@@ -75,7 +75,7 @@ func TestLoopPooled(t *testing.T) {
 		t.Fatal(err)
 	}
 	const name = "pool-cli"
-	secret := "loop-" + runID + "-secret"
+	secret := "loop-" + k8stest.RunID + "-secret"
 	for file, body := range map[string]string{
 		"PROMPT.md":     "Do the task.\n",
 		"from-host.txt": "host file\n",

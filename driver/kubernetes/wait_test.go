@@ -28,9 +28,9 @@ func TestWaitFailsOnCause(t *testing.T) {
 		// the pull is answered 404, which the first ErrImagePull says.
 		reg := httptest.NewServer(registry.New())
 		t.Cleanup(reg.Close)
-		image := fmt.Sprintf("%s/sbx-missing-%s:none", reg.Listener.Addr(), runID)
+		image := fmt.Sprintf("%s/sbx-missing-%s:none", reg.Listener.Addr(), k8stest.RunID)
 		d := c.driver(0)
-		b := k8stest.NewBox(t, d, "pull-"+runID)
+		b := k8stest.NewBox(t, d, "pull-"+k8stest.RunID)
 		head := strings.Replace(c.Head(), "template: ", "template: "+image+"\n# ", 1)
 		sp := b.Spec(head + "  egress: advisory\n")
 		start := time.Now()
@@ -47,8 +47,8 @@ func TestWaitFailsOnCause(t *testing.T) {
 	t.Run("claim", func(t *testing.T) {
 		t.Parallel()
 		c := newCluster(t)
-		class := "sbx-no-such-class-" + runID
-		b := k8stest.NewBox(t, c.driver(0), "claim-"+runID)
+		class := "sbx-no-such-class-" + k8stest.RunID
+		b := k8stest.NewBox(t, c.driver(0), "claim-"+k8stest.RunID)
 		head := c.Head() + "  storageClass: " + class + "\n"
 		sp := b.Spec(head + "  egress: advisory\n")
 		start := time.Now()
@@ -69,7 +69,7 @@ func TestWaitFailsOnCause(t *testing.T) {
 		// driver derives from a file.
 		c := newCluster(t)
 		d := c.driver(0)
-		name := "big-" + runID
+		name := "big-" + k8stest.RunID
 		c.KubectlInput(t, fmt.Sprintf(`apiVersion: v1
 kind: Pod
 metadata: {name: %s, namespace: %s, labels: {dev.sbx.sandbox: %s}}

@@ -91,10 +91,8 @@ func (e *Env) setup() error {
 	}
 	e.workdir = dir
 	e.Binary = filepath.Join(dir, "sbx")
-	build := exec.Command("go", "build", "-o", e.Binary, "github.com/sbxhq/sbx/cmd/sbx")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("building a static sbx: %v: %s", err, out)
+	if err := fixture.BuildStatic(e.Binary, "github.com/sbxhq/sbx/cmd/sbx"); err != nil {
+		return err
 	}
 	ctxDir := filepath.Join(dir, "image")
 	if err := os.MkdirAll(ctxDir, 0o755); err != nil {

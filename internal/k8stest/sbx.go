@@ -13,6 +13,12 @@ import (
 	"github.com/sbxhq/sbx/internal/fixture"
 )
 
+// RunID names, for this run of a test process, what its tests make
+// outside their namespaces (images, registries' repositories, sandbox
+// names a CLI test picks): unique, so that runs sharing the cluster and
+// the Docker daemon never meet.
+var RunID = randomHex(4)
+
 // HelperBuilder builds the kubernetes driver's helper image from a static
 // sbx under tag, with labels (docker build --label flags) on it:
 // kubernetes.BuildHelperImage, which this package cannot import (the
@@ -46,13 +52,10 @@ func Sbx(t testing.TB, e *Env, pkg string, build HelperBuilder) (binary, helper 
 			return
 		}
 		sbx.binary = filepath.Join(sbx.dir, "sbx")
-		cmd := exec.Command("go", "build", "-o", sbx.binary, "github.com/sbxhq/sbx/cmd/sbx")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			sbx.err = fmt.Errorf("building a static sbx: %v: %s", err, out)
+		if sbx.err = fixture.BuildStatic(sbx.binary, "github.com/sbxhq/sbx/cmd/sbx"); sbx.err != nil {
 			return
 		}
-		sbx.helper = "sbx-helper-test:" + randomHex(4)
+		sbx.helper = "sbx-helper-test:" + RunID
 		sbx.err = build(context.Background(), sbx.binary, sbx.helper, fixture.Labels(pkg)...)
 	})
 	if sbx.err != nil {

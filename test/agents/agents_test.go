@@ -107,11 +107,11 @@ func setup() error {
 	}
 	env.dir = dir
 	env.binary = filepath.Join(dir, "sbx")
-	if err := goBuild(env.binary, "github.com/sbxhq/sbx/cmd/sbx"); err != nil {
+	if err := fixture.BuildStatic(env.binary, "github.com/sbxhq/sbx/cmd/sbx"); err != nil {
 		return err
 	}
 	mockDir := filepath.Join(dir, "mock")
-	if err := goBuild(filepath.Join(mockDir, "mockmodel"), "github.com/sbxhq/sbx/test/agents/mockmodel"); err != nil {
+	if err := fixture.BuildStatic(filepath.Join(mockDir, "mockmodel"), "github.com/sbxhq/sbx/test/agents/mockmodel"); err != nil {
 		return err
 	}
 	// The mock serves HTTPS with a certificate from the run's CA, which
@@ -152,15 +152,6 @@ func setup() error {
 		return fmt.Errorf("starting the mock: %v: %s", err, out)
 	}
 	return waitLog(env.mock, "mockmodel: listening on", time.Minute)
-}
-
-func goBuild(out, pkg string) error {
-	build := exec.Command("go", "build", "-o", out, pkg)
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build %s: %v: %s", pkg, err, b)
-	}
-	return nil
 }
 
 // waitLog waits until the container's log holds text: its own handshake.
@@ -572,7 +563,7 @@ func TestGitPushHTTPS(t *testing.T) {
 	const token = "ghp_sbx_e2e_Push_Token_5e1a"
 	const forge = "git-server"
 	dir := t.TempDir()
-	if err := goBuild(filepath.Join(dir, "gitserver"), "github.com/sbxhq/sbx/test/agents/gitserver"); err != nil {
+	if err := fixture.BuildStatic(filepath.Join(dir, "gitserver"), "github.com/sbxhq/sbx/test/agents/gitserver"); err != nil {
 		t.Fatal(err)
 	}
 	if err := env.ca.Issue(dir, forge); err != nil {

@@ -82,10 +82,8 @@ func setup() error {
 	env.hostDir = filepath.Join(dir, "host")
 	os.MkdirAll(env.hostDir, 0o700)
 	env.binary = filepath.Join(dir, "sbx")
-	build := exec.Command("go", "build", "-o", env.binary, "github.com/sbxhq/sbx/cmd/sbx")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("building a static sbx: %v: %s", err, out)
+	if err := fixture.BuildStatic(env.binary, "github.com/sbxhq/sbx/cmd/sbx"); err != nil {
+		return err
 	}
 	bb, err := exec.LookPath("busybox")
 	if err != nil {

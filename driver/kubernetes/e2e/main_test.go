@@ -9,8 +9,6 @@ package e2e
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"os"
 	"testing"
 
@@ -18,13 +16,6 @@ import (
 	"github.com/sbxhq/sbx/driver/runner"
 	"github.com/sbxhq/sbx/internal/k8stest"
 )
-
-// runID names what a test makes outside its namespace, for this run.
-var runID = func() string {
-	b := make([]byte, 4)
-	rand.Read(b)
-	return hex.EncodeToString(b)
-}()
 
 func TestMain(m *testing.M) { k8stest.Main(m) }
 

@@ -80,7 +80,7 @@ func TestReadmeQuickPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(self, append(bin, []byte("\nsbx TestReadmeQuickPath "+runID+"\n")...), 0o755); err != nil {
+	if err := os.WriteFile(self, append(bin, []byte("\nsbx TestReadmeQuickPath "+k8stest.RunID+"\n")...), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	helper, err := kubernetes.HelperImage(self, "")

@@ -89,9 +89,9 @@ COPY marker /sbx-test-marker
 CMD ["/bin/sh"]
 `, 0o644)
 	marker := filepath.Join(tpl, "marker")
-	write(marker, "first build "+runID+"\n", 0o644)
+	write(marker, "first build "+k8stest.RunID+"\n", 0o644)
 	const name = "reg"
-	repo := reg.host + "/run-" + runID // the registry and path sbx pushes under
+	repo := reg.host + "/run-" + k8stest.RunID // the registry and path sbx pushes under
 	file := filepath.Join(dir, "sandbox.yaml")
 	write(file, fmt.Sprintf(`version: 1
 name: %s
@@ -124,7 +124,7 @@ kubernetes:
 	if err != nil {
 		t.Fatal(err)
 	}
-	write(self, string(bin)+"\nsbx TestRegistry "+runID+"\n", 0o755)
+	write(self, string(bin)+"\nsbx TestRegistry "+k8stest.RunID+"\n", 0o755)
 	sbx := c.CLI(ws, filepath.Join(dir, "state"), "SBX_STATIC_BINARY="+self)
 	t.Cleanup(func() {
 		if out, err := sbx("destroy", "-y"); err != nil {
@@ -166,15 +166,15 @@ kubernetes:
 	}
 	converged()
 	reg.checkTags(t, map[string][]string{
-		"run-" + runID + "/sbx-helper":           {tagOf(helper)},
-		"run-" + runID + "/sbx-template-" + name: {tagOf(first)},
+		"run-" + k8stest.RunID + "/sbx-helper":           {tagOf(helper)},
+		"run-" + k8stest.RunID + "/sbx-template-" + name: {tagOf(first)},
 	})
 	c.checkPods(t, name, first, helper)
 	reg.checkPulled(t, first, helper)
 	if got := imagesUnder(c.Images(t), reg.host+"/"); !slices.Contains(got, first) || !slices.Contains(got, helper) {
 		t.Errorf("the cluster's images from the registry: %q, want %s and %s among them", got, first, helper)
 	}
-	if out, err := sbx("shell", "--", "cat", "/sbx-test-marker"); err != nil || out != "first build "+runID+"\n" {
+	if out, err := sbx("shell", "--", "cat", "/sbx-test-marker"); err != nil || out != "first build "+k8stest.RunID+"\n" {
 		t.Fatalf("sbx shell -- cat /sbx-test-marker: %v %q", err, out)
 	}
 
@@ -182,7 +182,7 @@ kubernetes:
 	// pushed under a new tag and the sandbox replaced. The change is a
 	// widening (THREATS.md 3: the agent may have written the context), so
 	// apply -y alone refuses it and pushes nothing.
-	write(marker, "second build "+runID+"\n", 0o644)
+	write(marker, "second build "+k8stest.RunID+"\n", 0o644)
 	second := want()
 	if second == first {
 		t.Fatalf("the changed build context has the same image %s", first)
@@ -208,20 +208,20 @@ kubernetes:
 		t.Errorf("sbx apply -y of a changed build context: %v, want a refusal that asks for --approve-widening:\n%s", err, out)
 	}
 	reg.checkTags(t, map[string][]string{
-		"run-" + runID + "/sbx-helper":           {tagOf(helper)},
-		"run-" + runID + "/sbx-template-" + name: {tagOf(first)},
+		"run-" + k8stest.RunID + "/sbx-helper":           {tagOf(helper)},
+		"run-" + k8stest.RunID + "/sbx-template-" + name: {tagOf(first)},
 	})
 	if out, err := sbx("apply", "-y", "--approve-widening"); err != nil {
 		t.Fatalf("sbx apply after the build context changed: %v\n%s", err, out)
 	}
 	converged()
 	reg.checkTags(t, map[string][]string{
-		"run-" + runID + "/sbx-helper":           {tagOf(helper)},
-		"run-" + runID + "/sbx-template-" + name: sorted(tagOf(first), tagOf(second)),
+		"run-" + k8stest.RunID + "/sbx-helper":           {tagOf(helper)},
+		"run-" + k8stest.RunID + "/sbx-template-" + name: sorted(tagOf(first), tagOf(second)),
 	})
 	c.checkPods(t, name, second, helper)
 	reg.checkPulled(t, second)
-	if out, err := sbx("shell", "--", "cat", "/sbx-test-marker"); err != nil || out != "second build "+runID+"\n" {
+	if out, err := sbx("shell", "--", "cat", "/sbx-test-marker"); err != nil || out != "second build "+k8stest.RunID+"\n" {
 		t.Fatalf("sbx shell -- cat /sbx-test-marker after the rebuild: %v %q", err, out)
 	}
 

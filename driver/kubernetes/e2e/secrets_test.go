@@ -80,7 +80,7 @@ func TestSecretsStayOutside(t *testing.T) {
 	}
 	// The key's first 48 base64 characters: in any PEM copy of it.
 	key := base64.StdEncoding.EncodeToString(keyBlock.Bytes)[:48]
-	placeholder, roguePlaceholder := "sbx-test-placeholder-"+runID, "sbx-test-rogue-placeholder-"+runID
+	placeholder, roguePlaceholder := "sbx-test-placeholder-"+k8stest.RunID, "sbx-test-rogue-placeholder-"+k8stest.RunID
 	set := func(value string) map[string]string {
 		t.Helper()
 		env, err := d.SetSecrets(context.Background(), b.Name, caPEM, []driver.ProxySecret{

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sbxhq/sbx/driver/kubernetes"
+	"github.com/sbxhq/sbx/internal/k8stest"
 )
 
 // TestStopSays: sbx stop on the kubernetes driver says what it keeps, and
@@ -21,7 +22,7 @@ func TestStopSays(t *testing.T) {
 	if err := os.Mkdir(ws, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	name := "stop-" + runID
+	name := "stop-" + k8stest.RunID
 	decl := "version: 1\nname: " + name + "\nagent: shell\ndriver: kubernetes\nworkspace: .\n" + c.Head() + "  namespace: " + c.NS + "\n  egress: advisory\n"
 	if err := os.WriteFile(filepath.Join(ws, "sandbox.yaml"), []byte(decl), 0o644); err != nil {
 		t.Fatal(err)
