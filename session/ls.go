@@ -172,9 +172,12 @@ func listDriver(ctx context.Context, opts ListOptions, store *reconcile.Store, c
 	var rows []Listed
 	others := 0
 	if l, ok := chosen.Backend.(driver.Lister); ok {
+		// A listing that fails (a namespace the user may not list) is
+		// said, and the sandboxes this machine has records of are still
+		// listed.
 		managed, err := l.Managed(ctx)
 		if err != nil {
-			return nil, 0, []string{fmt.Sprintf("driver %s: %v", name, err)}
+			errs = append(errs, fmt.Sprintf("driver %s: listing the sandboxes sbx made: %v", name, err))
 		}
 		for _, m := range managed {
 			owner := reconcile.OwnerFrom(stored[m.Name], m.Owner)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -507,17 +508,8 @@ func (d *Driver) liveOf(name string, p place, ls *listing) (*reconcile.Live, err
 		l.Kubernetes.WarmPool = pool.replicas
 		o.pool = pool
 	}
-	switch {
-	case o.suspended:
-		l.Stopped, l.Status = true, "suspended"
-	case conditionTrue(sb.status.Conditions, "Ready"):
-		l.Status = "running"
-	default:
-		l.Status = "not ready"
-		if c := conditionOf(sb.status.Conditions, "Ready"); c != nil {
-			l.Status += ": " + c.Reason
-		}
-	}
+	l.Status = statusOf(sb)
+	l.Stopped = o.suspended
 	proxy := ls.proxies[name]
 	if proxy == nil || proxy.meta.DeletionTimestamp != "" {
 		l.Missing = append(l.Missing, "egress proxy")
@@ -564,6 +556,50 @@ func createNotes(sp *spec.Spec) []string {
 		return nil
 	}
 	return []string{fmt.Sprintf("the workspace is a copy: %s is copied into the sandbox's volume when it is created; the agent's changes stay there until 'sbx pull' copies them back (sbx push copies the host's over)", sp.Workspace.Path)}
+}
+
+// statusOf is a Sandbox's status as sbx shows it: suspended (stopped),
+// running (Ready) or not ready with the Ready condition's reason.
+func statusOf(sb *sandboxObj) string {
+	switch {
+	case sb.spec.OperatingMode == "Suspended":
+		return "suspended"
+	case conditionTrue(sb.status.Conditions, "Ready"):
+		return "running"
+	}
+	status := "not ready"
+	if c := conditionOf(sb.status.Conditions, "Ready"); c != nil {
+		status += ": " + c.Reason
+	}
+	return status
+}
+
+var _ driver.Lister = (*Driver)(nil)
+
+// Managed lists the sandboxes sbx made in the driver's namespace (the
+// one a file naming none gets), with their status and owner, for sbx ls:
+// the namespace's one listing (Observe's), from which only the Sandbox's
+// name, status and the owner in its record annotation are taken. A
+// sandbox whose record does not read is listed with no owner. Sandboxes
+// in other namespaces are found through the records on this machine.
+func (d *Driver) Managed(ctx context.Context) ([]driver.Listed, error) {
+	ls, err := d.list(ctx, d.where(""))
+	if err != nil {
+		return nil, err
+	}
+	var out []driver.Listed
+	for name, sb := range ls.sandboxes {
+		if sb.meta.Labels[driver.LabelManaged] != "true" || sb.meta.Name != name {
+			continue
+		}
+		l := driver.Listed{Name: name, Status: statusOf(sb)}
+		if sb.record != nil && sb.recordErr == nil {
+			l.Owner = sb.record.Owner
+		}
+		out = append(out, l)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
 }
 
 func conditionOf(cs []condition, typ string) *condition {

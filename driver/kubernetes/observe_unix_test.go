@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/driver/runner"
 	"github.com/sbxhq/sbx/egress"
 	"github.com/sbxhq/sbx/reconcile"
@@ -236,5 +237,43 @@ func TestObserveListingErrors(t *testing.T) {
 				t.Errorf("err = %v, want it to name the command", err)
 			}
 		})
+	}
+}
+
+// TestManaged: sbx ls's listing of the namespace gives each sandbox sbx
+// made with its status and the owner its record names (none when it has
+// no record, or one that does not read), in one kubectl call.
+func TestManaged(t *testing.T) {
+	recJSON := func(user, ws string) string {
+		b, err := json.Marshal(&reconcile.Record{Owner: reconcile.Owner{User: user, Workspace: ws}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	d, trace, _ := observeFixtureWith(t, 4, func(t testing.TB, objs []object) {
+		// Four objects per sandbox: the Sandbox, the proxy pod and two
+		// policies.
+		objs[0].Metadata.Annotations[annRecord] = recJSON("alice", "/home/alice/api")
+		objs[0].Status = json.RawMessage(`{"conditions":[{"type":"Ready","status":"True","reason":"DependenciesReady"}]}`)
+		objs[4].Metadata.Annotations[annRecord] = recJSON("bob", "/home/bob/api")
+		objs[4].Status = json.RawMessage(`{"conditions":[{"type":"Ready","status":"False","reason":"PodNotReady"}]}`)
+		objs[8].Metadata.Annotations[annRecord] = `{"managedBy":`
+	})
+	got, err := d.Managed(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []driver.Listed{
+		{Name: "sb-0", Status: "running", Owner: reconcile.Owner{User: "alice", Workspace: "/home/alice/api"}},
+		{Name: "sb-1", Status: "not ready: PodNotReady", Owner: reconcile.Owner{User: "bob", Workspace: "/home/bob/api"}},
+		{Name: "sb-2", Status: "not ready"},
+		{Name: "sb-3", Status: "not ready"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Managed (-want +got):\n%s", diff)
+	}
+	if n := strings.Count(trace.String(), "\n$ "); n != 0 || !strings.HasPrefix(trace.String(), "$ ") {
+		t.Errorf("Managed made other than one kubectl call:\n%.2000s", trace.String())
 	}
 }
