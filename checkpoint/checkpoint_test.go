@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/sbxhq/sbx/internal/fixture"
 	"github.com/sbxhq/sbx/state"
 )
 
@@ -111,5 +112,13 @@ func TestNames(t *testing.T) {
 	}
 	if Ref("x") != "sbx-checkpoint:x" {
 		t.Error(Ref("x"))
+	}
+}
+
+// TestSweptRepository: the tests' sweep of checkpoints a killed run left
+// looks in this package's repository.
+func TestSweptRepository(t *testing.T) {
+	if fixture.CheckpointRepository != Repository {
+		t.Errorf("fixture.CheckpointRepository is %q, want %q", fixture.CheckpointRepository, Repository)
 	}
 }

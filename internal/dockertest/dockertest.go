@@ -58,12 +58,19 @@ func New(pkg string) *Env {
 	}
 }
 
-// Run is a package's TestMain: it clears what killed runs left, makes the
-// fixtures, runs the tests and removes the fixtures. A setup that fails
-// (no daemon) is reported by Require in each test. It returns m.Run's
+// SandboxPrefix starts the name of every sandbox and checkpoint the docker
+// tests make (then Uniq's run id), so that fixture.SweepDocker finds those
+// a killed run left: a sandbox made from a checkpoint carries no test
+// label.
+const SandboxPrefix = "e2e-"
+
+// Run is a package's TestMain: it clears what killed runs left (their
+// sandboxes by SandboxPrefix too), makes the fixtures, runs the tests and
+// removes the fixtures. A setup that fails (no daemon) is reported by
+// Require in each test. It returns m.Run's
 // code.
 func (e *Env) Run(m *testing.M) int {
-	fixture.SweepDocker()
+	fixture.SweepDocker(SandboxPrefix)
 	err := e.setup()
 	defer func() {
 		exec.Command("docker", "rm", "-f", e.WebName).Run()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/sbxhq/sbx/internal/fixture"
 	"github.com/sbxhq/sbx/internal/k8stest"
 )
 
@@ -120,7 +121,8 @@ func TestLoadImage(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(dockerfile), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.CommandContext(t.Context(), "docker", "build", "-q", "-t", image, dir).CombinedOutput(); err != nil {
+	build := append(append([]string{"build", "-q"}, fixture.Labels("k8stest")...), "-t", image, dir)
+	if out, err := exec.CommandContext(t.Context(), "docker", build...).CombinedOutput(); err != nil {
 		t.Fatalf("docker build: %v: %s", err, out)
 	}
 	t.Cleanup(func() {
