@@ -35,11 +35,11 @@ type Env struct {
 	WebIP   string // its address on Docker's default bridge
 	Runsc   bool   // the daemon has gVisor's runsc runtime
 	RunID   string
+	Workdir string // the run's scratch directory (Binary is in it), removed by Run
 
-	pkg     string
-	ok      bool
-	reason  string
-	workdir string
+	pkg    string
+	ok     bool
+	reason string
 }
 
 // New names a package's fixtures for this run; pkg labels them
@@ -75,8 +75,8 @@ func (e *Env) Run(m *testing.M) int {
 	defer func() {
 		exec.Command("docker", "rm", "-f", e.WebName).Run()
 		exec.Command("docker", "rmi", "-f", e.Image).Run()
-		if e.workdir != "" {
-			os.RemoveAll(e.workdir)
+		if e.Workdir != "" {
+			os.RemoveAll(e.Workdir)
 		}
 	}()
 	if err != nil {
@@ -96,7 +96,7 @@ func (e *Env) setup() error {
 	if err != nil {
 		return err
 	}
-	e.workdir = dir
+	e.Workdir = dir
 	e.Binary = filepath.Join(dir, "sbx")
 	if err := fixture.BuildStatic(e.Binary, "github.com/sbxhq/sbx/cmd/sbx"); err != nil {
 		return err

@@ -15,8 +15,6 @@ package hostile
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -27,109 +25,34 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sbxhq/sbx/internal/dockertest"
 	"github.com/sbxhq/sbx/internal/fixture"
 )
 
-var env struct {
-	ok      bool
-	reason  string
-	dir     string
-	binary  string
-	image   string
-	web     string // the run's web server container
-	webIP   string
-	runsc   bool
-	runID   string
-	hostDir string // host-only files the agent must never see
-}
+// env is the run's daemon fixtures: a static sbx, the busybox template and
+// a web server (internal/dockertest, shared with the docker driver's
+// tests).
+var env = dockertest.New("hostile")
 
-func TestMain(m *testing.M) {
-	code := func() int {
-		b := make([]byte, 4)
-		rand.Read(b)
-		env.runID = hex.EncodeToString(b)
-		env.image = "sbx-hostile-busybox:" + env.runID
-		env.web = "sbx-hostile-web-" + env.runID
-		fixture.SweepDocker()
-		err := setup()
-		defer func() {
-			exec.Command("docker", "rm", "-f", env.web).Run()
-			exec.Command("docker", "rmi", "-f", env.image).Run()
-			if env.dir != "" {
-				os.RemoveAll(env.dir)
-			}
-		}()
-		if err != nil {
-			env.reason = err.Error()
-		} else {
-			env.ok = true
-		}
-		return m.Run()
-	}()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
 
-func setup() error {
-	if out, err := exec.Command("docker", "version", "--format", "{{.Server.Version}}").CombinedOutput(); err != nil {
-		return fmt.Errorf("no Docker daemon: %v: %s", err, out)
-	}
-	fixture.SweepTemp()
-	dir, err := fixture.TempDir("sbx-hostile-")
-	if err != nil {
-		return err
-	}
-	env.dir = dir
-	env.hostDir = filepath.Join(dir, "host")
-	os.MkdirAll(env.hostDir, 0o700)
-	env.binary = filepath.Join(dir, "sbx")
-	if err := fixture.BuildStatic(env.binary, "github.com/sbxhq/sbx/cmd/sbx"); err != nil {
-		return err
-	}
-	bb, err := exec.LookPath("busybox")
-	if err != nil {
-		return fmt.Errorf("busybox-static is not installed: %v", err)
-	}
-	img := filepath.Join(dir, "image")
-	os.MkdirAll(img, 0o755)
-	data, err := os.ReadFile(bb)
-	if err != nil {
-		return err
-	}
-	os.WriteFile(filepath.Join(img, "busybox"), data, 0o755)
-	os.WriteFile(filepath.Join(img, "Dockerfile"), []byte("FROM scratch\nCOPY busybox /bin/busybox\nRUN [\"/bin/busybox\", \"--install\", \"-s\", \"/bin\"]\nENV PATH=/bin\n"), 0o644)
-	imageArgs := append(append([]string{"build", "-q"}, fixture.Labels("hostile")...), "-t", env.image, img)
-	if out, err := exec.Command("docker", imageArgs...).CombinedOutput(); err != nil {
-		return fmt.Errorf("building the test image: %v: %s", err, out)
-	}
-	ip, err := fixture.WebServer(env.web, env.image)
-	if err != nil {
-		return err
-	}
-	env.webIP, env.runsc = ip, fixture.HasRunsc()
-	return nil
-}
-
-func require(t *testing.T) {
+// hostDir holds host-only files the agent must never see.
+func hostDir(t *testing.T) string {
 	t.Helper()
-	if env.ok {
-		return
+	dir := filepath.Join(env.Workdir, "host")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
 	}
-	if os.Getenv("SBX_E2E") == "1" {
-		t.Fatalf("SBX_E2E=1 but the hostile-agent setup failed: %s", env.reason)
-	}
-	t.Skipf("no usable Docker daemon (%s); set SBX_E2E=1 to make this a failure", env.reason)
+	return dir
 }
 
 // runtimes runs f under runc and under runsc (gVisor), which CI has.
 func runtimes(t *testing.T, f func(t *testing.T, runtime string)) {
-	require(t)
+	env.Require(t)
 	for _, rt := range []string{"runc", "runsc"} {
 		t.Run(rt, func(t *testing.T) {
-			if rt == "runsc" && !env.runsc {
-				if os.Getenv("SBX_E2E") == "1" {
-					t.Fatal("SBX_E2E=1 but the daemon has no runsc runtime")
-				}
-				t.Skip("the daemon has no runsc runtime")
+			if rt == "runsc" {
+				env.RequireRunsc(t)
 			}
 			f(t, rt)
 		})
@@ -154,14 +77,14 @@ func newSandbox(t *testing.T, label, runtime, extra string) *sandbox {
 	t.Helper()
 	s := &sandbox{
 		t:      t,
-		name:   fmt.Sprintf("hostile-%s-%s-%s", label, runtime, env.runID),
+		name:   fmt.Sprintf("hostile-%s-%s-%s", label, runtime, env.RunID),
 		ws:     t.TempDir(),
 		state:  t.TempDir(),
-		marker: filepath.Join(env.hostDir, label+"-"+runtime+"-pwned"),
-		secret: filepath.Join(env.hostDir, label+"-"+runtime+"-secret"),
+		marker: filepath.Join(hostDir(t), label+"-"+runtime+"-pwned"),
+		secret: filepath.Join(hostDir(t), label+"-"+runtime+"-secret"),
 	}
 	os.WriteFile(s.secret, []byte(hostSecret+"\n"), 0o600)
-	s.hostEnv = []string{"SBX_STATE_DIR=" + s.state, "SBX_STATIC_BINARY=" + env.binary, "HOME=" + t.TempDir(),
+	s.hostEnv = []string{"SBX_STATE_DIR=" + s.state, "SBX_STATIC_BINARY=" + env.Binary, "HOME=" + t.TempDir(),
 		"PATH=" + os.Getenv("PATH"), "GH_TOKEN=ghp_hostile_Secret_0042", "AWS_SECRET_ACCESS_KEY=AKIAhostonly00042"}
 	git := func(args ...string) {
 		cmd := exec.Command("git", append([]string{"-c", "user.email=t@t", "-c", "user.name=t", "-C", s.ws}, args...)...)
@@ -197,7 +120,7 @@ loop:
   completion: {promise: NEVER}
   breaker: {noProgress: 0, sameError: 0}
   command: [sh, -c, 'cat > .stdin-capture; printf %%s "$$GITHUB_TOKEN" | base64']
-`, s.name, env.image, rt, extra, env.webIP))
+`, s.name, env.Image, rt, extra, env.WebIP))
 	git("add", ".")
 	git("commit", "-q", "-m", "init")
 	t.Cleanup(func() {
@@ -222,7 +145,7 @@ func (s *sandbox) write(name, content string) {
 }
 
 func (s *sandbox) run(ctx context.Context, args ...string) (string, int) {
-	cmd := exec.CommandContext(ctx, env.binary, args...)
+	cmd := exec.CommandContext(ctx, env.Binary, args...)
 	cmd.Dir = s.ws
 	cmd.Env = s.hostEnv
 	cmd.WaitDelay = 5 * time.Second
@@ -361,7 +284,7 @@ func TestDeclarationIsReadOnly(t *testing.T) {
 // address allowed exactly, and a Docker network for its proxy to join.
 func TestUnprotectedDeclaration(t *testing.T) {
 	runtimes(t, func(t *testing.T, runtime string) {
-		network := "sbx-hostile-net-" + runtime + "-" + env.runID
+		network := "sbx-hostile-net-" + runtime + "-" + env.RunID
 		create := append(append([]string{"network", "create"}, fixture.Labels("hostile")...), network)
 		if out, err := exec.Command("docker", create...).CombinedOutput(); err != nil {
 			t.Fatalf("docker network create: %v: %s", err, out)
@@ -515,7 +438,7 @@ func TestEgressTricks(t *testing.T) {
 			out, _ := s.agent(fmt.Sprintf(`printf 'CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n' | nc -w 5 127.0.0.1 3128 | head -1`, target, target))
 			return strings.TrimSpace(out)
 		}
-		if got := get(env.webIP + ":8080"); !strings.Contains(got, "200") {
+		if got := get(env.WebIP + ":8080"); !strings.Contains(got, "200") {
 			t.Fatalf("the allowed host does not answer: %q", got)
 		}
 		proxyIP := strings.TrimSpace(fmt.Sprint(inspect(t, "sbx-"+s.name+"-egress")["NetworkSettings"].(map[string]any)["IPAddress"]))
@@ -545,7 +468,7 @@ func TestEgressTricks(t *testing.T) {
 				t.Errorf("%s: %q and no %d in the proxy's log", what, strings.TrimSpace(out), status)
 			}
 		}
-		out, _ := s.agent(`(printf 'GET http://` + env.webIP + `:8080/ HTTP/1.1\r\nX: '; head -c 2000000 /dev/zero | tr '\0' a; printf '\r\n\r\n') | nc -w 10 127.0.0.1 3128 | head -1`)
+		out, _ := s.agent(`(printf 'GET http://` + env.WebIP + `:8080/ HTTP/1.1\r\nX: '; head -c 2000000 /dev/zero | tr '\0' a; printf '\r\n\r\n') | nc -w 10 127.0.0.1 3128 | head -1`)
 		refused("a 2 MB header", out, 431)
 		out, _ = s.agent(`(printf 'GET http://'; head -c 20000 /dev/zero | tr '\0' a; printf '.example/ HTTP/1.0\r\n\r\n') | nc -w 10 127.0.0.1 3128 | head -1`)
 		refused("a 20 KB host name", out, 414)
@@ -681,10 +604,10 @@ func pidsCurrent(t *testing.T, container string) func() (int, bool) {
 // sandbox: its RUN steps cannot reach even the allowed host, and the agent
 // cannot rewrite the Dockerfile for the next build.
 func TestBuildHasNoNetwork(t *testing.T) {
-	require(t)
+	env.Require(t)
 	// Removed after the sandbox that uses it (cleanups run last first).
 	t.Cleanup(func() {
-		out, _ := exec.Command("docker", "images", "-q", "sbx-template-hostile-build-runc-"+env.runID).Output()
+		out, _ := exec.Command("docker", "images", "-q", "sbx-template-hostile-build-runc-"+env.RunID).Output()
 		for _, id := range strings.Fields(string(out)) {
 			exec.Command("docker", "rmi", "-f", id).Run()
 		}
@@ -693,8 +616,8 @@ func TestBuildHasNoNetwork(t *testing.T) {
 	// Move the sandbox onto a template built from its workspace.
 	os.MkdirAll(filepath.Join(s.ws, ".sandbox"), 0o755)
 	s.write(".sandbox/Dockerfile", fmt.Sprintf(
-		"FROM %s\nRUN (wget -q -T 3 -O /got http://%s:8080/ && echo reached > /net) || echo no-network > /net\n", env.image, env.webIP))
-	s.write("sandbox.yaml", strings.Replace(s.read("sandbox.yaml"), "template: "+env.image, "template: {build: {context: .sandbox}}", 1))
+		"FROM %s\nRUN (wget -q -T 3 -O /got http://%s:8080/ && echo reached > /net) || echo no-network > /net\n", env.Image, env.WebIP))
+	s.write("sandbox.yaml", strings.Replace(s.read("sandbox.yaml"), "template: "+env.Image, "template: {build: {context: .sandbox}}", 1))
 	out, code := s.sbx("apply", "-y", "--approve-widening")
 	if code != 0 {
 		t.Fatalf("apply of the built template: %d\n%s", code, out)

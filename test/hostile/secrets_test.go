@@ -35,9 +35,9 @@ import (
 // the value changes on the host and the agent calls again: the new value
 // arrives, the sandbox is the same container.
 func TestSecretsStayOutside(t *testing.T) {
-	require(t)
+	env.Require(t)
 	const value1, value2 = "sk-real-Value-one-91f2", "sk-real-Value-two-37ac"
-	api, drop, rogue := "api-"+env.runID, "drop-"+env.runID, "rogue-"+env.runID
+	api, drop, rogue := "api-"+env.RunID, "drop-"+env.RunID, "rogue-"+env.RunID
 	dir := t.TempDir()
 
 	// The test's CA, which the proxy trusts, certifies api and drop;
@@ -76,10 +76,10 @@ func TestSecretsStayOutside(t *testing.T) {
 		}
 		return strings.TrimSpace(string(out))
 	}
-	serverImage, agentImage := "sbx-hostile-peer:"+env.runID, "sbx-hostile-agent:"+env.runID
+	serverImage, agentImage := "sbx-hostile-peer:"+env.RunID, "sbx-hostile-agent:"+env.RunID
 	for _, im := range []struct{ ctx, image, dockerfile string }{
 		{"server", serverImage, "FROM scratch\nCOPY secretpeer /peer\nCOPY certs /certs\n"},
-		{"agent", agentImage, "FROM " + env.image + "\nCOPY secretpeer /peer\n"},
+		{"agent", agentImage, "FROM " + env.Image + "\nCOPY secretpeer /peer\n"},
 	} {
 		ctx := filepath.Join(dir, im.ctx)
 		build := exec.Command("go", "build", "-o", filepath.Join(ctx, "secretpeer"), "github.com/sbxhq/sbx/test/hostile/secretpeer")
@@ -93,17 +93,17 @@ func TestSecretsStayOutside(t *testing.T) {
 		dk(append(append([]string{"build", "-q"}, fixture.Labels("hostile")...), "-t", im.image, ctx)...)
 		t.Cleanup(func() { exec.Command("docker", "rmi", "-f", im.image).Run() })
 	}
-	network := "sbx-hostile-secrets-" + env.runID
+	network := "sbx-hostile-secrets-" + env.RunID
 	dk(append(append([]string{"network", "create"}, fixture.Labels("hostile")...), network)...)
 	t.Cleanup(func() { exec.Command("docker", "network", "rm", network).Run() })
-	server := "sbx-hostile-peer-" + env.runID
+	server := "sbx-hostile-peer-" + env.RunID
 	dk("run", "-d", "--name", server, "--network", network, "--network-alias", api, "--network-alias", drop,
 		"--network-alias", rogue, serverImage, "/peer", "serve")
 	t.Cleanup(func() { exec.Command("docker", "rm", "-f", server).Run() })
 	waitFor(t, func() bool { return strings.Contains(dockerLogs(server), "secretpeer: listening") })
 
-	s := &sandbox{t: t, name: "hostile-secrets-" + env.runID, ws: t.TempDir(), state: t.TempDir()}
-	s.hostEnv = []string{"SBX_STATE_DIR=" + s.state, "SBX_STATIC_BINARY=" + env.binary, "HOME=" + t.TempDir(),
+	s := &sandbox{t: t, name: "hostile-secrets-" + env.RunID, ws: t.TempDir(), state: t.TempDir()}
+	s.hostEnv = []string{"SBX_STATE_DIR=" + s.state, "SBX_STATIC_BINARY=" + env.Binary, "HOME=" + t.TempDir(),
 		"PATH=" + os.Getenv("PATH"), "SSL_CERT_FILE=" + roots, "SBX_TEST_KEY=" + value1}
 	s.write("sandbox.yaml", fmt.Sprintf(`version: 1
 name: %s

@@ -208,18 +208,8 @@ func TestLsOtherUsers(t *testing.T) {
 		if !slices.Contains(args, "--json") {
 			return nil, 0, out
 		}
-		var doc struct {
-			Sandboxes []map[string]any `json:"sandboxes"`
-			Others    float64          `json:"others"`
-		}
-		if err := json.Unmarshal([]byte(out), &doc); err != nil {
-			t.Fatalf("sbx ls --json: %v\n%s", err, out)
-		}
-		m := map[string]map[string]any{}
-		for _, s := range doc.Sandboxes {
-			m[s["name"].(string)] = s
-		}
-		return m, doc.Others, out
+		m, others := fixture.LsJSON(t, out)
+		return m, others, out
 	}
 	mine, others, _ := ls("--json")
 	if _, ok := mine[other]; ok {

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sbxhq/sbx/driver"
+	"github.com/sbxhq/sbx/internal/fixture"
 	"github.com/sbxhq/sbx/internal/k8stest"
 	"github.com/sbxhq/sbx/reconcile"
 	"github.com/sbxhq/sbx/spec"
@@ -97,18 +98,8 @@ spec:
 		if !strings.Contains(strings.Join(args, " "), "--json") {
 			return nil, 0, out
 		}
-		var doc struct {
-			Sandboxes []map[string]any `json:"sandboxes"`
-			Others    float64          `json:"others"`
-		}
-		if err := json.Unmarshal([]byte(out), &doc); err != nil {
-			t.Fatalf("sbx ls --json: %v\n%s", err, out)
-		}
-		m := map[string]map[string]any{}
-		for _, s := range doc.Sandboxes {
-			m[s["name"].(string)] = s
-		}
-		return m, doc.Others, out
+		m, others := fixture.LsJSON(t, out)
+		return m, others, out
 	}
 	listed, others, _ := ls("--json")
 	if _, ok := listed[other]; ok {
