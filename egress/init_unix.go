@@ -16,8 +16,9 @@ import (
 // InitMain is `sbx __sandbox-init`, PID 1 of a docker-driver or
 // kubernetes-driver sandbox: it runs the egress bridge on 127.0.0.1:3128
 // (to the proxy's Unix socket, --socket, or to the TCP address in
-// --upstream-file), reaps the orphans that every init must, and exits on
-// SIGTERM (docker stop, pod deletion). The agent's processes arrive
+// --upstream-file), keeps connections parked on the forwarder of its
+// published ports (--ports-socket, ParkPorts), reaps the orphans that
+// every init must, and exits on SIGTERM (docker stop, pod deletion). The agent's processes arrive
 // through exec, not as its children.
 func InitMain(ctx context.Context, args []string, stderr io.Writer) int {
 	fs := pflag.NewFlagSet("sbx __sandbox-init", pflag.ContinueOnError)
@@ -25,6 +26,7 @@ func InitMain(ctx context.Context, args []string, stderr io.Writer) int {
 	listen := fs.String("listen", "127.0.0.1:3128", "the sandbox's proxy address")
 	socket := fs.String("socket", "", "the egress proxy's Unix socket")
 	upstreamFile := fs.String("upstream-file", "", "a file holding the egress proxy's TCP address (host:port)")
+	portsSocket := fs.String("ports-socket", "", "the published ports' forwarder's Unix socket, to park connections on")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -43,6 +45,9 @@ func InitMain(ctx context.Context, args []string, stderr io.Writer) int {
 		go Bridge(ctx, ln, *socket)
 	} else {
 		go BridgeFile(ctx, ln, *upstreamFile)
+	}
+	if *portsSocket != "" {
+		go ParkPorts(ctx, *portsSocket)
 	}
 	reap(ctx)
 	return 0

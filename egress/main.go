@@ -31,6 +31,7 @@ func proxyMain(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	ready := fs.String("ready-file", "", "file to create once listening")
 	initPolicy := fs.String("init-policy", "", "policy JSON to write to --policy when that file does not exist yet")
 	control := fs.Bool("control", false, "answer control requests (JSON lines) on stdin, replies on stdout")
+	hostRelay := fs.String("host-relay", "", "the Unix socket of the relay to the host's loopback (network.hostPorts)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -54,7 +55,7 @@ func proxyMain(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		defer f.Close()
 		logw = f
 	}
-	opts.PolicyPath, opts.Log = *policy, logw
+	opts.PolicyPath, opts.Log, opts.HostRelay = *policy, logw, *hostRelay
 	p, err := New(opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "sbx __egress-proxy: %v\n", err)

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"slices"
 	"sort"
 
 	"github.com/sbxhq/sbx/spec"
@@ -43,6 +44,10 @@ type Policy struct {
 	// wrote the policy. Not part of the declaration either: the planner
 	// compares the networks' names, read from the container.
 	Networks []Network `json:"networks,omitempty"`
+	// HostPorts are the ports on the host's loopback the agent reaches as
+	// spec.HostAlias:PORT (network.hostPorts), through the host relay
+	// (Options.HostRelay); no other port of the host, whatever the rules.
+	HostPorts []int `json:"hostPorts,omitempty"`
 }
 
 // Network is one Docker network the proxy joined. An address in one of
@@ -71,6 +76,7 @@ func PolicyOf(sp *spec.Spec, hostAddrs []string) Policy {
 		p.BlockCIDRs = append(p.BlockCIDRs, c.String())
 	}
 	sort.Strings(p.BlockCIDRs)
+	p.HostPorts = slices.Sorted(slices.Values(sp.Network.HostPorts))
 	return p
 }
 
@@ -90,6 +96,8 @@ type compiled struct {
 	// reach are the subnets of the networks the proxy joined: exceptions
 	// to blocked for a destination an exact rule allows (see excepted).
 	reach prefixes
+	// hostPorts are Policy.HostPorts.
+	hostPorts []int
 }
 
 // rule is a host pattern of the policy, an IP literal in canonical form,
@@ -133,6 +141,12 @@ func parsePolicy(what string, data []byte) (*Policy, *compiled, error) {
 
 func (p *Policy) compile() (*compiled, error) {
 	c := &compiled{}
+	for _, hp := range p.HostPorts {
+		if hp < 1 || hp > 65535 {
+			return nil, fmt.Errorf("host port %d is not a port", hp)
+		}
+		c.hostPorts = append(c.hostPorts, hp)
+	}
 	switch p.Default {
 	case "allow":
 		c.allowAll = true
@@ -210,6 +224,16 @@ type Decision struct {
 // decide applies the rules to a destination: deny beats allow; a host no
 // rule names gets the default.
 func (c *compiled) decide(d dest) Decision {
+	if d.hostAlias() {
+		// The host's loopback: only the ports the file lists, whatever
+		// the allow rules or the default say (a deny rule still wins).
+		for _, r := range c.deny {
+			if r.matches(d) {
+				return Decision{Allow: false, Rule: r.text}
+			}
+		}
+		return Decision{Allow: slices.Contains(c.hostPorts, d.port), Rule: hostPortsRule}
+	}
 	for _, r := range c.deny {
 		if r.matches(d) {
 			return Decision{Allow: false, Rule: r.text}

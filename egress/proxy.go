@@ -51,6 +51,9 @@ type Options struct {
 	// terminates to add secrets (SetSecrets); nil is the system's roots.
 	// Tests name their servers' CA.
 	UpstreamRoots *x509.CertPool
+	// HostRelay is the host relay's Unix socket (hostrelay.go), through
+	// which the policy's HostPorts are reached; "" when there is none.
+	HostRelay string
 }
 
 // Proxy is the filtering proxy. It is safe for concurrent use.
@@ -325,8 +328,11 @@ func (p *Proxy) handle(ctx context.Context, conn net.Conn, head io.Reader) {
 	e.Rule = dec.Rule
 	if !dec.Allow {
 		e.Decision, e.Reason, e.Status = "deny", "denied by policy", http.StatusForbidden
-		if dec.Rule == "default" {
+		switch dec.Rule {
+		case "default":
 			e.Reason = "not in the allow list (policy: deny)"
+		case hostPortsRule:
+			e.Reason = "a port of the host's loopback not in network.hostPorts"
 		}
 		p.log(e)
 		writeStatus(conn, http.StatusForbidden, fmt.Sprintf("%s is blocked by sbx egress policy (%s)", d.host, e.Reason))
@@ -490,6 +496,14 @@ func (p *Proxy) newWriter(w io.Writer) *bufio.Writer {
 // address, with the deny rule if one did; or why nothing could be
 // dialled.
 func (p *Proxy) dial(ctx context.Context, pol *compiled, d dest) (net.Conn, string, refusal, string, error) {
+	if d.hostAlias() {
+		// decide let it through: one of the policy's HostPorts.
+		if p.opts.HostRelay == "" {
+			return nil, "", "", "", errors.New("this proxy has no relay to the host's loopback")
+		}
+		c, err := dialHostRelay(ctx, p.opts.HostRelay, d.port)
+		return c, hostAddr(d.port), "", "", err
+	}
 	var addrs []netip.Addr
 	why, rule := refBlocked, ""
 	if d.ip.IsValid() {

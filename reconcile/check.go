@@ -19,6 +19,9 @@ type Constraints struct {
 	// HostIPNeedsPort: a port with a host IP other than loopback needs a
 	// host port (sbx's port syntax cannot say "any port on this IP").
 	HostIPNeedsPort bool
+	// TCPPortsOnly, when set, says why the backend publishes tcp ports
+	// only.
+	TCPPortsOnly string
 	// Agents the backend cannot run, with why.
 	Agents map[string]string
 	// NoCheckpoints, when set, says why the backend cannot save or
@@ -59,6 +62,7 @@ func Check(sb *spec.Spec, caps Caps) []Problem {
 	unsupported(FieldMounts, "mounts", len(sb.Mounts) > 0)
 	unsupported(FieldRuntime, "docker.runtime", sb.Docker.Runtime != "")
 	unsupported(FieldDockerNetworks, "docker.networks", len(sb.Docker.Networks) > 0)
+	unsupported(FieldHostPorts, "network.hostPorts", len(sb.Network.HostPorts) > 0)
 	for _, n := range sortedKeys(sb.Secrets) {
 		unsupported(FieldSecretHosts, "secrets."+n+".hosts", len(sb.Secrets[n].Hosts) > 0)
 		unsupported(FieldSecretFiles, "secrets."+n+".file", sb.Secrets[n].File != "")
@@ -85,6 +89,14 @@ func Check(sb *spec.Spec, caps Caps) []Problem {
 			if m.Target != m.Source {
 				ps = append(ps, Problem{Path: fmt.Sprintf("mounts[%d]", i),
 					Message: fmt.Sprintf("the %s backend mounts extra paths at the same path as on the host; set the target to %s", caps.Driver, m.Source)})
+			}
+		}
+	}
+	if c.TCPPortsOnly != "" {
+		for i, p := range sb.Ports {
+			if p.Protocol != "tcp" {
+				ps = append(ps, Problem{Path: fmt.Sprintf("ports[%d]", i),
+					Message: fmt.Sprintf("%s cannot be published: %s", PortString(p), c.TCPPortsOnly)})
 			}
 		}
 	}

@@ -132,6 +132,9 @@ type LiveNetwork struct {
 	Allow      []string `json:"allow,omitempty"`
 	Deny       []string `json:"deny,omitempty"`
 	BlockCIDRs []string `json:"blockCIDRs,omitempty"`
+	// HostPorts are the ports of network.hostPorts the backend reaches,
+	// in decimal.
+	HostPorts []string `json:"hostPorts,omitempty"`
 }
 
 // ErrNameInUse is what a driver's create step wraps when the backend
@@ -291,6 +294,8 @@ type NetworkDelta struct {
 	DenyRemove       []string `json:"denyRemove,omitempty"`
 	BlockCIDRsAdd    []string `json:"blockCIDRsAdd,omitempty"`
 	BlockCIDRsRemove []string `json:"blockCIDRsRemove,omitempty"`
+	HostPortsAdd     []string `json:"hostPortsAdd,omitempty"`
+	HostPortsRemove  []string `json:"hostPortsRemove,omitempty"`
 }
 
 // Field is a part of a sandbox whose change a backend handles one way.
@@ -341,6 +346,10 @@ const (
 	// FieldSecretFiles is secrets.NAME.file: a file of credentials the
 	// sandbox gets with placeholders in place of them.
 	FieldSecretFiles
+	// FieldHostPorts is network.hostPorts: ports on the host's loopback
+	// the proxy reaches for the agent. A change is made with the
+	// network's (StepSetNetwork).
+	FieldHostPorts
 )
 
 var fieldNames = map[Field]string{
@@ -352,7 +361,7 @@ var fieldNames = map[Field]string{
 	FieldHardening: "hardening", FieldTemplateBuild: "template.build", FieldPids: "resources.pids",
 	FieldStatus: "status", FieldUser: "user", FieldKubernetes: "kubernetes", FieldEgressMode: "kubernetes.egress",
 	FieldWarmPool: "kubernetes.warmPool", FieldDockerNetworks: "docker.networks", FieldSecretHosts: "secrets.hosts",
-	FieldSecretFiles: "secrets.file",
+	FieldSecretFiles: "secrets.file", FieldHostPorts: "network.hostPorts",
 }
 
 func (f Field) String() string {

@@ -493,6 +493,7 @@ func planOne(d Desired, live *Live, rec *Record, own ownership, caps Caps, base 
 	}
 	pl.set(FieldNetworkAdd, FieldNetworkRemove, "network.allow", allow, l.Network.Allow, recAllow, true, true, false)
 	pl.set(FieldNetworkAdd, FieldNetworkRemove, "network.deny", plainItems(sb.Network.Deny), l.Network.Deny, rc.Network.Deny, true, false, true)
+	pl.set(FieldHostPorts, FieldHostPorts, "network.hostPorts", plainItems(HostPortStrings(sb.Network.HostPorts)), l.Network.HostPorts, HostPortStrings(rc.Network.HostPorts), true, true, false)
 	if !pl.exists() && defaultRanges(sb.Network.BlockCIDRs) {
 		// A new sandbox with the default ranges: one line, not dozens.
 		pl.add(Diff{Op: Add, Field: FieldNetworkAdd, Path: "network.blockCIDRs", After: fmt.Sprintf("the %d default ranges (every special-purpose range: private, loopback, link-local, …)", len(spec.DefaultBlockCIDRs))})
@@ -657,7 +658,9 @@ func (pl *planner) updateSteps(step func(StepKind, string) *Step, repaired bool)
 	if ds, r := of(func(d Diff) bool { return d.Field == FieldDockerNetworks }); len(ds) > 0 && !repaired {
 		step(StepJoinNetworks, r)
 	}
-	if ds, r := of(func(d Diff) bool { return d.Field == FieldNetworkAdd || d.Field == FieldNetworkRemove }); len(ds) > 0 && !(repaired && pl.caps.NetworkAtCreate) {
+	if ds, r := of(func(d Diff) bool {
+		return d.Field == FieldNetworkAdd || d.Field == FieldNetworkRemove || d.Field == FieldHostPorts
+	}); len(ds) > 0 && !(repaired && pl.caps.NetworkAtCreate) {
 		nd := &NetworkDelta{}
 		for _, d := range ds {
 			add := d.Op == Add
@@ -670,6 +673,8 @@ func (pl *planner) updateSteps(step func(StepKind, string) *Step, repaired bool)
 				appendTo(add, &nd.DenyAdd, &nd.DenyRemove, d)
 			case "network.blockCIDRs":
 				appendTo(add, &nd.BlockCIDRsAdd, &nd.BlockCIDRsRemove, d)
+			case "network.hostPorts":
+				appendTo(add, &nd.HostPortsAdd, &nd.HostPortsRemove, d)
 			}
 		}
 		step(StepSetNetwork, r).Network = nd
@@ -1278,6 +1283,15 @@ func normalisePorts(desired, live []spec.Port) []spec.Port {
 				out[i].HostPort, out[i].HostIP = 0, d.HostIP
 			}
 		}
+	}
+	return out
+}
+
+// HostPortStrings are network.hostPorts as the plan and Live name them.
+func HostPortStrings(ps []int) []string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, strconv.Itoa(p))
 	}
 	return out
 }

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 	"sort"
 	"strings"
@@ -104,6 +105,7 @@ func widenings(d Desired, caps Caps, declared bool) []Widening {
 	w.template()
 	w.resources()
 	w.ports()
+	w.hostPorts()
 	w.hardening()
 	sort.SliceStable(w.out, func(i, j int) bool { return w.out[i].Path < w.out[j].Path })
 	return w.out
@@ -442,6 +444,17 @@ func (w *widener) resources() {
 	}
 }
 
+func (w *widener) hostPorts() {
+	if !w.applies(FieldHostPorts) {
+		return
+	}
+	for i, p := range w.d.Network.HostPorts {
+		if !slices.Contains(w.base.Network.HostPorts, p) {
+			w.at(fmt.Sprintf("network.hostPorts[%d]", i), fmt.Sprintf("reaches port %d on the host's loopback (as %s:%d)", p, spec.HostAlias, p))
+		}
+	}
+}
+
 func (w *widener) ports() {
 	if !w.applies(FieldPorts) {
 		return
@@ -451,9 +464,15 @@ func (w *widener) ports() {
 		had[PortString(p)] = true
 	}
 	for i, p := range w.d.Ports {
-		if !had[PortString(p)] {
-			w.at(fmt.Sprintf("ports[%d]", i), "publishes sandbox port "+PortString(p)+" on the host")
+		if had[PortString(p)] {
+			continue
 		}
+		if ip, err := netip.ParseAddr(p.HostIP); err == nil && !ip.IsLoopback() {
+			// Not the host's loopback: other machines reach it.
+			w.at(fmt.Sprintf("ports[%d]", i), "publishes sandbox port "+PortString(p)+" on host address "+p.HostIP+", reachable from other machines")
+			continue
+		}
+		w.at(fmt.Sprintf("ports[%d]", i), "publishes sandbox port "+PortString(p)+" on the host's loopback")
 	}
 }
 

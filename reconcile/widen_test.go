@@ -305,10 +305,13 @@ func TestWidenings(t *testing.T) {
 			},
 			want: []func(*spec.Spec){func(sb *spec.Spec) {
 				sb.Resources = spec.Resources{CPUs: 1, Memory: 16 << 30}
-				sb.Ports = []spec.Port{{ContainerPort: 3000, Protocol: "tcp"}}
+				sb.Ports = []spec.Port{{ContainerPort: 3000, Protocol: "tcp"}, {HostIP: "0.0.0.0", HostPort: 8080, ContainerPort: 8080, Protocol: "tcp"},
+					{HostIP: "127.0.0.1", HostPort: 9090, ContainerPort: 9090, Protocol: "tcp"}}
 			}},
 			widens: []Widening{
-				{Path: "ports[0]", What: "publishes sandbox port 3000/tcp on the host"},
+				{Path: "ports[0]", What: "publishes sandbox port 3000/tcp on the host's loopback"},
+				{Path: "ports[1]", What: "publishes sandbox port 0.0.0.0:8080:8080/tcp on host address 0.0.0.0, reachable from other machines"},
+				{Path: "ports[2]", What: "publishes sandbox port 127.0.0.1:9090:9090/tcp on the host's loopback"},
 				{Path: "resources.memory", What: "memory limit 4g → 16g"},
 			},
 		},

@@ -1,6 +1,13 @@
 package session
 
-import "github.com/sbxhq/sbx/reconcile"
+import (
+	"fmt"
+	"net"
+	"strconv"
+
+	"github.com/sbxhq/sbx/reconcile"
+	"github.com/sbxhq/sbx/spec"
+)
 
 // StatusFormat is the format_version of `sbx status --json`
 // (docs/status-json.md).
@@ -27,6 +34,10 @@ type Status struct {
 	State   string           `json:"state"`
 	Pending int              `json:"pending_changes"`
 	Drift   []reconcile.Diff `json:"drift"`
+	// Published are the host addresses of its published ports, as
+	// HOST_IP:HOST_PORT->PORT/PROTOCOL (the host port the backend picked
+	// where the file names none).
+	Published []string `json:"published,omitempty"`
 }
 
 // Report is Status as the versioned document of `sbx status --json`.
@@ -50,6 +61,7 @@ func (s *Session) Status() ([]Status, []string) {
 		r := Status{Name: sp.Name, Driver: s.Backend.Name(), File: sp.Files[0], Drift: []reconcile.Diff{}}
 		if l := s.Live[sp.Name]; l != nil && l.Exists {
 			r.Exists, r.Status = true, l.Status
+			r.Published = published(l.Ports)
 		}
 		c := byName[sp.Name]
 		switch {
@@ -76,4 +88,22 @@ func (s *Session) Status() ([]Status, []string) {
 		errs = []string{}
 	}
 	return rows, errs
+}
+
+// published are live ports as Docker prints them (docker port, docker
+// ps): a port published with no host IP in the file is on the host's
+// loopback. A port whose host port is not known yet is left out.
+func published(ps []spec.Port) []string {
+	var out []string
+	for _, p := range ps {
+		if p.HostPort == 0 {
+			continue
+		}
+		ip := p.HostIP
+		if ip == "" {
+			ip = "127.0.0.1"
+		}
+		out = append(out, fmt.Sprintf("%s->%d/%s", net.JoinHostPort(ip, strconv.Itoa(p.HostPort)), p.ContainerPort, p.Protocol))
+	}
+	return out
 }

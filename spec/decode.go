@@ -500,6 +500,7 @@ func (st *state) network(root *yaml.Node, s *Spec) {
 	s.Network.Allow = st.hosts(n, "allow")
 	s.Network.Deny = st.hosts(n, "deny")
 	s.Network.Presets, _ = st.strings(n, "presets")
+	st.hostPorts(n, s)
 	if _, v := lookupKey(n, "blockCIDRs"); v != nil && v.Kind == yaml.SequenceNode {
 		s.Network.BlockCIDRs = nil
 		cidrs, nodes := st.strings(n, "blockCIDRs")
@@ -513,6 +514,37 @@ func (st *state) network(root *yaml.Node, s *Spec) {
 		}
 	}
 	st.allowBlocked(n)
+}
+
+// HostAlias is the name the agent reaches network.hostPorts by, through
+// the proxy, as on Docker's sbx.
+const HostAlias = "host.docker.internal"
+
+// hostPorts reads network.hostPorts: port numbers (the schema checks the
+// type and range), each once.
+func (st *state) hostPorts(n *yaml.Node, s *Spec) {
+	_, list := lookupKey(n, "hostPorts")
+	if list == nil || list.Kind != yaml.SequenceNode {
+		return
+	}
+	seen := map[int]int{}
+	for i, e := range list.Content {
+		if e.Kind != yaml.ScalarNode || st.unresolved[e] {
+			continue
+		}
+		path := fmt.Sprintf("network.hostPorts[%d]", i)
+		p, err := parsePortNumber(e.Value)
+		if err != nil {
+			st.errorf(e, path, "%v", err)
+			continue
+		}
+		if j, dup := seen[p]; dup {
+			st.errorf(e, path, "host port %d is already listed as network.hostPorts[%d]", p, j)
+			continue
+		}
+		seen[p] = i
+		s.Network.HostPorts = append(s.Network.HostPorts, p)
+	}
 }
 
 // allowBlocked reports an allow entry the proxy can never reach. An IP
@@ -553,7 +585,7 @@ func (st *state) allowBlocked(n *yaml.Node) {
 
 // refusedAlways ends the message for an allow entry the proxy refuses
 // whatever the policy says.
-const refusedAlways = "which the proxy always refuses whatever network.allow says: a service on the host is never the sandbox's to reach (and its own loopback needs no proxy)"
+const refusedAlways = "which the proxy always refuses whatever network.allow says: a service on the host's loopback is reached only by its port in network.hostPorts, as " + HostAlias + ":PORT (and the sandbox's own loopback needs no proxy)"
 
 // ipv4Compatible reports whether a is an IPv4-compatible IPv6 address
 // (::a.b.c.d, RFC 4291 §2.5.5.1, deprecated), other than :: and ::1: the

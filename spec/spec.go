@@ -238,6 +238,11 @@ type Network struct {
 	Presets    []string       `json:"presets,omitempty"`
 	AgentHosts bool           `json:"agentHosts"`
 	BlockCIDRs []netip.Prefix `json:"blockCIDRs"`
+	// HostPorts are ports on the host's loopback the agent may reach, as
+	// host.docker.internal:PORT through the proxy (Docker's sbx spells
+	// the same rule localhost:PORT): each one named, never the host in
+	// general.
+	HostPorts []int `json:"hostPorts,omitempty"`
 }
 
 // Docker holds options only the docker driver reads.

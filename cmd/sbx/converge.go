@@ -377,6 +377,9 @@ func (a *app) status(s *session.Session, asJSON bool) int {
 			live = r.Status
 		}
 		fmt.Fprintf(a.stdout, "%s  (%s, %s)\n  declared in %s\n  live: %s\n", r.Name, r.Driver, strings.ReplaceAll(r.State, "-", " "), r.File, live)
+		for _, p := range r.Published {
+			fmt.Fprintf(a.stdout, "  published: %s\n", p)
+		}
 		if r.Pending > 0 {
 			fmt.Fprintf(a.stdout, "  %d change(s) pending; run 'sbx plan' to see them\n", r.Pending)
 		}

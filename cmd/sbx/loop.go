@@ -699,6 +699,12 @@ func hiddenVerbs() map[string]func(ctx context.Context, a *app, args []string) i
 		egress.SecretFileVerb: func(ctx context.Context, a *app, args []string) int {
 			return egress.SecretFileMain(args, a.stdin, a.stderr)
 		},
+		egress.HostRelayVerb: func(ctx context.Context, a *app, args []string) int {
+			return egress.HostRelayMain(ctx, args, a.stderr)
+		},
+		egress.PortsVerb: func(ctx context.Context, a *app, args []string) int {
+			return egress.PortsMain(ctx, args, a.stderr)
+		},
 		"__sandbox-init": func(ctx context.Context, a *app, args []string) int {
 			return egress.InitMain(ctx, args, a.stderr)
 		},

@@ -59,19 +59,29 @@ func (d *Driver) Calls(s reconcile.Step, sp *spec.Spec, live *reconcile.Live) ([
 		args := append([]string{d.opts.Docker}, buildctx.DockerArgs(sp.Template.Build, templateImage(sp, hash))...)
 		return []reconcile.Call{cliutil.StreamedCall(d.opts.Runner, args)}, nil
 	case reconcile.StepStop:
-		sb, eg := ContainerName(name), EgressName(name)
+		sb, eg, fw, hr := ContainerName(name), EgressName(name), PortsName(name), HostRelayName(name)
 		return []reconcile.Call{{
-			Desc: fmt.Sprintf("stop %s and %s together, SIGKILL after 5 s (Engine API POST /containers/NAME/stop?t=5, as docker stop --time 5)", sb, eg),
-			Run:  func(ctx context.Context) error { return d.containers(ctx, "stop", url.Values{"t": {"5"}}, sb, eg) },
+			Desc: fmt.Sprintf("stop %s, %s, and %s and %s if there, together, SIGKILL after 5 s (Engine API POST /containers/NAME/stop?t=5, as docker stop --time 5)", sb, eg, fw, hr),
+			Run: func(ctx context.Context) error {
+				return d.containers(ctx, "stop", url.Values{"t": {"5"}}, sb, eg, fw, hr)
+			},
 		}}, nil
 	case reconcile.StepStart:
 		// Either may start first: the sandbox's helper dials the proxy's
 		// socket per connection, and the tmpfs volume they share is
 		// mounted while either runs.
-		sb, eg := ContainerName(name), EgressName(name)
+		sb, eg, fw, hr := ContainerName(name), EgressName(name), PortsName(name), HostRelayName(name)
 		return []reconcile.Call{{
-			Desc: fmt.Sprintf("start %s and %s together (Engine API POST /containers/NAME/start, as docker start)", eg, sb),
-			Run:  func(ctx context.Context) error { return d.containers(ctx, "start", nil, eg, sb) },
+			Desc: fmt.Sprintf("start %s and %s together, then %s and %s if there (Engine API POST /containers/NAME/start, as docker start)", eg, sb, fw, hr),
+			Run: func(ctx context.Context) error {
+				err := d.containers(ctx, "start", nil, eg, sb)
+				for _, c := range []string{fw, hr} {
+					if cerr := d.api.startContainer(ctx, c); cerr != nil && !notFound(cerr) {
+						err = errors.Join(err, cerr)
+					}
+				}
+				return err
+			},
 		}}, nil
 	case reconcile.StepRemove:
 		if foreign := foreignOf(live); len(foreign) > 0 {
@@ -118,6 +128,8 @@ func (d *Driver) Calls(s reconcile.Step, sp *spec.Spec, live *reconcile.Live) ([
 		return d.policyCalls(sp, live)
 	case reconcile.StepJoinNetworks:
 		return d.joinCalls(sp), nil
+	case reconcile.StepSetPorts:
+		return []reconcile.Call{d.portsCall(sp)}, nil
 	case reconcile.StepUpdateResources:
 		return []reconcile.Call{d.command(append(append([]string{d.opts.Docker, "update"}, resourceArgs(sp)...), ContainerName(name)))}, nil
 	case reconcile.StepVerify:
@@ -202,6 +214,12 @@ func (d *Driver) createCalls(sp *spec.Spec, rec *reconcile.Record) ([]reconcile.
 	if sp.Protect && !sp.Workspace.ReadOnly {
 		lines = append(lines, "    its .git: the volume "+volumeName(n, gitRole)+", started from the host's HEAD, refs and index; the host's .git/objects read-only inside it")
 	}
+	if len(sp.Network.HostPorts) > 0 {
+		lines = append(lines, "then "+d.relayCall(sp).Desc)
+	}
+	if len(sp.Ports) > 0 {
+		lines = append(lines, "then "+d.portsCall(sp).Desc)
+	}
 	desc := strings.Join(lines, "\n")
 	return []reconcile.Call{{Desc: desc, Run: func(ctx context.Context) error { return d.create(ctx, sp, rec) }}}, nil
 }
@@ -262,8 +280,14 @@ func (d *Driver) policyCalls(sp *spec.Spec, live *reconcile.Live) ([]reconcile.C
 		}
 		return json.Marshal(pol)
 	}
+	// The relay to the host is made to match first, when the file or the
+	// live sandbox has host ports.
+	var calls []reconcile.Call
+	if len(sp.Network.HostPorts) > 0 || (live != nil && len(live.Network.HostPorts) > 0) {
+		calls = append(calls, d.relayCall(sp))
+	}
 	if controllable(eg) {
-		return []reconcile.Call{{Desc: "attach to " + name + ": set the policy of sandbox.yaml, in force when the proxy answers (Engine API)",
+		return append(calls, reconcile.Call{Desc: "attach to " + name + ": set the policy of sandbox.yaml, in force when the proxy answers (Engine API)",
 			Run: func(ctx context.Context) error {
 				data, err := policy(ctx)
 				if err != nil {
@@ -277,15 +301,15 @@ func (d *Driver) policyCalls(sp *spec.Spec, live *reconcile.Live) ([]reconcile.C
 					return fmt.Errorf("the egress proxy of %q refused the new policy (the previous one stays in force): %s", sp.Name, rep.Error)
 				}
 				return nil
-			}}}, nil
+			}}), nil
 	}
-	calls := []reconcile.Call{{Desc: "write " + policyPath + " into " + name + " (Engine API)", Run: func(ctx context.Context) error {
+	calls = append(calls, reconcile.Call{Desc: "write " + policyPath + " into " + name + " (Engine API)", Run: func(ctx context.Context) error {
 		data, err := policy(ctx)
 		if err != nil {
 			return err
 		}
 		return d.api.writeFile(ctx, name, filepath.Dir(policyPath), filepath.Base(policyPath), data, 0o644)
-	}}}
+	}})
 	if eg.State.Running {
 		calls = append(calls, reconcile.Call{Desc: "kill -s HUP " + name + " (Engine API)", Run: func(ctx context.Context) error {
 			return d.api.kill(ctx, name, "HUP")

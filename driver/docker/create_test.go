@@ -102,12 +102,12 @@ func TestCreatedContainers(t *testing.T) {
 	want.Config.Env = []string{"NODE_ENV=test", "HTTP_PROXY=http://127.0.0.1:3128", "HTTPS_PROXY=http://127.0.0.1:3128",
 		"http_proxy=http://127.0.0.1:3128", "https_proxy=http://127.0.0.1:3128",
 		"NO_PROXY=localhost,127.0.0.1,::1", "no_proxy=localhost,127.0.0.1,::1", "PATH=/bin"}
-	want.Config.Cmd = []string{"__sandbox-init", "--socket", "/run/sbx-egress/egress.sock"}
+	want.Config.Cmd = []string{"__sandbox-init", "--socket", "/run/sbx-egress/egress.sock", "--ports-socket", "/run/sbx-ports/ports.sock"}
 	want.Config.Entrypoint = []string{"/.sbx/sbx"}
 	want.Config.WorkingDir = ws
 	want.Config.Labels = sb.Config.Labels // checked below
 	h := &want.HostConfig
-	h.Binds = []string{env.Binary + ":/.sbx/sbx:ro", "sbx-" + b.name + "-sock:/run/sbx-egress:ro", ws + ":" + ws,
+	h.Binds = []string{env.Binary + ":/.sbx/sbx:ro", "sbx-" + b.name + "-sock:/run/sbx-egress:ro", "sbx-" + b.name + "-ports:/run/sbx-ports:ro", ws + ":" + ws,
 		// The workspace has no .git: its .git inside is the sandbox's own volume (git.go).
 		"sbx-" + b.name + "-git:" + ws + "/.git"}
 	h.NetworkMode = "none"
@@ -139,7 +139,7 @@ func TestCreatedContainers(t *testing.T) {
 	want.Config.OpenStdin = true
 	want.Config.Labels = map[string]string{driver.LabelManaged: "true", driver.LabelSandbox: b.name, driver.LabelRole: "egress"}
 	h = &want.HostConfig
-	h.Binds = []string{"sbx-" + b.name + "-sock:/run/sbx-egress", "sbx-" + b.name + "-policy:/policy"}
+	h.Binds = []string{"sbx-" + b.name + "-sock:/run/sbx-egress", "sbx-" + b.name + "-policy:/policy", "sbx-" + b.name + "-host:/run/sbx-host:ro"}
 	h.NetworkMode = "default"
 	h.RestartPolicy.Name = "unless-stopped"
 	h.CapDrop = []string{"ALL"}

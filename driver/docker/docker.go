@@ -221,13 +221,17 @@ type inspect struct {
 	}
 	// NetworkSettings.Networks are the networks the container is on, by
 	// name (Engine API v1.41 "NetworkSettings").
+	// NetworkSettings.Ports are the host addresses Docker published each
+	// port on ("3000/tcp": [{HostIp, HostPort}]).
 	NetworkSettings struct {
 		Networks map[string]struct{}
+		Ports    map[string][]portBinding
 	}
 }
 
 // Observe inspects each declared sandbox's container and asks its proxy
-// the policy in force: three Engine API requests per sandbox, and one per
+// the policy in force, and inspects its ports' forwarder: four Engine API
+// requests per sandbox, and one per
 // network of its docker.networks (Configure), which must exist.
 func (d *Driver) Observe(ctx context.Context, names []string) (map[string]*reconcile.Live, error) {
 	live := map[string]*reconcile.Live{}
@@ -322,6 +326,13 @@ func (d *Driver) Observe(ctx context.Context, names []string) (map[string]*recon
 		}
 		if pol != nil {
 			l.Network = reconcile.LiveNetwork{Policy: pol.Default, Allow: pol.Allow, Deny: pol.Deny, BlockCIDRs: pol.BlockCIDRs}
+			relay, err := d.api.inspectContainer(ctx, HostRelayName(name))
+			if err != nil {
+				return nil, err
+			}
+			if l.Network.HostPorts, err = observeHostPorts(pol.HostPorts, relay, in.State.Running); err != nil {
+				return nil, err
+			}
 		}
 		if eg != nil {
 			l.DockerNetworks = joined(eg)
@@ -337,6 +348,13 @@ func (d *Driver) Observe(ctx context.Context, names []string) (map[string]*recon
 			// is as good as stopped, and docker start fixes it.
 			l.Stopped = true
 			l.Status = "running, its egress proxy " + eg.State.Status
+		}
+		fw, err := d.api.inspectContainer(ctx, PortsName(name))
+		if err != nil {
+			return nil, err
+		}
+		if l.Ports, err = observePorts(fw, in.State.Running); err != nil {
+			return nil, err
 		}
 		l.Detail = &observed{egress: eg}
 		live[name] = l
@@ -411,7 +429,7 @@ func (d *Driver) readPolicy(ctx context.Context, name string) (pol *egress.Polic
 }
 
 // remove deletes every object labelled as this sandbox's: the containers
-// (together), then the volumes they used.
+// (together), then the networks and volumes they used.
 func (d *Driver) remove(ctx context.Context, name string) error {
 	label := driver.LabelSandbox + "=" + name
 	ids, err := d.api.containersLabelled(ctx, label)
@@ -430,6 +448,15 @@ func (d *Driver) remove(ctx context.Context, name string) error {
 	}
 	if len(failed) > 0 {
 		return errors.Join(failed...)
+	}
+	nets, err := d.api.networksLabelled(ctx, label)
+	if err != nil {
+		return err
+	}
+	for _, n := range nets {
+		if err := d.api.removeNetwork(ctx, n); err != nil {
+			return err
+		}
 	}
 	vols, err := d.api.volumesLabelled(ctx, label)
 	if err != nil {
@@ -605,7 +632,7 @@ func (d *Driver) createObjects(ctx context.Context, sp *spec.Spec, sandbox *cont
 		<-image
 		return err
 	}
-	return together(
+	err := together(
 		func() error {
 			if err := d.chooseUser(ctx, sp, sandbox); err != nil {
 				return err
@@ -652,6 +679,18 @@ func (d *Driver) createObjects(ctx context.Context, sp *spec.Spec, sandbox *cont
 			return d.startEgress(ctx, sp, eg.image, pol, false)
 		},
 	)
+	if err != nil {
+		return err
+	}
+	if len(sp.Network.HostPorts) > 0 {
+		if err := d.setHostRelay(ctx, sp); err != nil {
+			return err
+		}
+	}
+	if len(sp.Ports) > 0 {
+		return d.setPorts(ctx, sp)
+	}
+	return nil
 }
 
 // together runs fns at the same time, waits for all of them whatever each
@@ -729,7 +768,7 @@ func (d *Driver) sandboxContainer(sp *spec.Spec, rec *reconcile.Record, prot *pr
 		Hostname:   sp.Name,
 		Entrypoint: []string{helperPath},
 		Image:      tmpl,
-		Cmd:        []string{"__sandbox-init", "--socket", socketPath},
+		Cmd:        []string{"__sandbox-init", "--socket", socketPath, "--ports-socket", portsSocket},
 		WorkingDir: sp.Workspace.Path,
 		Labels:     labels(sp.Name, "sandbox"),
 		HostConfig: hostConfig{NetworkMode: "none", RestartPolicy: restartPolicy{Name: "unless-stopped"}, Runtime: sp.Docker.Runtime},
@@ -760,6 +799,7 @@ func (d *Driver) sandboxContainer(sp *spec.Spec, rec *reconcile.Record, prot *pr
 	h.Binds = []string{
 		d.opts.Binary + ":" + helperPath + ":ro",
 		volumeName(sp.Name, "sock") + ":" + socketDir + ":ro",
+		volumeName(sp.Name, "ports") + ":" + portsDir + ":ro",
 		bind(sp.Workspace.Path, sp.Workspace.Path, sp.Workspace.ReadOnly),
 	}
 	for _, m := range sp.Mounts {
@@ -892,21 +932,21 @@ func (d *Driver) startEgress(ctx context.Context, sp *spec.Spec, image string, p
 		Image: image,
 		// Decisions go to the container's log (docker logs), which is
 		// cheap to read from the host.
-		Cmd:       []string{"__egress-proxy", "--policy", policyPath, "--init-policy", string(pol), "--control", "--listen", "unix:" + socketPath},
+		Cmd: []string{"__egress-proxy", "--policy", policyPath, "--init-policy", string(pol), "--control", "--listen", "unix:" + socketPath,
+			"--host-relay", hostRelaySocket},
 		Labels:    labels(sp.Name, "egress"),
 		OpenStdin: true,
 		HostConfig: hostConfig{
-			Binds:         []string{volumeName(sp.Name, "sock") + ":" + socketDir, volumeName(sp.Name, "policy") + ":/policy"},
+			Binds: []string{volumeName(sp.Name, "sock") + ":" + socketDir, volumeName(sp.Name, "policy") + ":/policy",
+				volumeName(sp.Name, "host") + ":" + hostRelayDir + ":ro"},
 			NetworkMode:   mode,
 			RestartPolicy: restartPolicy{Name: "unless-stopped"},
 		},
 	}
-	proxyHardening(c)
-	// One scheduler thread: a request then runs where it was accepted
-	// instead of waking another thread, which was most of the proxy's
-	// per-request latency (BENCHMARKS.md); the copying of tunnels
-	// happens in the kernel either way.
-	c.Env = append(c.Env, "GOMAXPROCS=1")
+	// One scheduler thread: waking another thread was most of the
+	// proxy's per-request latency; the copying of tunnels happens in the
+	// kernel either way.
+	sidecarHardening(c)
 	id, err := d.api.createContainer(ctx, EgressName(sp.Name), c)
 	if errNoImage(err) {
 		// Another sbx removed the image, unused, since this one found it
@@ -941,6 +981,12 @@ func (d *Driver) volumes(ctx context.Context, name string) error {
 	sock := &volumeSpec{Name: volumeName(name, "sock"), Driver: "local", Labels: labels(name, "sock-volume"),
 		DriverOpts: map[string]string{"type": "tmpfs", "device": "tmpfs", "o": "size=1m,nr_inodes=64,mode=0755"}}
 	policy := &volumeSpec{Name: volumeName(name, "policy"), Driver: "local", Labels: labels(name, "policy-volume")}
+	// The published ports' forwarder's socket (ports.go) and the host
+	// relay's (hostports.go), likewise.
+	ports := &volumeSpec{Name: volumeName(name, "ports"), Driver: "local", Labels: labels(name, "ports-volume"),
+		DriverOpts: map[string]string{"type": "tmpfs", "device": "tmpfs", "o": "size=1m,nr_inodes=16,mode=0755"}}
+	host := &volumeSpec{Name: volumeName(name, "host"), Driver: "local", Labels: labels(name, "host-volume"),
+		DriverOpts: map[string]string{"type": "tmpfs", "device": "tmpfs", "o": "size=1m,nr_inodes=16,mode=0755"}}
 	// The sandbox's own git directory (git.go), made whether or not it
 	// is mounted: an unused volume costs nothing.
 	git := &volumeSpec{Name: volumeName(name, gitRole), Driver: "local", Labels: labels(name, gitRole+"-volume")}
@@ -948,6 +994,8 @@ func (d *Driver) volumes(ctx context.Context, name string) error {
 		func() error { return d.api.createVolume(ctx, sock) },
 		func() error { return d.api.createVolume(ctx, policy) },
 		func() error { return d.api.createVolume(ctx, git) },
+		func() error { return d.api.createVolume(ctx, ports) },
+		func() error { return d.api.createVolume(ctx, host) },
 	)
 }
 

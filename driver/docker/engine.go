@@ -504,9 +504,11 @@ type containerSpec struct {
 	Labels     map[string]string // --label
 	// OpenStdin without StdinOnce is what `docker run --detach
 	// --interactive` makes: stdin stays open across attaches.
-	OpenStdin  bool
-	StdinOnce  bool
-	HostConfig hostConfig
+	OpenStdin bool
+	StdinOnce bool
+	// ExposedPorts are the ports -p publishes ("3000/tcp": {}).
+	ExposedPorts map[string]struct{} `json:",omitempty"`
+	HostConfig   hostConfig
 }
 
 // hostConfig is the part of a container create's "HostConfig" sbx sets.
@@ -523,6 +525,8 @@ type hostConfig struct {
 	NanoCpus       int64         `json:",omitempty"` // --cpus, in billionths
 	Memory         int64         `json:",omitempty"` // --memory, bytes
 	MemorySwap     int64         `json:",omitempty"` // --memory-swap, bytes
+	// PortBindings are -p HOST_IP:HOST_PORT:PORT, by "PORT/tcp".
+	PortBindings map[string][]portBinding `json:",omitempty"`
 }
 
 type restartPolicy struct{ Name string }

@@ -52,6 +52,7 @@ func Capabilities(v cliutil.Version) reconcile.Caps {
 			reconcile.FieldEgressMode:      reconcile.KubernetesOnlyCap("kubernetes.egress"),
 			reconcile.FieldWarmPool:        reconcile.KubernetesOnlyCap("kubernetes.warmPool"),
 			reconcile.FieldDockerNetworks:  reconcile.DockerOnlyCap("docker.networks"),
+			reconcile.FieldHostPorts:       {Mode: reconcile.Unsupported, Reason: "sbx does not translate network.hostPorts for Docker's sbx yet: allow localhost:PORT there with sbx policy allow network, and reach it as host.docker.internal:PORT"},
 		}}
 	if !v.Less(geminiRetired) {
 		c.Constraints.Agents = map[string]string{"gemini": fmt.Sprintf("Docker's sbx %s no longer has the gemini agent (retired in %s); pick another agent, or use the docker driver, which can still run a gemini template", v, geminiRetired)}
