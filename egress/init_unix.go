@@ -4,6 +4,7 @@ package egress
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -27,12 +28,25 @@ func InitMain(ctx context.Context, args []string, stderr io.Writer) int {
 	socket := fs.String("socket", "", "the egress proxy's Unix socket")
 	upstreamFile := fs.String("upstream-file", "", "a file holding the egress proxy's TCP address (host:port)")
 	portsSocket := fs.String("ports-socket", "", "the published ports' forwarder's Unix socket, to park connections on")
+	services := fs.StringArray("service", nil, "NAME:PORT of a service, served on 127.0.0.1:PORT through the proxy (repeatable; with --socket)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if (*socket == "") == (*upstreamFile == "") {
 		fmt.Fprintln(stderr, "sbx __sandbox-init: one of --socket and --upstream-file is required")
 		return 2
+	}
+	var addrs []ServiceAddr
+	for _, s := range *services {
+		a, err := ParseServiceAddr(s)
+		if err == nil && *socket == "" {
+			err = errors.New("services need --socket")
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "sbx __sandbox-init: --service: %v\n", err)
+			return 2
+		}
+		addrs = append(addrs, a)
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
 	defer stop()
@@ -48,6 +62,13 @@ func InitMain(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	if *portsSocket != "" {
 		go ParkPorts(ctx, *portsSocket)
+	}
+	if len(addrs) > 0 {
+		go func() {
+			if err := ServeServices(ctx, addrs, *socket); err != nil {
+				fmt.Fprintf(stderr, "sbx __sandbox-init: services: %v\n", err)
+			}
+		}()
 	}
 	reap(ctx)
 	return 0

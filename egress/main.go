@@ -32,6 +32,7 @@ func proxyMain(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	initPolicy := fs.String("init-policy", "", "policy JSON to write to --policy when that file does not exist yet")
 	control := fs.Bool("control", false, "answer control requests (JSON lines) on stdin, replies on stdout")
 	hostRelay := fs.String("host-relay", "", "the Unix socket of the relay to the host's loopback (network.hostPorts)")
+	services := fs.String("services", "", "the directory of the services' sockets (NAME/service.sock)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -76,6 +77,12 @@ func proxyMain(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	}()
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	if *services != "" {
+		if err := p.ServeServices(ctx, *services); err != nil {
+			fmt.Fprintf(stderr, "sbx __egress-proxy: %v\n", err)
+			return 1
+		}
+	}
 	if *control {
 		go func() {
 			if err := p.ServeControl(stdin, stdout); err != nil {

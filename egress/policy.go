@@ -48,6 +48,10 @@ type Policy struct {
 	// spec.HostAlias:PORT (network.hostPorts), through the host relay
 	// (Options.HostRelay); no other port of the host, whatever the rules.
 	HostPorts []int `json:"hostPorts,omitempty"`
+	// Services are the sandbox's services' ports by name: reached as
+	// NAME:PORT through the service's own parked connections
+	// (Proxy.ServeServices), never resolved or dialled.
+	Services map[string][]int `json:"services,omitempty"`
 }
 
 // Network is one Docker network the proxy joined. An address in one of
@@ -77,6 +81,12 @@ func PolicyOf(sp *spec.Spec, hostAddrs []string) Policy {
 	}
 	sort.Strings(p.BlockCIDRs)
 	p.HostPorts = slices.Sorted(slices.Values(sp.Network.HostPorts))
+	for name, s := range sp.Services {
+		if p.Services == nil {
+			p.Services = map[string][]int{}
+		}
+		p.Services[name] = slices.Sorted(slices.Values(s.Ports))
+	}
 	return p
 }
 
@@ -98,6 +108,8 @@ type compiled struct {
 	reach prefixes
 	// hostPorts are Policy.HostPorts.
 	hostPorts []int
+	// services are Policy.Services.
+	services map[string][]int
 }
 
 // rule is a host pattern of the policy, an IP literal in canonical form,
@@ -146,6 +158,15 @@ func (p *Policy) compile() (*compiled, error) {
 			return nil, fmt.Errorf("host port %d is not a port", hp)
 		}
 		c.hostPorts = append(c.hostPorts, hp)
+	}
+	for name, ports := range p.Services {
+		if !spec.ServiceName(name) {
+			return nil, fmt.Errorf("%q is not a service name", name)
+		}
+		if c.services == nil {
+			c.services = map[string][]int{}
+		}
+		c.services[name] = slices.Clone(ports)
 	}
 	switch p.Default {
 	case "allow":
@@ -234,6 +255,16 @@ func (c *compiled) decide(d dest) Decision {
 		}
 		return Decision{Allow: slices.Contains(c.hostPorts, d.port), Rule: hostPortsRule}
 	}
+	if ports, ok := c.service(d); ok {
+		// A service: its own ports, nothing else of it, whatever the
+		// rules say (a deny rule still wins).
+		for _, r := range c.deny {
+			if r.matches(d) {
+				return Decision{Allow: false, Rule: r.text}
+			}
+		}
+		return Decision{Allow: slices.Contains(ports, d.port), Rule: "services." + d.host}
+	}
 	for _, r := range c.deny {
 		if r.matches(d) {
 			return Decision{Allow: false, Rule: r.text}
@@ -245,6 +276,15 @@ func (c *compiled) decide(d dest) Decision {
 		}
 	}
 	return Decision{Allow: c.allowAll, Rule: "default"}
+}
+
+// service returns the ports of the service d names, if it names one.
+func (c *compiled) service(d dest) ([]int, bool) {
+	if d.ip.IsValid() {
+		return nil, false
+	}
+	ports, ok := c.services[d.host]
+	return ports, ok
 }
 
 // refusal says why an address is not dialled; "" when it may be.

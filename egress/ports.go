@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -133,9 +134,8 @@ func (f *Forwarder) Serve(ctx context.Context, sandbox net.Listener, ports []Por
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errs := make(chan error, len(ports)+1)
-	hellos := make(chan struct{}, PortsParked)
 	go func() {
-		errs <- serveConns(ctx, sandbox, hellos, closeConn, f.park)
+		errs <- f.ServeParked(ctx, sandbox)
 	}()
 	active := make(chan struct{}, PortsActive)
 	for _, ln := range ports {
@@ -187,6 +187,23 @@ func (f *Forwarder) park(c net.Conn) {
 // connection within portsWait, closes c.
 func (f *Forwarder) forward(ctx context.Context, c net.Conn, port int) {
 	defer c.Close()
+	u, err := f.Take(ctx, port)
+	if err != nil {
+		return
+	}
+	defer u.Close()
+	// SIGTERM (docker stop) ends what is being carried too.
+	stop := context.AfterFunc(ctx, func() { c.Close(); u.Close() })
+	defer stop()
+	bridgeCopy(c, u, &portBuffers)
+}
+
+// Take returns a connection to port of the parked side's loopback: the
+// first parked connection that answers DIAL with OK. A parked connection
+// whose side went away fails at DIAL and the next is tried; one that
+// answers ERR (nothing listens on the port) or nothing, or no parked
+// connection within portsWait, is an error.
+func (f *Forwarder) Take(ctx context.Context, port int) (net.Conn, error) {
 	wait := time.NewTimer(portsWait)
 	defer wait.Stop()
 	for range PortsParked + 1 {
@@ -194,9 +211,9 @@ func (f *Forwarder) forward(ctx context.Context, c net.Conn, port int) {
 		select {
 		case u = <-f.parked:
 		case <-wait.C:
-			return
+			return nil, fmt.Errorf("nothing parked within %v", portsWait)
 		case <-ctx.Done():
-			return
+			return nil, ctx.Err()
 		}
 		u.SetDeadline(time.Now().Add(portsReplyTimeout))
 		if _, err := fmt.Fprintf(u, "DIAL %d\n", port); err != nil {
@@ -206,23 +223,28 @@ func (f *Forwarder) forward(ctx context.Context, c net.Conn, port int) {
 		line, err := readProtoLine(u)
 		var ne net.Error
 		if err != nil && line == "" && !errors.Is(err, errLineTooLong) && !(errors.As(err, &ne) && ne.Timeout()) {
-			// Parked by a sandbox that has gone since: closed before
-			// it answered a word.
+			// Parked by a side that has gone since: closed before it
+			// answered a word.
 			u.Close()
 			continue
 		}
 		if err != nil || line != "OK" {
 			u.Close()
-			return
+			if msg, ok := strings.CutPrefix(line, "ERR "); ok && err == nil {
+				return nil, fmt.Errorf("connect failed: %s", clip(msg))
+			}
+			return nil, errors.New("connect failed: no answer")
 		}
 		u.SetDeadline(time.Time{})
-		// SIGTERM (docker stop) ends what is being carried too.
-		stop := context.AfterFunc(ctx, func() { c.Close(); u.Close() })
-		bridgeCopy(c, u, &portBuffers)
-		stop()
-		u.Close()
-		return
+		return u, nil
 	}
+	return nil, errors.New("connect failed: every parked connection had gone")
+}
+
+// ServeParked takes parked connections on ln until ctx ends or ln fails,
+// for Take.
+func (f *Forwarder) ServeParked(ctx context.Context, ln net.Listener) error {
+	return serveConns(ctx, ln, make(chan struct{}, PortsParked), closeConn, f.park)
 }
 
 // readProtoLine reads one line of at most portsLine bytes, a byte at a

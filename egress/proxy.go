@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -56,6 +57,43 @@ type Options struct {
 	HostRelay string
 }
 
+// ServeServices takes the parked connections of each of the policy's
+// services on dir/NAME/service.sock, until ctx ends: the proxy reaches a
+// service only through them (a service has no network). It returns once
+// each socket listens.
+func (p *Proxy) ServeServices(ctx context.Context, dir string) error {
+	pol := p.Policy()
+	p.servicesMu.Lock()
+	defer p.servicesMu.Unlock()
+	for name := range pol.Services {
+		ln, err := listenOn("unix:" + ServiceSocket(dir, name))
+		if err != nil {
+			return err
+		}
+		f := NewForwarder()
+		go f.ServeParked(ctx, ln)
+		if p.services == nil {
+			p.services = map[string]*Forwarder{}
+		}
+		p.services[name] = f
+	}
+	return nil
+}
+
+// ServiceSocket is where service name parks its connections, under dir.
+func ServiceSocket(dir, name string) string { return dir + "/" + name + "/service.sock" }
+
+// serviceConn connects to a service's port over its parked connections.
+func (p *Proxy) serviceConn(ctx context.Context, name string, port int) (net.Conn, error) {
+	p.servicesMu.Lock()
+	f := p.services[name]
+	p.servicesMu.Unlock()
+	if f == nil {
+		return nil, fmt.Errorf("service %s has no connection to the proxy", name)
+	}
+	return f.Take(ctx, port)
+}
+
 // Proxy is the filtering proxy. It is safe for concurrent use.
 type Proxy struct {
 	opts   Options
@@ -87,6 +125,11 @@ type Proxy struct {
 	// request, and resuming one skips the upstream's certificate and its
 	// verification, a third of what its handshake costs the proxy.
 	upstreamSessions tls.ClientSessionCache
+
+	servicesMu sync.Mutex
+	// services are the parked connections of the sandbox's services, by
+	// name (ServeServices).
+	services map[string]*Forwarder
 }
 
 // New loads the policy, finds the proxy's own addresses and returns a
@@ -333,6 +376,8 @@ func (p *Proxy) handle(ctx context.Context, conn net.Conn, head io.Reader) {
 			e.Reason = "not in the allow list (policy: deny)"
 		case hostPortsRule:
 			e.Reason = "a port of the host's loopback not in network.hostPorts"
+		case "services." + d.host:
+			e.Reason = "not a port of service " + d.host
 		}
 		p.log(e)
 		writeStatus(conn, http.StatusForbidden, fmt.Sprintf("%s is blocked by sbx egress policy (%s)", d.host, e.Reason))
@@ -503,6 +548,11 @@ func (p *Proxy) dial(ctx context.Context, pol *compiled, d dest) (net.Conn, stri
 		}
 		c, err := dialHostRelay(ctx, p.opts.HostRelay, d.port)
 		return c, hostAddr(d.port), "", "", err
+	}
+	if _, ok := pol.service(d); ok {
+		// decide let it through: one of the service's ports.
+		c, err := p.serviceConn(ctx, d.host, d.port)
+		return c, "service " + d.host + ":" + strconv.Itoa(d.port), "", "", err
 	}
 	var addrs []netip.Addr
 	why, rule := refBlocked, ""

@@ -63,6 +63,9 @@ func Check(sb *spec.Spec, caps Caps) []Problem {
 	unsupported(FieldRuntime, "docker.runtime", sb.Docker.Runtime != "")
 	unsupported(FieldDockerNetworks, "docker.networks", len(sb.Docker.Networks) > 0)
 	unsupported(FieldHostPorts, "network.hostPorts", len(sb.Network.HostPorts) > 0)
+	for _, name := range sortedKeys(sb.Services) {
+		unsupported(FieldServices, "services."+name, true)
+	}
 	for _, n := range sortedKeys(sb.Secrets) {
 		unsupported(FieldSecretHosts, "secrets."+n+".hosts", len(sb.Secrets[n].Hosts) > 0)
 		unsupported(FieldSecretFiles, "secrets."+n+".file", sb.Secrets[n].File != "")

@@ -350,6 +350,8 @@ const (
 	// the proxy reaches for the agent. A change is made with the
 	// network's (StepSetNetwork).
 	FieldHostPorts
+	// FieldServices is services: containers beside the sandbox.
+	FieldServices
 )
 
 var fieldNames = map[Field]string{
@@ -361,7 +363,7 @@ var fieldNames = map[Field]string{
 	FieldHardening: "hardening", FieldTemplateBuild: "template.build", FieldPids: "resources.pids",
 	FieldStatus: "status", FieldUser: "user", FieldKubernetes: "kubernetes", FieldEgressMode: "kubernetes.egress",
 	FieldWarmPool: "kubernetes.warmPool", FieldDockerNetworks: "docker.networks", FieldSecretHosts: "secrets.hosts",
-	FieldSecretFiles: "secrets.file", FieldHostPorts: "network.hostPorts",
+	FieldSecretFiles: "secrets.file", FieldHostPorts: "network.hostPorts", FieldServices: "services",
 }
 
 func (f Field) String() string {

@@ -449,6 +449,7 @@ func planOne(d Desired, live *Live, rec *Record, own ownership, caps Caps, base 
 	pl.set(FieldMounts, FieldMounts, "mounts", mountItems(sb), mountStrings(l.Mounts), mountStrings(rc.Mounts), true, false, false)
 	pl.env()
 	pl.secrets()
+	pl.services()
 	want := effectiveResources(sb.Resources, caps.Defaults)
 	recRes := rc.Resources
 	cpusField := FieldResources
@@ -964,6 +965,91 @@ func (pl *planner) env() {
 	}
 }
 
+// services compares each service with the record: no backend reads a
+// service's env back. A service is shown by what it runs; its env values
+// are compared as env's are (by fingerprint where sensitive).
+func (pl *planner) services() {
+	if pl.capOf(FieldServices).Mode == Ignored {
+		return
+	}
+	var rec map[string]spec.Service
+	if pl.rec != nil {
+		rec = pl.rec.Config.Services
+	}
+	diffRecorded(pl, FieldServices, "services.", pl.sb.Services, rec, false, ServiceString, func(path string, dv, rv spec.Service) bool {
+		return ServiceString(dv) == ServiceString(rv) && pl.sameServiceEnv(path, dv.Env, rv.Env)
+	})
+}
+
+// diffRecorded adds the differences, key by key, between a map of the
+// file and the record's: each shown by show, unchanged where same says
+// so. With sensitive, a key whose path is sensitive is shown changed
+// without its values.
+func diffRecorded[V any](pl *planner, field Field, prefix string, desired, recorded map[string]V, sensitive bool, show func(V) string, same func(path string, dv, rv V) bool) {
+	for _, k := range unionKeys(desired, recorded) {
+		path := prefix + k
+		dv, inD := desired[k]
+		rv, inR := recorded[k]
+		d := Diff{Field: field, Path: path, Sensitive: sensitive && pl.sensitive(path)}
+		switch {
+		case inD && !inR:
+			d.Op, d.After = Add, show(dv)
+		case !inD && inR:
+			d.Op, d.Before = Remove, show(rv)
+		case same(path, dv, rv):
+			continue
+		case d.Sensitive:
+			d.Op = Change
+		default:
+			d.Op, d.Before, d.After = Change, show(rv), show(dv)
+		}
+		pl.add(d)
+	}
+}
+
+// sameServiceEnv reports whether a service's env is the record's: each
+// sensitive value by its fingerprint, the others as written.
+func (pl *planner) sameServiceEnv(path string, desired, recorded map[string]string) bool {
+	if len(desired) != len(recorded) {
+		return false
+	}
+	for k, v := range desired {
+		p := path + ".env." + k
+		rv, ok := recorded[k]
+		switch {
+		case !ok:
+			return false
+		case pl.sensitive(p):
+			if pl.rec.Fingerprints[p] != pl.d.Fingerprints[p] {
+				return false
+			}
+		case rv != v:
+			return false
+		}
+	}
+	return true
+}
+
+// ServiceString is a service as plans show it: what it runs and on which
+// ports, its env by name only.
+func ServiceString(s spec.Service) string {
+	var ports []string
+	for _, p := range s.Ports {
+		ports = append(ports, strconv.Itoa(p))
+	}
+	out := "image " + s.Image + ", ports " + strings.Join(ports, ", ")
+	if len(s.Command) > 0 {
+		out += ", command " + quoteArgs(s.Command)
+	}
+	if s.Ready != nil {
+		out += fmt.Sprintf(", ready when %s succeeds (within %s)", quoteArgs(s.Ready.Command), s.Ready.Timeout)
+	}
+	if len(s.Env) > 0 {
+		out += ", env " + strings.Join(sortedKeys(s.Env), " ")
+	}
+	return out
+}
+
 // secrets compares where each secret's value comes from (an environment
 // variable or a host command) and where it can go with the record. Values
 // are never compared: no backend stores them, each exec gets them afresh.
@@ -972,28 +1058,12 @@ func (pl *planner) secrets() {
 	if pl.rec != nil {
 		recSecrets = pl.rec.Config.Secrets
 	}
-	for _, k := range unionKeys(pl.sb.Secrets, recSecrets) {
-		path := "secrets." + k
-		dv, inD := pl.sb.Secrets[k]
-		rv, inR := recSecrets[k]
-		d := Diff{Field: FieldSecrets, Path: path, Sensitive: pl.sensitive(path)}
-		switch {
-		case inD && !inR:
-			d.Op, d.After = Add, pl.secretShown(dv)
-		case !inD && inR:
-			d.Op, d.Before = Remove, pl.secretShown(rv)
-		case d.Sensitive:
-			if fingerprintsUnder(pl.rec.Fingerprints, path) == fingerprintsUnder(pl.d.Fingerprints, path) {
-				continue
-			}
-			d.Op = Change
-		case pl.secretShown(dv) == pl.secretShown(rv):
-			continue
-		default:
-			d.Op, d.Before, d.After = Change, pl.secretShown(rv), pl.secretShown(dv)
+	diffRecorded(pl, FieldSecrets, "secrets.", pl.sb.Secrets, recSecrets, true, pl.secretShown, func(path string, dv, rv spec.Secret) bool {
+		if pl.sensitive(path) {
+			return fingerprintsUnder(pl.rec.Fingerprints, path) == fingerprintsUnder(pl.d.Fingerprints, path)
 		}
-		pl.add(d)
-	}
+		return pl.secretShown(dv) == pl.secretShown(rv)
+	})
 }
 
 // SecretSource says where a secret's value comes from, as plans show it:

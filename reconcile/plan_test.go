@@ -64,6 +64,7 @@ func liveOf(sb *spec.Spec, caps Caps) *Live {
 		l.Network.Allow = append(l.Network.Allow, r.Host)
 	}
 	l.DockerNetworks = sortedCopy(sb.Docker.Networks)
+	l.Network.HostPorts = HostPortStrings(sb.Network.HostPorts)
 	return l
 }
 

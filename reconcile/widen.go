@@ -106,6 +106,7 @@ func widenings(d Desired, caps Caps, declared bool) []Widening {
 	w.resources()
 	w.ports()
 	w.hostPorts()
+	w.services()
 	w.hardening()
 	sort.SliceStable(w.out, func(i, j int) bool { return w.out[i].Path < w.out[j].Path })
 	return w.out
@@ -441,6 +442,18 @@ func (w *widener) resources() {
 			to = "unlimited"
 		}
 		w.at("resources.memory", fmt.Sprintf("memory limit %s → %s", memoryString(b.Memory), to))
+	}
+}
+
+func (w *widener) services() {
+	if !w.applies(FieldServices) {
+		return
+	}
+	for _, name := range sortedKeys(w.d.Services) {
+		s := w.d.Services[name]
+		if b, ok := w.base.Services[name]; !ok || b.Image != s.Image {
+			w.at("services."+name, "runs service image "+s.Image)
+		}
 	}
 }
 

@@ -315,6 +315,29 @@ func TestWidenings(t *testing.T) {
 				{Path: "resources.memory", What: "memory limit 4g → 16g"},
 			},
 		},
+		{
+			name: "a host port and a service, from the local file",
+			caps: withServices(dockerCaps()),
+			approved: func(sb *spec.Spec) {
+				sb.Network.HostPorts = []int{11434}
+				sb.Services = map[string]spec.Service{"db": {Image: "postgres:16", Ports: []int{5432}}}
+			},
+			want: []func(*spec.Spec){func(sb *spec.Spec) {
+				sb.Network.HostPorts = []int{11434, 22}
+				sb.Services = map[string]spec.Service{"db": {Image: "evil/postgres:16", Ports: []int{5432}}, "cache": {Image: "redis:7", Ports: []int{6379}}}
+			}, from("network.hostPorts[1]", local), from("services.db", local)},
+			widens: []Widening{
+				{Path: "network.hostPorts[1]", What: "reaches port 22 on the host's loopback (as host.docker.internal:22)", Origin: local.String(), FromSandbox: true},
+				{Path: "services.cache", What: "runs service image redis:7"},
+				{Path: "services.db", What: "runs service image evil/postgres:16", Origin: local.String(), FromSandbox: true},
+			},
+		},
+		{
+			name:     "fewer host ports and the same services narrow",
+			caps:     withServices(dockerCaps()),
+			approved: func(sb *spec.Spec) { sb.Network.HostPorts = []int{11434, 8811} },
+			want:     []func(*spec.Spec){func(sb *spec.Spec) { sb.Network.HostPorts = []int{8811} }},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -338,6 +361,15 @@ func TestWidenings(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withServices adds the docker driver's rows for network.hostPorts and
+// services to a test table.
+func withServices(c Caps) Caps {
+	c.Fields = maps.Clone(c.Fields)
+	c.Fields[FieldHostPorts] = InPlaceCap("the relay is made again", true)
+	c.Fields[FieldServices] = ReplaceCap("docker", "services", false)
+	return c
 }
 
 // TestCommandApproved: a host command runs only when it is exactly the one

@@ -46,6 +46,7 @@ func (st *state) decode(root *yaml.Node) *Spec {
 	st.secrets(root, s)
 	st.resources(root, s)
 	st.ports(root, s)
+	st.services(root, s)
 	st.network(root, s)
 	st.checkSecretHosts(s)
 	if _, d := lookupKey(root, "docker"); d != nil {
@@ -514,6 +515,76 @@ func (st *state) network(root *yaml.Node, s *Spec) {
 		}
 	}
 	st.allowBlocked(n)
+}
+
+// services reads services: each a DNS label naming a container with its
+// image and ports; a port is one service's (the sandbox reaches each on
+// its own loopback), and never the proxy's.
+func (st *state) services(root *yaml.Node, s *Spec) {
+	_, m := lookupKey(root, "services")
+	if m == nil || m.Kind != yaml.MappingNode {
+		return
+	}
+	owner := map[int]string{}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k, v := m.Content[i], deref(m.Content[i+1])
+		name, path := k.Value, "services."+k.Value
+		if !ServiceName(name) {
+			st.errorf(k, path, "%q is not a service name: 1 to 63 lowercase letters, digits and hyphens, not starting or ending with a hyphen", name)
+			continue
+		}
+		if v.Kind != yaml.MappingNode {
+			continue
+		}
+		sv := Service{Env: st.stringMap(v, "env", s, path)}
+		sv.Image, _ = st.str(v, "image", s, path)
+		sv.Command, _ = st.strings(v, "command")
+		if _, ps := lookupKey(v, "ports"); ps != nil && ps.Kind == yaml.SequenceNode {
+			for j, e := range ps.Content {
+				if e.Kind != yaml.ScalarNode || st.unresolved[e] {
+					continue
+				}
+				ppath := fmt.Sprintf("%s.ports[%d]", path, j)
+				p, err := parsePortNumber(e.Value)
+				switch {
+				case err != nil:
+					st.errorf(e, ppath, "%v", err)
+				case p == ProxyPort:
+					st.errorf(e, ppath, "port %d is the sandbox's proxy", p)
+				case owner[p] != "":
+					st.errorf(e, ppath, "port %d is already service %s's: the sandbox reaches each service port on its own loopback, so a port is one service's", p, owner[p])
+				default:
+					owner[p] = name
+					sv.Ports = append(sv.Ports, p)
+				}
+			}
+		}
+		if _, r := lookupKey(v, "ready"); r != nil && r.Kind == yaml.MappingNode {
+			cmd, _ := st.strings(r, "command")
+			sv.Ready = &Ready{Command: cmd, Timeout: st.durationAt(r, "timeout", path+".ready", s, DefaultReadyTimeout, false)}
+		}
+		if s.Services == nil {
+			s.Services = map[string]Service{}
+		}
+		s.Services[name] = sv
+	}
+}
+
+// ProxyPort is the sandbox's proxy's port on its loopback.
+const ProxyPort = 3128
+
+// ServiceName reports whether name is a service's name: a DNS label
+// (RFC 1123), which the sandbox resolves to its own loopback.
+func ServiceName(name string) bool {
+	if name == "" || len(name) > 63 || name[0] == '-' || name[len(name)-1] == '-' || name == "localhost" {
+		return false
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // HostAlias is the name the agent reaches network.hostPorts by, through

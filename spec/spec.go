@@ -44,8 +44,11 @@ type Spec struct {
 	Secrets   map[string]Secret `json:"secrets,omitempty"`
 	Resources Resources         `json:"resources"`
 	Ports     []Port            `json:"ports,omitempty"`
-	Network   Network           `json:"network"`
-	Docker    Docker            `json:"docker"`
+	// Services are containers beside the sandbox (a database, say), by
+	// name.
+	Services map[string]Service `json:"services,omitempty"`
+	Network  Network            `json:"network"`
+	Docker   Docker             `json:"docker"`
 	// Kubernetes holds the kubernetes driver's options; nil when the file
 	// has no kubernetes block (K8s gives them with defaults).
 	Kubernetes *Kubernetes `json:"kubernetes,omitempty"`
@@ -221,6 +224,28 @@ type Resources struct {
 	Memory int64   `json:"memory,omitempty"` // bytes
 	Pids   int     `json:"pids,omitempty"`   // processes and threads
 }
+
+// Service is a container beside the sandbox, on no network of its own,
+// that the agent reaches as NAME:PORT for each of its ports, through the
+// egress proxy (and nothing else does).
+type Service struct {
+	Image string            `json:"image"`
+	Env   map[string]string `json:"env,omitempty"`
+	// Command replaces the image's CMD (its ENTRYPOINT stays).
+	Command []string `json:"command,omitempty"`
+	Ports   []int    `json:"ports"`
+	Ready   *Ready   `json:"ready,omitempty"`
+}
+
+// Ready is a service's readiness check: Command, run in the service's
+// container until it exits 0, within Timeout of the service's start.
+type Ready struct {
+	Command []string      `json:"command"`
+	Timeout time.Duration `json:"timeout"`
+}
+
+// DefaultReadyTimeout bounds a readiness check the file gives no timeout.
+const DefaultReadyTimeout = 60 * time.Second
 
 // Port publishes a sandbox port on the host, as docker run -p does.
 type Port struct {

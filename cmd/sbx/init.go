@@ -167,6 +167,21 @@ network:
   allow: []
   #  - registry.npmjs.org
   #  - "*.example.com"
+  # A port on your machine's loopback (a model gateway, an MCP server) the
+  # agent reaches as host.docker.internal:PORT, and no other (docker driver):
+  # hostPorts: [11434]
+
+# A dev server's port, opened from your browser on the host's loopback:
+# ports: ["3000"]
+
+# Containers beside the sandbox that the agent's tests reach by name
+# (docker driver): no network of their own, no way out.
+# services:
+#   db:
+#     image: postgres:16
+#     env: {POSTGRES_PASSWORD: test}
+#     ports: [5432]
+#     ready: {command: [pg_isready, -U, postgres]}
 `)
 	loopCmd := ""
 	if agent == "shell" {

@@ -702,6 +702,9 @@ func hiddenVerbs() map[string]func(ctx context.Context, a *app, args []string) i
 		egress.HostRelayVerb: func(ctx context.Context, a *app, args []string) int {
 			return egress.HostRelayMain(ctx, args, a.stderr)
 		},
+		egress.ServiceInitVerb: func(ctx context.Context, a *app, args []string) int {
+			return egress.ServiceInitMain(ctx, args, a.stderr)
+		},
 		egress.PortsVerb: func(ctx context.Context, a *app, args []string) int {
 			return egress.PortsMain(ctx, args, a.stderr)
 		},

@@ -59,28 +59,40 @@ func (d *Driver) Calls(s reconcile.Step, sp *spec.Spec, live *reconcile.Live) ([
 		args := append([]string{d.opts.Docker}, buildctx.DockerArgs(sp.Template.Build, templateImage(sp, hash))...)
 		return []reconcile.Call{cliutil.StreamedCall(d.opts.Runner, args)}, nil
 	case reconcile.StepStop:
-		sb, eg, fw, hr := ContainerName(name), EgressName(name), PortsName(name), HostRelayName(name)
+		label := driver.LabelSandbox + "=" + name
 		return []reconcile.Call{{
-			Desc: fmt.Sprintf("stop %s, %s, and %s and %s if there, together, SIGKILL after 5 s (Engine API POST /containers/NAME/stop?t=5, as docker stop --time 5)", sb, eg, fw, hr),
+			Desc: fmt.Sprintf("stop the containers labelled %s (%s, %s, its services, ports' forwarder and host relay) together, SIGKILL after 5 s (Engine API POST /containers/NAME/stop?t=5, as docker stop --time 5)", label, ContainerName(name), EgressName(name)),
 			Run: func(ctx context.Context) error {
-				return d.containers(ctx, "stop", url.Values{"t": {"5"}}, sb, eg, fw, hr)
+				ids, err := d.api.containersLabelled(ctx, label)
+				if err != nil {
+					return err
+				}
+				return d.containers(ctx, "stop", url.Values{"t": {"5"}}, ids...)
 			},
 		}}, nil
 	case reconcile.StepStart:
-		// Either may start first: the sandbox's helper dials the proxy's
-		// socket per connection, and the tmpfs volume they share is
-		// mounted while either runs.
-		sb, eg, fw, hr := ContainerName(name), EgressName(name), PortsName(name), HostRelayName(name)
+		// Any may start first: the sandbox's helper dials the proxy's
+		// socket per connection, the services' and the forwarder's
+		// parked connections are dialled again until they are taken, and
+		// the tmpfs volumes they share are mounted while either side runs.
+		sb, eg := ContainerName(name), EgressName(name)
+		label := driver.LabelSandbox + "=" + name
 		return []reconcile.Call{{
-			Desc: fmt.Sprintf("start %s and %s together, then %s and %s if there (Engine API POST /containers/NAME/start, as docker start)", eg, sb, fw, hr),
+			Desc: fmt.Sprintf("start %s, %s and the other containers labelled %s (its services, ports' forwarder and host relay) together, and wait until its services are ready (Engine API POST /containers/NAME/start, as docker start)", eg, sb, label),
 			Run: func(ctx context.Context) error {
-				err := d.containers(ctx, "start", nil, eg, sb)
-				for _, c := range []string{fw, hr} {
-					if cerr := d.api.startContainer(ctx, c); cerr != nil && !notFound(cerr) {
-						err = errors.Join(err, cerr)
+				ids, err := d.api.containersLabelled(ctx, label)
+				if err != nil {
+					return err
+				}
+				if err := d.containers(ctx, "start", nil, ids...); err != nil {
+					return err
+				}
+				for _, svc := range serviceNames(sp.Services) {
+					if err := d.waitReady(ctx, sp, svc); err != nil {
+						return err
 					}
 				}
-				return err
+				return nil
 			},
 		}}, nil
 	case reconcile.StepRemove:
@@ -217,6 +229,14 @@ func (d *Driver) createCalls(sp *spec.Spec, rec *reconcile.Record) ([]reconcile.
 	if len(sp.Network.HostPorts) > 0 {
 		lines = append(lines, "then "+d.relayCall(sp).Desc)
 	}
+	for _, svc := range serviceNames(sp.Services) {
+		s := sp.Services[svc]
+		line := fmt.Sprintf("then create and start %s: --network none … %s, run by sbx's service init", ServiceContainer(n, svc), s.Image)
+		if s.Ready != nil {
+			line += fmt.Sprintf(", and wait until %s succeeds in it (within %s)", runner.Quote(s.Ready.Command), s.Ready.Timeout)
+		}
+		lines = append(lines, line)
+	}
 	if len(sp.Ports) > 0 {
 		lines = append(lines, "then "+d.portsCall(sp).Desc)
 	}
@@ -249,16 +269,38 @@ func buildHash(sp *spec.Spec, rec *reconcile.Record) string {
 // repairCalls recreate the sandbox's proxy when it is gone, with the
 // policy of sandbox.yaml: its volumes are made again when they went too.
 func (d *Driver) repairCalls(sp *spec.Spec, parts []string) ([]reconcile.Call, error) {
+	var calls []reconcile.Call
+	proxy := false
 	for _, p := range parts {
+		if svc, ok := servicePart(p); ok {
+			if _, declared := sp.Services[svc]; !declared {
+				continue // the plan replaces or removes it
+			}
+			calls = append(calls, reconcile.Call{Desc: fmt.Sprintf("create and start %s (Engine API), and wait until it is ready", ServiceContainer(sp.Name, svc)),
+				Run: func(ctx context.Context) error {
+					if err := d.volumes(ctx, sp.Name, sp.Services); err != nil {
+						return err
+					}
+					if err := d.startService(ctx, sp, svc); err != nil {
+						return err
+					}
+					return d.waitReady(ctx, sp, svc)
+				}})
+			continue
+		}
 		if p != "egress container" {
 			return nil, fmt.Errorf("the docker driver cannot recreate %s", p)
 		}
+		proxy = true
+	}
+	if !proxy {
+		return calls, nil
 	}
 	n := sp.Name
-	return []reconcile.Call{{
+	return append(calls, reconcile.Call{
 		Desc: "create the volumes " + volumeName(n, "sock") + " and " + volumeName(n, "policy") + " unless present (Engine API)\ncreate and start " + EgressName(n) + ": sbx-egress:<hash> __egress-proxy --control (the policy of sandbox.yaml, written over an earlier one), stdin open" + onNetworks(sp) + " (Engine API)",
 		Run:  func(ctx context.Context) error { return d.recreateEgress(ctx, sp) },
-	}}, nil
+	}), nil
 }
 
 // policyCalls put the sandbox's policy in force without a restart. A

@@ -55,6 +55,7 @@ func Capabilities() reconcile.Caps {
 			reconcile.FieldKubernetes:      reconcile.KubernetesOnlyCap("the kubernetes block"),
 			reconcile.FieldEgressMode:      reconcile.KubernetesOnlyCap("kubernetes.egress"),
 			reconcile.FieldWarmPool:        reconcile.KubernetesOnlyCap("kubernetes.warmPool"),
+			reconcile.FieldServices:        reconcile.ReplaceCap(d, "services", false),
 			reconcile.FieldHostPorts:       reconcile.InPlaceCap("the relay to the host's loopback is made again and the egress proxy reloads its policy in place", true),
 			reconcile.FieldDockerNetworks:  reconcile.InPlaceCap("the egress proxy's container is made again on the new networks while the sandbox runs on (its network log starts afresh)", true),
 		}, ByRuntime: map[string]map[reconcile.Field]reconcile.Cap{

@@ -134,9 +134,11 @@ func (d *Driver) commit(ctx context.Context, container string, cp checkpoint.Che
 type imageInfo struct {
 	ID     string `json:"Id"`
 	Config struct {
-		User   string
-		Env    []string
-		Labels map[string]string
+		User       string
+		Env        []string
+		Labels     map[string]string
+		Entrypoint []string
+		Cmd        []string
 	}
 }
 

@@ -204,6 +204,14 @@ type inspect struct {
 	State struct {
 		Status  string
 		Running bool
+		// Health is the health check's state (a service's readiness).
+		Health *struct {
+			Status string
+			Log    []struct {
+				ExitCode int
+				Output   string
+			}
+		}
 	}
 	HostConfig struct {
 		Runtime     string
@@ -348,6 +356,19 @@ func (d *Driver) Observe(ctx context.Context, names []string) (map[string]*recon
 			// is as good as stopped, and docker start fixes it.
 			l.Stopped = true
 			l.Status = "running, its egress proxy " + eg.State.Status
+		}
+		if l.Record != nil && len(l.Record.Config.Services) > 0 {
+			// Its services are part of it: one gone is made again, one
+			// stopped makes it as good as stopped.
+			missing, stopped, err := d.observeServices(ctx, name, serviceNames(l.Record.Config.Services))
+			if err != nil {
+				return nil, err
+			}
+			l.Missing = append(l.Missing, missing...)
+			if len(stopped) > 0 && in.State.Running {
+				l.Stopped = true
+				l.Status = "running, its service " + strings.Join(stopped, ", ") + " not"
+			}
 		}
 		fw, err := d.api.inspectContainer(ctx, PortsName(name))
 		if err != nil {
@@ -628,7 +649,7 @@ func (d *Driver) createObjects(ctx context.Context, sp *spec.Spec, sandbox *cont
 		tag, err := d.egressImage(ctx)
 		image <- found{tag, err}
 	}()
-	if err := d.volumes(ctx, sp.Name); err != nil {
+	if err := d.volumes(ctx, sp.Name, sp.Services); err != nil {
 		<-image
 		return err
 	}
@@ -686,6 +707,9 @@ func (d *Driver) createObjects(ctx context.Context, sp *spec.Spec, sandbox *cont
 		if err := d.setHostRelay(ctx, sp); err != nil {
 			return err
 		}
+	}
+	if err := d.startServices(ctx, sp); err != nil {
+		return err
 	}
 	if len(sp.Ports) > 0 {
 		return d.setPorts(ctx, sp)
@@ -796,6 +820,9 @@ func (d *Driver) sandboxContainer(sp *spec.Spec, rec *reconcile.Record, prot *pr
 	c.User = sp.User
 	c.Labels[labelUser] = sp.User
 	h := &c.HostConfig
+	flags, hosts := serviceFlags(sp)
+	c.Cmd = append(c.Cmd, flags...)
+	h.ExtraHosts = hosts
 	h.Binds = []string{
 		d.opts.Binary + ":" + helperPath + ":ro",
 		volumeName(sp.Name, "sock") + ":" + socketDir + ":ro",
@@ -928,17 +955,25 @@ func (d *Driver) startEgress(ctx context.Context, sp *spec.Spec, image string, p
 	if nets := sp.Docker.Networks; len(nets) > 0 {
 		mode, connect = nets[0], append(slices.Clone(nets[1:]), defaultBridge)
 	}
+	binds := []string{volumeName(sp.Name, "sock") + ":" + socketDir, volumeName(sp.Name, "policy") + ":/policy",
+		volumeName(sp.Name, "host") + ":" + hostRelayDir + ":ro"}
+	cmd := []string{"__egress-proxy", "--policy", policyPath, "--init-policy", string(pol), "--control", "--listen", "unix:" + socketPath,
+		"--host-relay", hostRelaySocket}
+	if len(sp.Services) > 0 {
+		cmd = append(cmd, "--services", servicesDir)
+		for _, svc := range serviceNames(sp.Services) {
+			binds = append(binds, serviceVolume(sp.Name, svc)+":"+servicesDir+"/"+svc)
+		}
+	}
 	c := &containerSpec{
 		Image: image,
 		// Decisions go to the container's log (docker logs), which is
 		// cheap to read from the host.
-		Cmd: []string{"__egress-proxy", "--policy", policyPath, "--init-policy", string(pol), "--control", "--listen", "unix:" + socketPath,
-			"--host-relay", hostRelaySocket},
+		Cmd:       cmd,
 		Labels:    labels(sp.Name, "egress"),
 		OpenStdin: true,
 		HostConfig: hostConfig{
-			Binds: []string{volumeName(sp.Name, "sock") + ":" + socketDir, volumeName(sp.Name, "policy") + ":/policy",
-				volumeName(sp.Name, "host") + ":" + hostRelayDir + ":ro"},
+			Binds:         binds,
 			NetworkMode:   mode,
 			RestartPolicy: restartPolicy{Name: "unless-stopped"},
 		},
@@ -973,8 +1008,9 @@ func (d *Driver) startEgress(ctx context.Context, sp *spec.Spec, image string, p
 	return d.api.startContainer(ctx, id)
 }
 
-// volumes creates the sandbox's volumes (together) that do not exist.
-func (d *Driver) volumes(ctx context.Context, name string) error {
+// volumes creates the sandbox's volumes (together) that do not exist,
+// with those of its services' sockets.
+func (d *Driver) volumes(ctx context.Context, name string, services map[string]spec.Service) error {
 	// The socket's volume is a small tmpfs: the proxy writes only its
 	// socket there, and the sandbox mounts it read-only, so neither can
 	// fill the host's disk with it.
@@ -990,13 +1026,19 @@ func (d *Driver) volumes(ctx context.Context, name string) error {
 	// The sandbox's own git directory (git.go), made whether or not it
 	// is mounted: an unused volume costs nothing.
 	git := &volumeSpec{Name: volumeName(name, gitRole), Driver: "local", Labels: labels(name, gitRole+"-volume")}
-	return together(
+	fns := []func() error{
 		func() error { return d.api.createVolume(ctx, sock) },
 		func() error { return d.api.createVolume(ctx, policy) },
 		func() error { return d.api.createVolume(ctx, git) },
 		func() error { return d.api.createVolume(ctx, ports) },
 		func() error { return d.api.createVolume(ctx, host) },
-	)
+	}
+	for _, svc := range serviceNames(services) {
+		v := &volumeSpec{Name: serviceVolume(name, svc), Driver: "local", Labels: labels(name, "service-volume"),
+			DriverOpts: map[string]string{"type": "tmpfs", "device": "tmpfs", "o": "size=1m,nr_inodes=16,mode=0755"}}
+		fns = append(fns, func() error { return d.api.createVolume(ctx, v) })
+	}
+	return together(fns...)
 }
 
 // recreateEgress starts a new proxy for a sandbox whose proxy is gone,
@@ -1013,7 +1055,7 @@ func (d *Driver) recreateEgress(ctx context.Context, sp *spec.Spec) error {
 	if err != nil {
 		return err
 	}
-	if err := d.volumes(ctx, sp.Name); err != nil {
+	if err := d.volumes(ctx, sp.Name, sp.Services); err != nil {
 		return err
 	}
 	return d.startEgress(ctx, sp, image, pol, true)

@@ -508,7 +508,9 @@ type containerSpec struct {
 	StdinOnce bool
 	// ExposedPorts are the ports -p publishes ("3000/tcp": {}).
 	ExposedPorts map[string]struct{} `json:",omitempty"`
-	HostConfig   hostConfig
+	// Healthcheck is --health-cmd and its timings.
+	Healthcheck *healthConfig `json:",omitempty"`
+	HostConfig  hostConfig
 }
 
 // hostConfig is the part of a container create's "HostConfig" sbx sets.
@@ -527,6 +529,8 @@ type hostConfig struct {
 	MemorySwap     int64         `json:",omitempty"` // --memory-swap, bytes
 	// PortBindings are -p HOST_IP:HOST_PORT:PORT, by "PORT/tcp".
 	PortBindings map[string][]portBinding `json:",omitempty"`
+	// ExtraHosts are --add-host NAME:IP.
+	ExtraHosts []string `json:",omitempty"`
 }
 
 type restartPolicy struct{ Name string }

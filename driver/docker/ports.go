@@ -134,7 +134,7 @@ func (d *Driver) makeSidecar(ctx context.Context, sp *spec.Spec, name, what stri
 	if err != nil {
 		return err
 	}
-	if err := d.volumes(ctx, sp.Name); err != nil {
+	if err := d.volumes(ctx, sp.Name, sp.Services); err != nil {
 		return err
 	}
 	id, err := d.api.createContainer(ctx, name, c)

@@ -108,7 +108,7 @@ var allFields = []reconcile.Field{
 	reconcile.FieldNetworkRemove, reconcile.FieldRuntime, reconcile.FieldNoNewPrivileges, reconcile.FieldProtect,
 	reconcile.FieldHardening, reconcile.FieldStatus, reconcile.FieldUser, reconcile.FieldKubernetes, reconcile.FieldEgressMode,
 	reconcile.FieldWarmPool, reconcile.FieldDockerNetworks, reconcile.FieldSecretHosts, reconcile.FieldSecretFiles,
-	reconcile.FieldHostPorts,
+	reconcile.FieldHostPorts, reconcile.FieldServices,
 }
 
 func capabilities(t *testing.T, d driver.Backend) {

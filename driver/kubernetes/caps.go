@@ -60,6 +60,7 @@ func Capabilities() reconcile.Caps {
 			reconcile.FieldWarmPool:        reconcile.InPlaceCap("the SandboxWarmPool is made, resized or removed", true),
 			reconcile.FieldUser:            {Mode: reconcile.Unsupported, Reason: "the kubernetes driver runs the agent as its template's USER; set the user in the template"},
 			reconcile.FieldDockerNetworks:  {Mode: reconcile.Unsupported, Reason: "the kubernetes driver's egress proxy is a pod, which joins no Docker network"},
+			reconcile.FieldServices:        {Mode: reconcile.Unsupported, Reason: "the kubernetes driver does not run services yet: run them in the cluster (a Deployment and a Service) and allow them by name in network.allow"},
 			reconcile.FieldHostPorts:       {Mode: reconcile.Unsupported, Reason: "the kubernetes driver's egress proxy is a pod on a node, with no way to your machine's loopback: run the service in the cluster and allow it by name"},
 		}}
 }

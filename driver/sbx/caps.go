@@ -52,6 +52,7 @@ func Capabilities(v cliutil.Version) reconcile.Caps {
 			reconcile.FieldEgressMode:      reconcile.KubernetesOnlyCap("kubernetes.egress"),
 			reconcile.FieldWarmPool:        reconcile.KubernetesOnlyCap("kubernetes.warmPool"),
 			reconcile.FieldDockerNetworks:  reconcile.DockerOnlyCap("docker.networks"),
+			reconcile.FieldServices:        {Mode: reconcile.Unsupported, Reason: "Docker's sbx runs no containers beside a sandbox: the agent runs them in the sandbox's own Docker daemon"},
 			reconcile.FieldHostPorts:       {Mode: reconcile.Unsupported, Reason: "sbx does not translate network.hostPorts for Docker's sbx yet: allow localhost:PORT there with sbx policy allow network, and reach it as host.docker.internal:PORT"},
 		}}
 	if !v.Less(geminiRetired) {

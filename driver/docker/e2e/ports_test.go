@@ -22,6 +22,8 @@ import (
 type portsEnv struct {
 	*loopEnv
 	runtime string
+	// services is a services: block to write with the ports.
+	services string
 }
 
 func newPortsEnv(t *testing.T, name, runtime string) *portsEnv {
@@ -39,6 +41,7 @@ func (e *portsEnv) write(ports ...string) {
 	if len(ports) > 0 {
 		doc += "ports: [" + strings.Join(ports, ", ") + "]\n"
 	}
+	doc += e.services
 	if err := os.WriteFile(filepath.Join(e.ws, "sandbox.yaml"), []byte(doc), 0o644); err != nil {
 		e.t.Fatal(err)
 	}
@@ -183,16 +186,28 @@ func TestPublishedPorts(t *testing.T) {
 	}
 }
 
-// TestPublishedPortsRunsc is the dev server under gVisor: the sandbox's
-// init reaches the forwarder's socket as it reaches the proxy's.
+// TestPublishedPortsRunsc is the dev server and a service under gVisor:
+// the sandbox's init and the service's reach their sockets as the
+// sandbox reaches the proxy's (runsc --host-uds=open: dial, never listen).
 func TestPublishedPortsRunsc(t *testing.T) {
 	env.RequireRunsc(t)
 	e := newPortsEnv(t, "e2e-ports-runsc", "runsc")
+	e.services = fmt.Sprintf(`services:
+  db:
+    image: %s
+    command: [sh, -c, "mkdir -p /www && echo hello-from-db > /www/index.html && exec httpd -f -p 127.0.0.1:8080 -h /www"]
+    ports: [8080]
+    ready: {command: [sh, -c, "wget -q -O- http://127.0.0.1:8080/ | grep -q hello-from-db"]}
+`, env.Image)
 	e.write(`"8000"`)
 	e.run(0, "apply", "-y")
 	e.serve(8000, "hello-from-gvisor")
 	if body, err := get(t, e.published(8000)); err != nil || strings.TrimSpace(body) != "hello-from-gvisor" {
 		t.Fatalf("GET: %q, %v", body, err)
+	}
+	// Apply waited for the readiness check.
+	if out, _ := e.sbx("shell", "--", "sh", "-c", `printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 10 db 8080`); !strings.Contains(out, "hello-from-db") {
+		t.Errorf("the service under gVisor: %q", out)
 	}
 }
 
@@ -261,6 +276,113 @@ func TestHostPorts(t *testing.T) {
 	}
 	if out := e.run(0, "plan", "--detailed-exitcode"); !strings.Contains(out, "No changes") {
 		t.Errorf("plan after the apply:\n%s", out)
+	}
+	e.run(0, "destroy", "-y")
+	if left := dockertest.Leftovers(e.name); left != "" {
+		t.Errorf("destroy left %s", left)
+	}
+}
+
+// TestServices plays the agent whose test suite needs a database: a
+// service the file declares runs beside the sandbox and is reached by
+// name over plain TCP, on its declared port only; it has no network of
+// its own (nothing reaches it but the proxy, and it reaches nothing); the
+// plan shows it; stop stops it and apply starts it and waits for it to be
+// ready again; destroy removes it.
+func TestServices(t *testing.T) {
+	e := newPortsEnv(t, "e2e-svc", "")
+	doc := fmt.Sprintf(`version: 1
+name: %s
+agent: shell
+driver: docker
+template: %s
+network: {agentHosts: false}
+services:
+  db:
+    image: %s
+    command: [sh, -c, "mkdir -p /www && echo hello-from-db > /www/index.html && exec httpd -f -p 127.0.0.1:8080 -h /www"]
+    ports: [8080]
+    ready: {command: [sh, -c, "wget -q -O- http://127.0.0.1:8080/ | grep -q hello-from-db"], timeout: 60s}
+`, e.name, env.Image, env.Image)
+	if err := os.WriteFile(filepath.Join(e.ws, "sandbox.yaml"), []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	plan := e.run(0, "plan")
+	if want := "+ services.db: \"image " + env.Image + ", ports 8080"; !strings.Contains(plan, want) {
+		t.Errorf("the plan does not say %q:\n%s", want, plan)
+	}
+	e.run(0, "apply", "-y")
+	// Plain TCP, by name, as a database client connects.
+	tcp := func(target string) string {
+		t.Helper()
+		out, _ := e.sbx("shell", "--", "sh", "-c", fmt.Sprintf(`printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 10 %s`, target))
+		return out
+	}
+	if out := tcp("db 8080"); !strings.Contains(out, "hello-from-db") {
+		t.Fatalf("the service by name: %q", out)
+	}
+	// Another port of the service, and an unlisted host, through the
+	// proxy: refused.
+	via := func(target string) string {
+		t.Helper()
+		out, _ := e.sbx("shell", "--", "sh", "-c", fmt.Sprintf(`printf 'GET http://%s/ HTTP/1.0\r\n\r\n' | nc -w 10 127.0.0.1 3128`, target))
+		return out
+	}
+	if out := via("db:22"); !strings.Contains(out, "403") {
+		t.Errorf("another port of the service: %q", out)
+	}
+	if out := via(env.WebName + ":8080"); !strings.Contains(out, "403") {
+		t.Errorf("an unlisted host: %q", out)
+	}
+	// The service has no network: it reaches nothing.
+	svc := docker.ServiceContainer(e.name, "db")
+	out, _ := exec.Command("docker", "exec", svc, "cat", "/proc/net/dev").CombinedOutput()
+	if strings.Count(string(out), ":") != 1 || !strings.Contains(string(out), "lo:") {
+		t.Errorf("the service's network interfaces:\n%s", out)
+	}
+	if out, err := exec.Command("docker", "exec", svc, "wget", "-q", "-T", "3", "-O-", "http://"+env.WebIP+":8080/").CombinedOutput(); err == nil {
+		t.Errorf("the service reached the test web server:\n%s", out)
+	}
+	if out := e.run(0, "plan", "--detailed-exitcode"); !strings.Contains(out, "No changes") {
+		t.Errorf("plan after the apply:\n%s", out)
+	}
+	if out := e.run(0, "status"); !strings.Contains(out, "in sync") {
+		t.Errorf("status:\n%s", out)
+	}
+	if out, code := e.sbx("shell", "--", "ls", "/run/sbx-svc"); code == 0 {
+		t.Errorf("the services' sockets are in the sandbox:\n%s", out)
+	}
+	// The hostile agent's overlay: a service of its choosing. A widening
+	// apply -y refuses.
+	if err := os.WriteFile(filepath.Join(e.ws, "sandbox.local.yaml"), []byte("services:\n  evil: {image: evil/miner, ports: [4444]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out := e.run(1, "apply", "-y"); !strings.Contains(out, "! runs service image evil/miner (from sandbox.local.yaml") {
+		t.Errorf("apply -y of the agent's service:\n%s", out)
+	}
+	// Emptied, not removed: the sandbox binds it read-only.
+	if err := os.WriteFile(filepath.Join(e.ws, "sandbox.local.yaml"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// Stop stops it; apply starts it and waits until it is ready.
+	e.run(0, "stop")
+	if out, _ := exec.Command("docker", "inspect", "-f", "{{.State.Running}}", svc).Output(); strings.TrimSpace(string(out)) != "false" {
+		t.Errorf("the service runs after stop: %s", out)
+	}
+	e.run(0, "apply", "-y")
+	if out := tcp("db 8080"); !strings.Contains(out, "hello-from-db") {
+		t.Errorf("the service after the restart: %q", out)
+	}
+	// A service removed by hand is made again.
+	exec.Command("docker", "rm", "-f", svc).Run()
+	plan = e.run(0, "plan")
+	if !strings.Contains(plan, "service db") {
+		t.Errorf("the plan does not make the removed service again:\n%s", plan)
+	}
+	e.run(0, "apply", "-y")
+	if out := tcp("db 8080"); !strings.Contains(out, "hello-from-db") {
+		t.Errorf("the service made again: %q", out)
 	}
 	e.run(0, "destroy", "-y")
 	if left := dockertest.Leftovers(e.name); left != "" {

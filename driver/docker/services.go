@@ -1,0 +1,265 @@
+package docker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sbxhq/sbx/driver"
+	"github.com/sbxhq/sbx/driver/cliutil"
+	"github.com/sbxhq/sbx/egress"
+	"github.com/sbxhq/sbx/internal/untrusted"
+	"github.com/sbxhq/sbx/spec"
+)
+
+// Services. A service is a container beside the sandbox with no network
+// but loopback, like the sandbox: nothing reaches it but the sandbox's
+// egress proxy, and it reaches nothing (a database the agent can make run
+// programs gives it no way out). Its PID 1 is sbx's static binary
+// (egress.ServiceInitMain), which runs the image's own command and keeps
+// connections parked on a socket the proxy listens on, one tmpfs volume
+// per service, mounted read-only in the service: the proxy reaches the
+// service's ports over them (egress.Proxy.ServeServices). In the sandbox,
+// the service's name is its own loopback (--add-host NAME:127.0.0.1), where
+// its init listens on each service port and carries the connection to
+// the proxy as CONNECT NAME:PORT (egress.ServeServices), which the policy
+// allows for the service's ports alone.
+
+const (
+	// servicesDir holds each service's socket directory in the proxy's
+	// container (egress.ServiceSocket).
+	servicesDir = "/run/sbx-svc"
+	// serviceDir is the service's socket directory in its container.
+	serviceDir = "/run/sbx-service"
+	// labelService names the service a container is.
+	labelService = "dev.sbx.service"
+)
+
+// ServiceContainer is the container of sandbox name's service svc.
+func ServiceContainer(name, svc string) string { return "sbx-" + name + "-svc-" + svc }
+
+// serviceVolume is the volume of a service's socket.
+func serviceVolume(name, svc string) string { return volumeName(name, "svc-"+svc) }
+
+// serviceFlags are the sandbox init's --service flags and the hosts
+// entries that name each service's loopback.
+func serviceFlags(sp *spec.Spec) (flags, hosts []string) {
+	for _, svc := range serviceNames(sp.Services) {
+		hosts = append(hosts, svc+":127.0.0.1")
+		for _, p := range sp.Services[svc].Ports {
+			flags = append(flags, "--service", svc+":"+strconv.Itoa(p))
+		}
+	}
+	return flags, hosts
+}
+
+// healthConfig is a container create's Healthcheck (Engine API v1.41
+// "HealthConfig", durations in nanoseconds), as docker run
+// --health-cmd sets it.
+type healthConfig struct {
+	Test     []string
+	Interval int64
+	Timeout  int64
+	Retries  int
+}
+
+// serviceContainer is service svc of sp: its image run by sbx's service
+// init, with no network, the sandbox's runtime and safeguards, and its
+// readiness check as Docker's health check. The image's entrypoint and
+// command (or the file's command) follow the init's --.
+func serviceContainer(sp *spec.Spec, svc string, img *imageInfo, binary string) *containerSpec {
+	s := sp.Services[svc]
+	cmd := s.Command
+	if len(cmd) == 0 {
+		cmd = img.Config.Cmd
+	}
+	c := &containerSpec{
+		Hostname:   svc,
+		Image:      s.Image,
+		Entrypoint: append([]string{helperPath, egress.ServiceInitVerb, "--socket", serviceDir + "/service.sock", "--"}, img.Config.Entrypoint...),
+		Cmd:        cmd,
+		Labels:     labels(sp.Name, "service"),
+		HostConfig: hostConfig{
+			Binds:         []string{binary + ":" + helperPath + ":ro", serviceVolume(sp.Name, svc) + ":" + serviceDir + ":ro"},
+			NetworkMode:   "none",
+			RestartPolicy: restartPolicy{Name: "unless-stopped"},
+			Runtime:       sp.Docker.Runtime,
+			SecurityOpt:   []string{"no-new-privileges"},
+		},
+	}
+	c.Labels[labelService] = svc
+	// Keeps Cmd when empty: an image with neither entrypoint nor
+	// command has nothing to run, which the init says.
+	if c.Cmd == nil {
+		c.Cmd = []string{}
+	}
+	for _, k := range cliutil.SortedKeys(s.Env) {
+		c.Env = append(c.Env, k+"="+s.Env[k])
+	}
+	// The sandbox's safeguards and limits: a service the agent drives
+	// (a database it makes sort a huge table) is bounded as the sandbox
+	// is.
+	sandboxHardening(&c.HostConfig)
+	pids, _, mem := limits(sp)
+	c.HostConfig.PidsLimit = &pids
+	c.HostConfig.Memory, c.HostConfig.MemorySwap = mem, mem
+	if s.Ready != nil {
+		c.Healthcheck = &healthConfig{Test: append([]string{"CMD"}, s.Ready.Command...),
+			Interval: int64(500 * time.Millisecond), Timeout: int64(s.Ready.Timeout), Retries: 1 << 30}
+	}
+	return c
+}
+
+// startServices creates and starts sp's services (pulling an absent
+// image, as for the template) and waits for each to pass its readiness
+// check.
+func (d *Driver) startServices(ctx context.Context, sp *spec.Spec) error {
+	for _, svc := range serviceNames(sp.Services) {
+		if err := d.startService(ctx, sp, svc); err != nil {
+			return err
+		}
+	}
+	for _, svc := range serviceNames(sp.Services) {
+		if err := d.waitReady(ctx, sp, svc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startService makes service svc (again: one there is removed first).
+func (d *Driver) startService(ctx context.Context, sp *spec.Spec, svc string) error {
+	s := sp.Services[svc]
+	if err := d.pull(ctx, s.Image); err != nil {
+		return fmt.Errorf("service %s: %w", svc, err)
+	}
+	img, err := d.api.inspectImage(ctx, s.Image)
+	if err != nil {
+		return err
+	}
+	if img == nil {
+		return fmt.Errorf("service %s: image %s is not on this machine", svc, s.Image)
+	}
+	name := ServiceContainer(sp.Name, svc)
+	if err := d.api.removeContainer(ctx, name); err != nil {
+		return err
+	}
+	id, err := d.api.createContainer(ctx, name, serviceContainer(sp, svc, img, d.opts.Binary))
+	if err != nil {
+		return err
+	}
+	return d.api.startContainer(ctx, id)
+}
+
+// waitReady waits until service svc's health check passes, when it has
+// one, within its timeout: Docker runs the check; its state is read
+// every quarter second. A service that exits fails at once.
+func (d *Driver) waitReady(ctx context.Context, sp *spec.Spec, svc string) error {
+	s := sp.Services[svc]
+	if s.Ready == nil {
+		return nil
+	}
+	name := ServiceContainer(sp.Name, svc)
+	deadline := time.Now().Add(s.Ready.Timeout)
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		in, err := d.api.inspectContainer(ctx, name)
+		if err != nil {
+			return err
+		}
+		switch {
+		case in == nil:
+			return fmt.Errorf("service %s: its container %s is gone", svc, name)
+		case !in.State.Running:
+			return fmt.Errorf("service %s exited (%s) before it was ready: docker logs %s says why", svc, untrusted.Text(in.State.Status), name)
+		case in.State.Health != nil && in.State.Health.Status == "healthy":
+			return nil
+		case time.Now().After(deadline):
+			last := ""
+			if h := in.State.Health; h != nil && len(h.Log) > 0 {
+				last = fmt.Sprintf(" (its last check exited %d: %s)", h.Log[len(h.Log)-1].ExitCode,
+					untrusted.Line(strings.TrimSpace(clipText(h.Log[len(h.Log)-1].Output, 300))))
+			}
+			return fmt.Errorf("service %s was not ready within %s: %s did not succeed%s", svc, s.Ready.Timeout, strings.Join(s.Ready.Command, " "), last)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+func clipText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// observeServices says what of sp's services is missing or not running,
+// by the service containers labelled as the sandbox's.
+func (d *Driver) observeServices(ctx context.Context, name string, declared []string) (missing, stopped []string, err error) {
+	data, err := d.api.do(ctx, http.MethodGet, "/containers/json", withAll(labelFilter(driver.LabelSandbox+"="+name)), nil, "")
+	if err != nil {
+		return nil, nil, err
+	}
+	found, err := parseServiceList(data)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, svc := range declared {
+		state, ok := found[svc]
+		switch {
+		case !ok:
+			missing = append(missing, "service "+svc)
+		case state != "running":
+			stopped = append(stopped, svc)
+		}
+	}
+	return missing, stopped, nil
+}
+
+// parseServiceList reads a container list (GET /containers/json, Engine
+// API v1.41 "ContainerSummary": Labels, State) into each service's state.
+func parseServiceList(data []byte) (map[string]string, error) {
+	var list []struct {
+		Labels map[string]string
+		State  string
+	}
+	if err := json.Unmarshal(data, &list); err != nil {
+		return nil, fmt.Errorf("listing containers: %v", err)
+	}
+	found := map[string]string{}
+	for _, c := range list {
+		if svc := c.Labels[labelService]; svc != "" && c.Labels[driver.LabelRole] == "service" {
+			found[svc] = c.State
+		}
+	}
+	return found, nil
+}
+
+// withAll asks a container list for stopped containers too.
+func withAll(q url.Values) url.Values {
+	q.Set("all", "1")
+	return q
+}
+
+// servicePart is the service a repair part names ("service NAME").
+func servicePart(part string) (string, bool) {
+	svc, ok := strings.CutPrefix(part, "service ")
+	return svc, ok && spec.ServiceName(svc)
+}
+
+// serviceNames are the names of services, sorted.
+func serviceNames(svcs map[string]spec.Service) []string {
+	return slices.Sorted(maps.Keys(svcs))
+}
