@@ -80,6 +80,9 @@ func (d *Driver) Calls(s reconcile.Step, sp *spec.Spec, live *reconcile.Live) ([
 		return []reconcile.Call{{
 			Desc: fmt.Sprintf("start %s, %s and the other containers labelled %s (its services, ports' forwarder and host relay) together, and wait until its services are ready (Engine API POST /containers/NAME/start, as docker start)", eg, sb, label),
 			Run: func(ctx context.Context) error {
+				if err := restorePlaceholder(sp); err != nil {
+					return err
+				}
 				ids, err := d.api.containersLabelled(ctx, label)
 				if err != nil {
 					return err
@@ -114,6 +117,13 @@ func (d *Driver) Calls(s reconcile.Step, sp *spec.Spec, live *reconcile.Live) ([
 		}
 		return []reconcile.Call{{Desc: "fetch the sandbox's commits into refs/sbx/" + name + "/* (git fetch), remove the containers, then the volumes, labelled " + driver.LabelSandbox + "=" + name + ", and unused proxy images of earlier sbx builds (Engine API)",
 			Run: func(ctx context.Context) error {
+				// Reading a stopped container's files mounts its binds
+				// too: a removed placeholder would come back a directory.
+				if sp != nil {
+					if err := restorePlaceholder(sp); err != nil {
+						return err
+					}
+				}
 				// The sandbox's own git directory goes with it: its
 				// commits come home first. A fetch that fails (no git on
 				// the host, objects git refuses) does not keep the agent's
@@ -267,7 +277,8 @@ func buildHash(sp *spec.Spec, rec *reconcile.Record) string {
 }
 
 // repairCalls recreate the sandbox's proxy when it is gone, with the
-// policy of sandbox.yaml: its volumes are made again when they went too.
+// policy of sandbox.yaml (its volumes are made again when they went too),
+// and each of its services that is gone, waiting until it is ready.
 func (d *Driver) repairCalls(sp *spec.Spec, parts []string) ([]reconcile.Call, error) {
 	var calls []reconcile.Call
 	proxy := false

@@ -238,9 +238,9 @@ type inspect struct {
 }
 
 // Observe inspects each declared sandbox's container and asks its proxy
-// the policy in force, and inspects its ports' forwarder: four Engine API
-// requests per sandbox, and one per
-// network of its docker.networks (Configure), which must exist.
+// the policy in force, and inspects its ports' forwarder, its host relay
+// and its services: five to seven Engine API requests per sandbox, and
+// one per network of its docker.networks (Configure), which must exist.
 func (d *Driver) Observe(ctx context.Context, names []string) (map[string]*reconcile.Live, error) {
 	live := map[string]*reconcile.Live{}
 	for _, name := range names {
@@ -1014,15 +1014,12 @@ func (d *Driver) volumes(ctx context.Context, name string, services map[string]s
 	// The socket's volume is a small tmpfs: the proxy writes only its
 	// socket there, and the sandbox mounts it read-only, so neither can
 	// fill the host's disk with it.
-	sock := &volumeSpec{Name: volumeName(name, "sock"), Driver: "local", Labels: labels(name, "sock-volume"),
-		DriverOpts: map[string]string{"type": "tmpfs", "device": "tmpfs", "o": "size=1m,nr_inodes=64,mode=0755"}}
+	sock := socketVolume(volumeName(name, "sock"), labels(name, "sock-volume"), 64)
 	policy := &volumeSpec{Name: volumeName(name, "policy"), Driver: "local", Labels: labels(name, "policy-volume")}
 	// The published ports' forwarder's socket (ports.go) and the host
 	// relay's (hostports.go), likewise.
-	ports := &volumeSpec{Name: volumeName(name, "ports"), Driver: "local", Labels: labels(name, "ports-volume"),
-		DriverOpts: map[string]string{"type": "tmpfs", "device": "tmpfs", "o": "size=1m,nr_inodes=16,mode=0755"}}
-	host := &volumeSpec{Name: volumeName(name, "host"), Driver: "local", Labels: labels(name, "host-volume"),
-		DriverOpts: map[string]string{"type": "tmpfs", "device": "tmpfs", "o": "size=1m,nr_inodes=16,mode=0755"}}
+	ports := socketVolume(volumeName(name, "ports"), labels(name, "ports-volume"), 16)
+	host := socketVolume(volumeName(name, "host"), labels(name, "host-volume"), 16)
 	// The sandbox's own git directory (git.go), made whether or not it
 	// is mounted: an unused volume costs nothing.
 	git := &volumeSpec{Name: volumeName(name, gitRole), Driver: "local", Labels: labels(name, gitRole+"-volume")}
@@ -1034,11 +1031,17 @@ func (d *Driver) volumes(ctx context.Context, name string, services map[string]s
 		func() error { return d.api.createVolume(ctx, host) },
 	}
 	for _, svc := range serviceNames(services) {
-		v := &volumeSpec{Name: serviceVolume(name, svc), Driver: "local", Labels: labels(name, "service-volume"),
-			DriverOpts: map[string]string{"type": "tmpfs", "device": "tmpfs", "o": "size=1m,nr_inodes=16,mode=0755"}}
+		v := socketVolume(serviceVolume(name, svc), labels(name, "service-volume"), 16)
 		fns = append(fns, func() error { return d.api.createVolume(ctx, v) })
 	}
 	return together(fns...)
+}
+
+// socketVolume is a volume for a Unix socket: a 1 MiB tmpfs of at most
+// inodes files.
+func socketVolume(name string, labels map[string]string, inodes int) *volumeSpec {
+	return &volumeSpec{Name: name, Driver: "local", Labels: labels,
+		DriverOpts: map[string]string{"type": "tmpfs", "device": "tmpfs", "o": fmt.Sprintf("size=1m,nr_inodes=%d,mode=0755", inodes)}}
 }
 
 // recreateEgress starts a new proxy for a sandbox whose proxy is gone,

@@ -164,6 +164,24 @@ func checkNoLinks(root, path string) (fs.FileInfo, error) {
 	return fi, nil
 }
 
+// restorePlaceholder puts the empty sandbox.local.yaml back when the
+// user removed it while the sandbox was stopped: the sandbox binds it
+// read-only, and docker start (or reading the stopped container's files)
+// makes a bind's missing source a directory, root's, in the workspace.
+func restorePlaceholder(sp *spec.Spec) error {
+	if !sp.Protect || len(sp.Declarations) == 0 {
+		return nil
+	}
+	local := spec.LocalPath(sp.Declarations[0].Path)
+	if _, _, ok := sandboxPath(sp, local); !ok {
+		return nil
+	}
+	if err := placeholder(local); err != nil {
+		return fmt.Errorf("workspace.protect: %v", err)
+	}
+	return nil
+}
+
 // placeholder creates an empty overlay at path unless something is there.
 func placeholder(path string) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
