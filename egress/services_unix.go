@@ -28,7 +28,9 @@ var serviceSignals = []os.Signal{
 // PATH, with the init's environment and standard streams), passes on to
 // it SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2, reaps every
 // process that ends (orphans are PID 1's), keeps connections parked on
-// the proxy's socket PATH for the service's ports (ParkPorts), and exits
+// the proxy's socket PATH for the service's ports (ParkPorts), serves the
+// sandbox's proxy on 127.0.0.1:3128 over --proxy-socket when given
+// (Bridge), and exits
 // with COMMAND's exit status, or 128+N when signal N killed it. A COMMAND
 // that cannot be started exits 127, a usage error 2.
 //
@@ -42,6 +44,7 @@ func ServiceInitMain(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	fs.SetInterspersed(false) // COMMAND's own flags are COMMAND's
 	socket := fs.String("socket", "", "the egress proxy's Unix socket, to park connections to the service's ports on")
+	proxySocket := fs.String("proxy-socket", "", "the egress proxy's socket for the service's own requests, served on 127.0.0.1:3128 (services.NAME.egress)")
 	if err := fs.Parse(args); err != nil {
 		if !errors.Is(err, pflag.ErrHelp) {
 			fmt.Fprintf(stderr, "sbx %s: %v\n", ServiceInitVerb, err)
@@ -79,6 +82,16 @@ func ServiceInitMain(ctx context.Context, args []string, stderr io.Writer) int {
 	parkCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Go(func() { ParkPorts(parkCtx, *socket) })
+	if *proxySocket != "" {
+		// The service's way out, when the file gives it one: the
+		// sandbox's proxy, as the sandbox reaches it.
+		ln, err := ListenBridge(parkCtx, "127.0.0.1:3128")
+		if err != nil {
+			fmt.Fprintf(stderr, "sbx %s: %v\n", ServiceInitVerb, err)
+		} else {
+			wg.Go(func() { Bridge(parkCtx, ln, *proxySocket) })
+		}
+	}
 	defer func() {
 		cancel()
 		wg.Wait()

@@ -1047,6 +1047,9 @@ func ServiceString(s spec.Service) string {
 	if len(s.Env) > 0 {
 		out += ", env " + strings.Join(sortedKeys(s.Env), " ")
 	}
+	if s.Egress {
+		out += ", egress through the sandbox's proxy"
+	}
 	return out
 }
 

@@ -451,8 +451,12 @@ func (w *widener) services() {
 	}
 	for _, name := range sortedKeys(w.d.Services) {
 		s := w.d.Services[name]
-		if b, ok := w.base.Services[name]; !ok || b.Image != s.Image {
+		b, ok := w.base.Services[name]
+		if !ok || b.Image != s.Image {
 			w.at("services."+name, "runs service image "+s.Image)
+		}
+		if s.Egress && !b.Egress {
+			w.at("services."+name+".egress", "service "+name+" reaches what the sandbox's policy allows")
 		}
 	}
 }

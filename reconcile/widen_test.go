@@ -324,11 +324,12 @@ func TestWidenings(t *testing.T) {
 			},
 			want: []func(*spec.Spec){func(sb *spec.Spec) {
 				sb.Network.HostPorts = []int{11434, 22}
-				sb.Services = map[string]spec.Service{"db": {Image: "evil/postgres:16", Ports: []int{5432}}, "cache": {Image: "redis:7", Ports: []int{6379}}}
+				sb.Services = map[string]spec.Service{"db": {Image: "evil/postgres:16", Ports: []int{5432}}, "cache": {Image: "redis:7", Ports: []int{6379}, Egress: true}}
 			}, from("network.hostPorts[1]", local), from("services.db", local)},
 			widens: []Widening{
 				{Path: "network.hostPorts[1]", What: "reaches port 22 on the host's loopback (as host.docker.internal:22)", Origin: local.String(), FromSandbox: true},
 				{Path: "services.cache", What: "runs service image redis:7"},
+				{Path: "services.cache.egress", What: "service cache reaches what the sandbox's policy allows"},
 				{Path: "services.db", What: "runs service image evil/postgres:16", Origin: local.String(), FromSandbox: true},
 			},
 		},

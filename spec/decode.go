@@ -539,6 +539,7 @@ func (st *state) services(root *yaml.Node, s *Spec) {
 		sv := Service{Env: st.stringMap(v, "env", s, path)}
 		sv.Image, _ = st.str(v, "image", s, path)
 		sv.Command, _ = st.strings(v, "command")
+		sv.Egress = st.boolean(v, "egress", false)
 		if _, ps := lookupKey(v, "ports"); ps != nil && ps.Kind == yaml.SequenceNode {
 			for j, e := range ps.Content {
 				if e.Kind != yaml.ScalarNode || st.unresolved[e] {

@@ -235,6 +235,9 @@ type Service struct {
 	Command []string `json:"command,omitempty"`
 	Ports   []int    `json:"ports"`
 	Ready   *Ready   `json:"ready,omitempty"`
+	// Egress gives the service the sandbox's way out: its proxy, on the
+	// service's own loopback, under the sandbox's policy.
+	Egress bool `json:"egress,omitempty"`
 }
 
 // Ready is a service's readiness check: Command, run in the service's

@@ -846,11 +846,17 @@ func (d *Driver) sandboxContainer(sp *spec.Spec, rec *reconcile.Record, prot *pr
 	for _, k := range cliutil.SortedKeys(sp.Env) {
 		c.Env = append(c.Env, k+"="+sp.Env[k])
 	}
-	for _, kv := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"} {
-		c.Env = append(c.Env, kv+"="+proxyURL)
-	}
-	c.Env = append(c.Env, "NO_PROXY=localhost,127.0.0.1,::1", "no_proxy=localhost,127.0.0.1,::1")
+	c.Env = append(c.Env, proxyEnv()...)
 	return c, nil
+}
+
+// proxyEnv points a container's clients at the proxy on its loopback.
+func proxyEnv() []string {
+	var env []string
+	for _, kv := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"} {
+		env = append(env, kv+"="+proxyURL)
+	}
+	return append(env, "NO_PROXY=localhost,127.0.0.1,::1", "no_proxy=localhost,127.0.0.1,::1")
 }
 
 // The safeguards every container gets (Hardening names their version;

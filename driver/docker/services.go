@@ -83,7 +83,7 @@ func serviceContainer(sp *spec.Spec, svc string, img *imageInfo, binary string) 
 	c := &containerSpec{
 		Hostname:   svc,
 		Image:      s.Image,
-		Entrypoint: append([]string{helperPath, egress.ServiceInitVerb, "--socket", serviceDir + "/service.sock", "--"}, img.Config.Entrypoint...),
+		Entrypoint: append(serviceInit(s), img.Config.Entrypoint...),
 		Cmd:        cmd,
 		Labels:     labels(sp.Name, "service"),
 		HostConfig: hostConfig{
@@ -103,6 +103,12 @@ func serviceContainer(sp *spec.Spec, svc string, img *imageInfo, binary string) 
 	for _, k := range cliutil.SortedKeys(s.Env) {
 		c.Env = append(c.Env, k+"="+s.Env[k])
 	}
+	if s.Egress {
+		// The sandbox's proxy, on the service's loopback (its init's
+		// bridge, over the proxy's socket mounted read-only).
+		c.HostConfig.Binds = append(c.HostConfig.Binds, volumeName(sp.Name, "sock")+":"+socketDir+":ro")
+		c.Env = append(c.Env, proxyEnv()...)
+	}
 	// The sandbox's safeguards and limits: a service the agent drives
 	// (a database it makes sort a huge table) is bounded as the sandbox
 	// is.
@@ -115,6 +121,15 @@ func serviceContainer(sp *spec.Spec, svc string, img *imageInfo, binary string) 
 			Interval: int64(500 * time.Millisecond), Timeout: int64(s.Ready.Timeout), Retries: 1 << 30}
 	}
 	return c
+}
+
+// serviceInit is a service's init and its flags, up to the --.
+func serviceInit(s spec.Service) []string {
+	argv := []string{helperPath, egress.ServiceInitVerb, "--socket", serviceDir + "/service.sock"}
+	if s.Egress {
+		argv = append(argv, "--proxy-socket", socketPath)
+	}
+	return append(argv, "--")
 }
 
 // startServices creates and starts sp's services (pulling an absent

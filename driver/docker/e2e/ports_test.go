@@ -307,14 +307,19 @@ name: %s
 agent: shell
 driver: docker
 template: %s
-network: {agentHosts: false}
+network: {agentHosts: false, allow: ["%s:8080"]}
 services:
   db:
     image: %s
     command: [sh, -c, "mkdir -p /www && echo hello-from-db > /www/index.html && exec httpd -f -p 127.0.0.1:8080 -h /www"]
     ports: [8080]
     ready: {command: [sh, -c, "wget -q -O- http://127.0.0.1:8080/ | grep -q hello-from-db"], timeout: 60s}
-`, e.name, env.Image, env.Image)
+  fetcher:
+    image: %s
+    command: [sh, -c, "exec httpd -f -p 127.0.0.1:8081 -h /"]
+    ports: [8081]
+    egress: true
+`, e.name, env.Image, env.WebIP, env.Image, env.Image)
 	if err := os.WriteFile(filepath.Join(e.ws, "sandbox.yaml"), []byte(doc), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -353,6 +358,21 @@ services:
 	}
 	if out, err := exec.Command("docker", "exec", svc, "wget", "-q", "-T", "3", "-O-", "http://"+env.WebIP+":8080/").CombinedOutput(); err == nil {
 		t.Errorf("the service reached the test web server:\n%s", out)
+	}
+	// A service with egress: the sandbox's proxy and policy. The allowed
+	// address answers; the server by name (not allowed) does not.
+	fetcher := docker.ServiceContainer(e.name, "fetcher")
+	fetch := func(target string) string {
+		t.Helper()
+		out, _ := exec.Command("docker", "exec", fetcher, "sh", "-c",
+			fmt.Sprintf(`printf 'GET http://%s/ HTTP/1.0\r\n\r\n' | nc -w 10 127.0.0.1 3128`, target)).CombinedOutput()
+		return string(out)
+	}
+	if out := fetch(env.WebIP + ":8080"); !strings.Contains(out, "hello-from-web") {
+		t.Errorf("the service with egress, to an allowed address: %q", out)
+	}
+	if out := fetch(env.WebName + ":8080"); !strings.Contains(out, "403") {
+		t.Errorf("the service with egress, to a host the policy does not allow: %q", out)
 	}
 	if out := e.run(0, "plan", "--detailed-exitcode"); !strings.Contains(out, "No changes") {
 		t.Errorf("plan after the apply:\n%s", out)
