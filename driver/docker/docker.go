@@ -558,9 +558,10 @@ func copyFile(src, dst string) error {
 	return out.Close()
 }
 
-// pull fetches the template when the daemon does not have it, with its
-// progress in the apply's output (a create would pull it silently).
-func (d *Driver) pull(ctx context.Context, image string) error {
+// pull fetches an image (the template, a service's) when the daemon does
+// not have it, with its progress in the apply's output (a create would
+// pull it silently); what names it in an error.
+func (d *Driver) pull(ctx context.Context, image, what string) error {
 	ok, err := d.api.imageExists(ctx, image)
 	if err != nil || ok {
 		return err
@@ -569,7 +570,7 @@ func (d *Driver) pull(ctx context.Context, image string) error {
 		if ctx.Err() != nil {
 			return err
 		}
-		return fmt.Errorf("template image %s is not on this machine and cannot be pulled (build it, or docker pull it where a registry is reachable): %v", image, err)
+		return fmt.Errorf("%s %s is not on this machine and cannot be pulled (build it, or docker pull it where a registry is reachable): %v", what, image, err)
 	}
 	return nil
 }
@@ -606,7 +607,7 @@ func (d *Driver) create(ctx context.Context, sp *spec.Spec, rec *reconcile.Recor
 	}
 	// A checkpoint is a local image sbx made: never pulled.
 	if sp.Template.Build == nil && sp.Template.Checkpoint == "" {
-		if err := d.pull(ctx, tmpl); err != nil {
+		if err := d.pull(ctx, tmpl, "template image"); err != nil {
 			return err
 		}
 	}

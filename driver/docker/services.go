@@ -152,8 +152,8 @@ func (d *Driver) startServices(ctx context.Context, sp *spec.Spec) error {
 // startService makes service svc (again: one there is removed first).
 func (d *Driver) startService(ctx context.Context, sp *spec.Spec, svc string) error {
 	s := sp.Services[svc]
-	if err := d.pull(ctx, s.Image); err != nil {
-		return fmt.Errorf("service %s: %w", svc, err)
+	if err := d.pull(ctx, s.Image, "service "+svc+"'s image"); err != nil {
+		return err
 	}
 	img, err := d.api.inspectImage(ctx, s.Image)
 	if err != nil {

@@ -63,8 +63,8 @@ func stepKinds(p *reconcile.Changes) string {
 	return strings.Join(kinds, " ")
 }
 
-// TestTemplateMissing: an image that is neither here nor pullable gives a
-// clear error. The registry named is on loopback, where nothing listens,
+// TestTemplateMissing: an image (the template's, a service's) that is
+// neither here nor pullable gives a clear error. The registry named is on loopback, where nothing listens,
 // so the pull fails at once without leaving the machine.
 func TestTemplateMissing(t *testing.T) {
 	b := newBox(t, "e2e-missing")
@@ -72,6 +72,16 @@ func TestTemplateMissing(t *testing.T) {
 	err := reconcile.Apply(t.Context(), b.d, p, reconcile.ApplyOptions{Records: b.store})
 	if err == nil || !strings.Contains(err.Error(), "template image 127.0.0.1:9/sbx-none:1 is not on this machine and cannot be pulled") {
 		t.Errorf("apply: %v", err)
+	}
+	// A service's image likewise, named as the service's; nothing of
+	// the sandbox stays.
+	p = b.plan(b.spec("services:\n  db: {image: \"127.0.0.1:9/sbx-none:2\", ports: [5432]}\n"))
+	err = reconcile.Apply(t.Context(), b.d, p, reconcile.ApplyOptions{Records: b.store})
+	if err == nil || !strings.Contains(err.Error(), "service db's image 127.0.0.1:9/sbx-none:2 is not on this machine and cannot be pulled") {
+		t.Errorf("apply with a service: %v", err)
+	}
+	if left := dockertest.Leftovers(b.name); left != "" {
+		t.Errorf("a failed create left %s", left)
 	}
 	// The failed create leaves nothing half-made (the proxy it started
 	// would block the next create).
