@@ -202,18 +202,12 @@ type inspect struct {
 		StdinOnce bool
 	}
 	State struct {
-		Status  string
-		Running bool
-		// Health is the health check's state (a service's readiness).
-		Health *struct {
-			Status string
-			Log    []struct {
-				ExitCode int
-				Output   string
-			}
-		}
+		Status     string
+		Running    bool
+		Restarting bool
 	}
-	HostConfig struct {
+	RestartCount int
+	HostConfig   struct {
 		Runtime     string
 		NanoCpus    int64
 		Memory      int64

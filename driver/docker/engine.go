@@ -508,9 +508,7 @@ type containerSpec struct {
 	StdinOnce bool
 	// ExposedPorts are the ports -p publishes ("3000/tcp": {}).
 	ExposedPorts map[string]struct{} `json:",omitempty"`
-	// Healthcheck is --health-cmd and its timings.
-	Healthcheck *healthConfig `json:",omitempty"`
-	HostConfig  hostConfig
+	HostConfig   hostConfig
 }
 
 // hostConfig is the part of a container create's "HostConfig" sbx sets.

@@ -3,6 +3,7 @@ package docker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -60,19 +61,9 @@ func serviceFlags(sp *spec.Spec) (flags, hosts []string) {
 	return flags, hosts
 }
 
-// healthConfig is a container create's Healthcheck (Engine API v1.41
-// "HealthConfig", durations in nanoseconds), as docker run
-// --health-cmd sets it.
-type healthConfig struct {
-	Test     []string
-	Interval int64
-	Timeout  int64
-	Retries  int
-}
-
 // serviceContainer is service svc of sp: its image run by sbx's service
-// init, with no network, the sandbox's runtime and safeguards, and its
-// readiness check as Docker's health check. The image's entrypoint and
+// init, with no network, and the sandbox's runtime, safeguards and
+// limits. The image's entrypoint and
 // command (or the file's command) follow the init's --.
 func serviceContainer(sp *spec.Spec, svc string, img *imageInfo, binary string) *containerSpec {
 	s := sp.Services[svc]
@@ -116,10 +107,6 @@ func serviceContainer(sp *spec.Spec, svc string, img *imageInfo, binary string) 
 	pids, _, mem := limits(sp)
 	c.HostConfig.PidsLimit = &pids
 	c.HostConfig.Memory, c.HostConfig.MemorySwap = mem, mem
-	if s.Ready != nil {
-		c.Healthcheck = &healthConfig{Test: append([]string{"CMD"}, s.Ready.Command...),
-			Interval: int64(500 * time.Millisecond), Timeout: int64(s.Ready.Timeout), Retries: 1 << 30}
-	}
 	return c
 }
 
@@ -173,52 +160,73 @@ func (d *Driver) startService(ctx context.Context, sp *spec.Spec, svc string) er
 	return d.api.startContainer(ctx, id)
 }
 
-// waitReady waits until service svc's health check passes, when it has
-// one, within its timeout: Docker runs the check; its state is read
-// every quarter second. A service that exits fails at once.
+// waitReady waits until service svc's readiness check passes, when it
+// has one, within its timeout: the check is exec'd in the service's
+// container every half second while apply waits, and never after (a
+// Docker health check would run for as long as the service does). A
+// service that exits fails at once.
 func (d *Driver) waitReady(ctx context.Context, sp *spec.Spec, svc string) error {
 	s := sp.Services[svc]
 	if s.Ready == nil {
 		return nil
 	}
 	name := ServiceContainer(sp.Name, svc)
-	deadline := time.Now().Add(s.Ready.Timeout)
-	tick := time.NewTicker(250 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(ctx, s.Ready.Timeout)
+	defer cancel()
+	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
+	var out limitedBuffer
+	code, last := -1, ""
+	restarts := -1
 	for {
-		in, err := d.api.inspectContainer(ctx, name)
+		in, err := d.api.inspectContainer(context.WithoutCancel(ctx), name)
 		if err != nil {
 			return err
 		}
 		switch {
 		case in == nil:
 			return fmt.Errorf("service %s: its container %s is gone", svc, name)
-		case !in.State.Running:
-			return fmt.Errorf("service %s exited (%s) before it was ready: docker logs %s says why", svc, untrusted.Text(in.State.Status), name)
-		case in.State.Health != nil && in.State.Health.Status == "healthy":
+		case !in.State.Running || in.State.Restarting || (restarts >= 0 && in.RestartCount > restarts):
+			// Its restart policy starts it again: a restart is an exit.
+			return fmt.Errorf("service %s exited before it was ready: docker logs %s says why", svc, name)
+		}
+		restarts = in.RestartCount
+		out.Reset()
+		c, err := d.api.exec(ctx, name, s.Ready.Command, driver.ExecOptions{Stdout: &out, Stderr: &out})
+		if err == nil && c == 0 {
 			return nil
-		case time.Now().After(deadline):
-			last := ""
-			if h := in.State.Health; h != nil && len(h.Log) > 0 {
-				last = fmt.Sprintf(" (its last check exited %d: %s)", h.Log[len(h.Log)-1].ExitCode,
-					untrusted.Line(strings.TrimSpace(clipText(h.Log[len(h.Log)-1].Output, 300))))
-			}
-			return fmt.Errorf("service %s was not ready within %s: %s did not succeed%s", svc, s.Ready.Timeout, strings.Join(s.Ready.Command, " "), last)
+		}
+		if err == nil {
+			code, last = c, out.String()
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			if err := context.Cause(ctx); !errors.Is(err, context.DeadlineExceeded) {
+				return err
+			}
+			why := ""
+			if code >= 0 {
+				why = fmt.Sprintf(" (its last try exited %d: %s)", code, untrusted.Line(strings.TrimSpace(last)))
+			}
+			return fmt.Errorf("service %s was not ready within %s: %s did not succeed%s", svc, s.Ready.Timeout, strings.Join(s.Ready.Command, " "), why)
 		case <-tick.C:
 		}
 	}
 }
 
-func clipText(s string, n int) string {
-	if len(s) <= n {
-		return s
+// limitedBuffer keeps the first 300 bytes written to it: enough of a
+// readiness check's output to say why it failed.
+type limitedBuffer struct{ b []byte }
+
+func (l *limitedBuffer) Write(p []byte) (int, error) {
+	if room := 300 - len(l.b); room > 0 {
+		l.b = append(l.b, p[:min(room, len(p))]...)
 	}
-	return s[:n] + "…"
+	return len(p), nil
 }
+
+func (l *limitedBuffer) Reset()         { l.b = l.b[:0] }
+func (l *limitedBuffer) String() string { return string(l.b) }
 
 // observeServices says what of sp's services is missing or not running,
 // by the service containers labelled as the sandbox's.
