@@ -63,8 +63,8 @@ func serviceFlags(sp *spec.Spec) (flags, hosts []string) {
 
 // serviceContainer is service svc of sp: its image run by sbx's service
 // init, with no network, and the sandbox's runtime, safeguards and
-// limits. The image's entrypoint and
-// command (or the file's command) follow the init's --.
+// limits. The image's entrypoint and command (or the file's command)
+// follow the init's --.
 func serviceContainer(sp *spec.Spec, svc string, img *imageInfo, binary string) *containerSpec {
 	s := sp.Services[svc]
 	cmd := s.Command
