@@ -84,9 +84,9 @@ func protect(sp *spec.Spec, neighbours []*spec.Spec, create bool) (*protection, 
 		}
 		if len(n.Declarations) > 0 {
 			local := spec.LocalPath(n.Declarations[0].Path)
-			if _, _, ok := sandboxPath(sp, local); ok {
+			if root, _, ok := sandboxPath(sp, local); ok {
 				if create {
-					if err := placeholder(local); err != nil {
+					if err := placeholder(root, local); err != nil {
 						return nil, fmt.Errorf("workspace.protect: %v", err)
 					}
 				}
@@ -173,18 +173,31 @@ func restorePlaceholder(sp *spec.Spec) error {
 		return nil
 	}
 	local := spec.LocalPath(sp.Declarations[0].Path)
-	if _, _, ok := sandboxPath(sp, local); !ok {
+	root, _, ok := sandboxPath(sp, local)
+	if !ok {
 		return nil
 	}
-	if err := placeholder(local); err != nil {
+	if err := placeholder(root, local); err != nil {
 		return fmt.Errorf("workspace.protect: %v", err)
 	}
 	return nil
 }
 
 // placeholder creates an empty overlay at path unless something is there.
-func placeholder(path string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+// root is the host directory the sandbox can write path under: the file
+// is created within it (os.Root), so a directory the agent swapped for a
+// link out of it is refused, never written through.
+func placeholder(root, path string) error {
+	rel, err := filepath.Rel(root, path)
+	if err != nil {
+		return err
+	}
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	f, err := r.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if errors.Is(err, fs.ErrExist) {
 		return nil
 	}
