@@ -108,21 +108,13 @@ func dialHostRelay(ctx context.Context, socket string, port int) (net.Conn, erro
 	if err != nil {
 		return nil, fmt.Errorf("the relay to the host is not there: %v", err)
 	}
-	c.SetDeadline(time.Now().Add(portsReplyTimeout))
-	if _, err := fmt.Fprintf(c, "DIAL %d\n", port); err != nil {
+	if gone, err := askDial(c, port); err != nil {
 		c.Close()
+		if gone {
+			return nil, fmt.Errorf("the relay to the host did not answer: %v", err)
+		}
 		return nil, err
 	}
-	line, err := readProtoLine(c)
-	if err != nil {
-		c.Close()
-		return nil, fmt.Errorf("the relay to the host did not answer: %v", err)
-	}
-	if line != "OK" {
-		c.Close()
-		return nil, fmt.Errorf("connect failed: %s", clip(strings.TrimPrefix(line, "ERR ")))
-	}
-	c.SetDeadline(time.Time{})
 	return c, nil
 }
 

@@ -78,7 +78,7 @@ func proxyMain(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	if *services != "" {
-		if err := p.ServeServices(ctx, *services); err != nil {
+		if err := p.ServeServiceSockets(ctx, *services); err != nil {
 			fmt.Fprintf(stderr, "sbx __egress-proxy: %v\n", err)
 			return 1
 		}

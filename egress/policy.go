@@ -50,7 +50,7 @@ type Policy struct {
 	HostPorts []int `json:"hostPorts,omitempty"`
 	// Services are the sandbox's services' ports by name: reached as
 	// NAME:PORT through the service's own parked connections
-	// (Proxy.ServeServices), never resolved or dialled.
+	// (Proxy.ServeServiceSockets), never resolved or dialled.
 	Services map[string][]int `json:"services,omitempty"`
 }
 
@@ -245,30 +245,18 @@ type Decision struct {
 // decide applies the rules to a destination: deny beats allow; a host no
 // rule names gets the default.
 func (c *compiled) decide(d dest) Decision {
-	if d.hostAlias() {
-		// The host's loopback: only the ports the file lists, whatever
-		// the allow rules or the default say (a deny rule still wins).
-		for _, r := range c.deny {
-			if r.matches(d) {
-				return Decision{Allow: false, Rule: r.text}
-			}
-		}
-		return Decision{Allow: slices.Contains(c.hostPorts, d.port), Rule: hostPortsRule}
-	}
-	if ports, ok := c.service(d); ok {
-		// A service: its own ports, nothing else of it, whatever the
-		// rules say (a deny rule still wins).
-		for _, r := range c.deny {
-			if r.matches(d) {
-				return Decision{Allow: false, Rule: r.text}
-			}
-		}
-		return Decision{Allow: slices.Contains(ports, d.port), Rule: "services." + d.host}
-	}
 	for _, r := range c.deny {
 		if r.matches(d) {
 			return Decision{Allow: false, Rule: r.text}
 		}
+	}
+	// The host's loopback and the services: the ports the file lists and
+	// nothing else of them, whatever the allow rules or the default say.
+	if d.hostAlias() {
+		return Decision{Allow: slices.Contains(c.hostPorts, d.port), Rule: hostPortsRule}
+	}
+	if ports, ok := c.service(d); ok {
+		return Decision{Allow: slices.Contains(ports, d.port), Rule: "services." + d.host}
 	}
 	for _, r := range c.allow {
 		if r.matches(d) {

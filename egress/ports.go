@@ -215,30 +215,42 @@ func (f *Forwarder) Take(ctx context.Context, port int) (net.Conn, error) {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-		u.SetDeadline(time.Now().Add(portsReplyTimeout))
-		if _, err := fmt.Fprintf(u, "DIAL %d\n", port); err != nil {
+		gone, err := askDial(u, port)
+		if err != nil {
 			u.Close()
-			continue
-		}
-		line, err := readProtoLine(u)
-		var ne net.Error
-		if err != nil && line == "" && !errors.Is(err, errLineTooLong) && !(errors.As(err, &ne) && ne.Timeout()) {
-			// Parked by a side that has gone since: closed before it
-			// answered a word.
-			u.Close()
-			continue
-		}
-		if err != nil || line != "OK" {
-			u.Close()
-			if msg, ok := strings.CutPrefix(line, "ERR "); ok && err == nil {
-				return nil, fmt.Errorf("connect failed: %s", clip(msg))
+			if gone {
+				// Parked by a side that has gone since.
+				continue
 			}
-			return nil, errors.New("connect failed: no answer")
+			return nil, err
 		}
-		u.SetDeadline(time.Time{})
 		return u, nil
 	}
 	return nil, errors.New("connect failed: every parked connection had gone")
+}
+
+// askDial asks the side across u (a parked sandbox or service, the host
+// relay) for its loopback port: DIAL port, then OK, after which u carries
+// the connection (its deadline cleared), or why not. gone reports a side
+// that closed u before it answered a word.
+func askDial(u net.Conn, port int) (gone bool, err error) {
+	u.SetDeadline(time.Now().Add(portsReplyTimeout))
+	if _, err := fmt.Fprintf(u, "DIAL %d\n", port); err != nil {
+		return true, err
+	}
+	line, err := readProtoLine(u)
+	var ne net.Error
+	switch {
+	case err != nil && line == "" && !errors.Is(err, errLineTooLong) && !(errors.As(err, &ne) && ne.Timeout()):
+		return true, err
+	case err == nil && line == "OK":
+		u.SetDeadline(time.Time{})
+		return false, nil
+	}
+	if msg, ok := strings.CutPrefix(line, "ERR "); ok && err == nil {
+		return false, fmt.Errorf("connect failed: %s", clip(msg))
+	}
+	return false, errors.New("connect failed: no answer")
 }
 
 // ServeParked takes parked connections on ln until ctx ends or ln fails,

@@ -57,11 +57,11 @@ type Options struct {
 	HostRelay string
 }
 
-// ServeServices takes the parked connections of each of the policy's
+// ServeServiceSockets takes the parked connections of each of the policy's
 // services on dir/NAME/service.sock, until ctx ends: the proxy reaches a
 // service only through them (a service has no network). It returns once
 // each socket listens.
-func (p *Proxy) ServeServices(ctx context.Context, dir string) error {
+func (p *Proxy) ServeServiceSockets(ctx context.Context, dir string) error {
 	pol := p.Policy()
 	p.servicesMu.Lock()
 	defer p.servicesMu.Unlock()
@@ -128,7 +128,7 @@ type Proxy struct {
 
 	servicesMu sync.Mutex
 	// services are the parked connections of the sandbox's services, by
-	// name (ServeServices).
+	// name (ServeServiceSockets).
 	services map[string]*Forwarder
 }
 

@@ -30,7 +30,7 @@ func TestProxyServices(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	if err := h.proxy.ServeServices(ctx, dir); err != nil {
+	if err := h.proxy.ServeServiceSockets(ctx, dir); err != nil {
 		t.Fatal(err)
 	}
 	// The service's side: its init parks connections and dials its own

@@ -27,7 +27,7 @@ import (
 // (egress.ServiceInitMain), which runs the image's own command and keeps
 // connections parked on a socket the proxy listens on, one tmpfs volume
 // per service, mounted read-only in the service: the proxy reaches the
-// service's ports over them (egress.Proxy.ServeServices). In the sandbox,
+// service's ports over them (egress.Proxy.ServeServiceSockets). In the sandbox,
 // the service's name is its own loopback (--add-host NAME:127.0.0.1), where
 // its init listens on each service port and carries the connection to
 // the proxy as CONNECT NAME:PORT (egress.ServeServices), which the policy
