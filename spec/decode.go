@@ -540,26 +540,16 @@ func (st *state) services(root *yaml.Node, s *Spec) {
 		sv.Image, _ = st.str(v, "image", s, path)
 		sv.Command, _ = st.strings(v, "command")
 		sv.Egress = st.boolean(v, "egress", false)
-		if _, ps := lookupKey(v, "ports"); ps != nil && ps.Kind == yaml.SequenceNode {
-			for j, e := range ps.Content {
-				if e.Kind != yaml.ScalarNode || st.unresolved[e] {
-					continue
-				}
-				ppath := fmt.Sprintf("%s.ports[%d]", path, j)
-				p, err := parsePortNumber(e.Value)
-				switch {
-				case err != nil:
-					st.errorf(e, ppath, "%v", err)
-				case p == ProxyPort:
-					st.errorf(e, ppath, "port %d is the sandbox's proxy", p)
-				case owner[p] != "":
-					st.errorf(e, ppath, "port %d is already service %s's: the sandbox reaches each service port on its own loopback, so a port is one service's", p, owner[p])
-				default:
-					owner[p] = name
-					sv.Ports = append(sv.Ports, p)
-				}
+		sv.Ports = st.portNumbers(v, "ports", path+".ports", func(p int) string {
+			switch {
+			case p == ProxyPort:
+				return fmt.Sprintf("port %d is the sandbox's proxy", p)
+			case owner[p] != "":
+				return fmt.Sprintf("port %d is already service %s's: the sandbox reaches each service port on its own loopback, so a port is one service's", p, owner[p])
 			}
-		}
+			owner[p] = name
+			return ""
+		})
 		if _, r := lookupKey(v, "ready"); r != nil && r.Kind == yaml.MappingNode {
 			cmd, _ := st.strings(r, "command")
 			sv.Ready = &Ready{Command: cmd, Timeout: st.durationAt(r, "timeout", path+".ready", s, DefaultReadyTimeout, false)}
@@ -593,30 +583,37 @@ func ServiceName(name string) bool {
 const HostAlias = "host.docker.internal"
 
 // hostPorts reads network.hostPorts: port numbers (the schema checks the
-// type and range), each once.
+// type and range, and that each is listed once).
 func (st *state) hostPorts(n *yaml.Node, s *Spec) {
-	_, list := lookupKey(n, "hostPorts")
+	s.Network.HostPorts = st.portNumbers(n, "hostPorts", "network.hostPorts", func(int) string { return "" })
+}
+
+// portNumbers reads the list of port numbers at key of m, whose path is
+// path: each that reads and that check finds nothing wrong with (""),
+// the others reported.
+func (st *state) portNumbers(m *yaml.Node, key, path string, check func(p int) string) []int {
+	_, list := lookupKey(m, key)
 	if list == nil || list.Kind != yaml.SequenceNode {
-		return
+		return nil
 	}
-	seen := map[int]int{}
+	var out []int
 	for i, e := range list.Content {
 		if e.Kind != yaml.ScalarNode || st.unresolved[e] {
 			continue
 		}
-		path := fmt.Sprintf("network.hostPorts[%d]", i)
+		at := fmt.Sprintf("%s[%d]", path, i)
 		p, err := parsePortNumber(e.Value)
 		if err != nil {
-			st.errorf(e, path, "%v", err)
+			st.errorf(e, at, "%v", err)
 			continue
 		}
-		if j, dup := seen[p]; dup {
-			st.errorf(e, path, "host port %d is already listed as network.hostPorts[%d]", p, j)
+		if why := check(p); why != "" {
+			st.errorf(e, at, "%s", why)
 			continue
 		}
-		seen[p] = i
-		s.Network.HostPorts = append(s.Network.HostPorts, p)
+		out = append(out, p)
 	}
+	return out
 }
 
 // allowBlocked reports an allow entry the proxy can never reach. An IP

@@ -401,20 +401,36 @@ func labelFilter(label string) url.Values {
 	return url.Values{"filters": {string(f)}}
 }
 
-// containersLabelled lists the IDs of the containers, running or not, that
-// carry a label ("key=value").
-func (e *engine) containersLabelled(ctx context.Context, label string) ([]string, error) {
+// containerSummary is an entry of a container list (GET /containers/json,
+// Engine API v1.41 "ContainerSummary": Id, Labels, State).
+type containerSummary struct {
+	ID     string `json:"Id"`
+	Labels map[string]string
+	State  string
+}
+
+// listContainers lists the containers, running or not, that carry a
+// label ("key=value").
+func (e *engine) listContainers(ctx context.Context, label string) ([]containerSummary, error) {
 	q := labelFilter(label)
 	q.Set("all", "1")
 	data, err := e.do(ctx, http.MethodGet, "/containers/json", q, nil, "")
 	if err != nil {
 		return nil, err
 	}
-	var list []struct {
-		ID string `json:"Id"`
-	}
+	var list []containerSummary
 	if err := json.Unmarshal(data, &list); err != nil {
 		return nil, fmt.Errorf("listing containers: %v", err)
+	}
+	return list, nil
+}
+
+// containersLabelled lists the IDs of the containers, running or not, that
+// carry a label.
+func (e *engine) containersLabelled(ctx context.Context, label string) ([]string, error) {
+	list, err := e.listContainers(ctx, label)
+	if err != nil {
+		return nil, err
 	}
 	ids := make([]string, len(list))
 	for i, c := range list {

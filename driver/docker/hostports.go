@@ -61,10 +61,16 @@ func relayContainer(sp *spec.Spec, image string) (*containerSpec, error) {
 // relayPorts are the ports a relay was made with.
 func relayPorts(in *inspect) ([]int, error) {
 	var ports []int
-	if err := json.Unmarshal([]byte(in.Config.Labels[labelHostPorts]), &ports); err != nil {
-		return nil, fmt.Errorf("the relay to the host %s has no readable %s label: %v", in.Name, labelHostPorts, err)
+	return ports, labelJSON(in, labelHostPorts, &ports)
+}
+
+// labelJSON reads a label of a container sbx made as JSON into v: what a
+// sidecar was made with.
+func labelJSON(in *inspect, label string, v any) error {
+	if err := json.Unmarshal([]byte(in.Config.Labels[label]), v); err != nil {
+		return fmt.Errorf("container %s has no readable %s label: %v", in.Name, label, err)
 	}
-	return ports, nil
+	return nil
 }
 
 // setHostRelay makes sp's relay match network.hostPorts: kept when it

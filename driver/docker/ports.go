@@ -203,8 +203,8 @@ func observePorts(fw *inspect, sandboxRunning bool) ([]spec.Port, error) {
 		return nil, nil
 	}
 	var declared []spec.Port
-	if err := json.Unmarshal([]byte(fw.Config.Labels[labelPorts]), &declared); err != nil {
-		return nil, fmt.Errorf("the ports forwarder %s has no readable %s label: %v", fw.Name, labelPorts, err)
+	if err := labelJSON(fw, labelPorts, &declared); err != nil {
+		return nil, err
 	}
 	if !fw.State.Running {
 		if sandboxRunning {

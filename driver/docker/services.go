@@ -2,12 +2,9 @@ package docker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
-	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -228,16 +225,18 @@ func (l *limitedBuffer) Write(p []byte) (int, error) {
 func (l *limitedBuffer) Reset()         { l.b = l.b[:0] }
 func (l *limitedBuffer) String() string { return string(l.b) }
 
-// observeServices says what of sp's services is missing or not running,
-// by the service containers labelled as the sandbox's.
+// observeServices says which of the declared services is missing or not
+// running, by the service containers labelled as the sandbox's.
 func (d *Driver) observeServices(ctx context.Context, name string, declared []string) (missing, stopped []string, err error) {
-	data, err := d.api.do(ctx, http.MethodGet, "/containers/json", withAll(labelFilter(driver.LabelSandbox+"="+name)), nil, "")
+	list, err := d.api.listContainers(ctx, driver.LabelSandbox+"="+name)
 	if err != nil {
 		return nil, nil, err
 	}
-	found, err := parseServiceList(data)
-	if err != nil {
-		return nil, nil, err
+	found := map[string]string{}
+	for _, c := range list {
+		if svc := c.Labels[labelService]; svc != "" && c.Labels[driver.LabelRole] == "service" {
+			found[svc] = c.State
+		}
 	}
 	for _, svc := range declared {
 		state, ok := found[svc]
@@ -249,31 +248,6 @@ func (d *Driver) observeServices(ctx context.Context, name string, declared []st
 		}
 	}
 	return missing, stopped, nil
-}
-
-// parseServiceList reads a container list (GET /containers/json, Engine
-// API v1.41 "ContainerSummary": Labels, State) into each service's state.
-func parseServiceList(data []byte) (map[string]string, error) {
-	var list []struct {
-		Labels map[string]string
-		State  string
-	}
-	if err := json.Unmarshal(data, &list); err != nil {
-		return nil, fmt.Errorf("listing containers: %v", err)
-	}
-	found := map[string]string{}
-	for _, c := range list {
-		if svc := c.Labels[labelService]; svc != "" && c.Labels[driver.LabelRole] == "service" {
-			found[svc] = c.State
-		}
-	}
-	return found, nil
-}
-
-// withAll asks a container list for stopped containers too.
-func withAll(q url.Values) url.Values {
-	q.Set("all", "1")
-	return q
 }
 
 // servicePart is the service a repair part names ("service NAME").
