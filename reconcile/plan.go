@@ -1038,6 +1038,9 @@ func ServiceString(s spec.Service) string {
 		ports = append(ports, strconv.Itoa(p))
 	}
 	out := "image " + s.Image + ", ports " + strings.Join(ports, ", ")
+	if s.Dockerd {
+		out += ", its dockerd the sandbox's Docker daemon"
+	}
 	if len(s.Command) > 0 {
 		out += ", command " + quoteArgs(s.Command)
 	}

@@ -458,6 +458,9 @@ func (w *widener) services() {
 		if s.Egress && !b.Egress {
 			w.at("services."+name+".egress", "service "+name+" reaches what the sandbox's policy allows")
 		}
+		if s.Dockerd && !b.Dockerd {
+			w.at("services."+name+".dockerd", "gives the agent a Docker daemon (service "+name+"), under gVisor")
+		}
 	}
 }
 

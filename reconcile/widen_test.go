@@ -334,6 +334,19 @@ func TestWidenings(t *testing.T) {
 			},
 		},
 		{
+			name: "a service made a Docker daemon, from the local file",
+			caps: withServices(dockerCaps()),
+			approved: func(sb *spec.Spec) {
+				sb.Services = map[string]spec.Service{"docker": {Image: "docker:28-dind", Ports: []int{2375}}}
+			},
+			want: []func(*spec.Spec){func(sb *spec.Spec) {
+				sb.Services = map[string]spec.Service{"docker": {Image: "docker:28-dind", Ports: []int{2375}, Dockerd: true}}
+			}, from("services.docker.dockerd", local)},
+			widens: []Widening{
+				{Path: "services.docker.dockerd", What: "gives the agent a Docker daemon (service docker), under gVisor", Origin: local.String(), FromSandbox: true},
+			},
+		},
+		{
 			name:     "fewer host ports and the same services narrow",
 			caps:     withServices(dockerCaps()),
 			approved: func(sb *spec.Spec) { sb.Network.HostPorts = []int{11434, 8811} },

@@ -54,6 +54,7 @@ func (st *state) decode(root *yaml.Node) *Spec {
 		s.Docker.NoNewPrivileges = st.boolean(d, "noNewPrivileges", true)
 		st.dockerNetworks(d, s)
 	}
+	st.dockerdRuntime(root, s)
 	st.kubernetes(root, s)
 	st.loop(root, s)
 	if s.Docker.Runtime == "runsc" && s.Resources.Pids > 0 && s.Resources.Pids < MinPidsGVisor {
@@ -526,6 +527,7 @@ func (st *state) services(root *yaml.Node, s *Spec) {
 		return
 	}
 	owner := map[int]string{}
+	dockerd := ""
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		k, v := m.Content[i], deref(m.Content[i+1])
 		name, path := k.Value, "services."+k.Value
@@ -554,11 +556,52 @@ func (st *state) services(root *yaml.Node, s *Spec) {
 			cmd, _ := st.strings(r, "command")
 			sv.Ready = &Ready{Command: cmd, Timeout: st.durationAt(r, "timeout", path+".ready", s, DefaultReadyTimeout, false)}
 		}
+		if sv.Dockerd = st.boolean(v, "dockerd", false); sv.Dockerd {
+			st.dockerd(v, path, &sv, dockerd)
+			dockerd = name
+		}
 		if s.Services == nil {
 			s.Services = map[string]Service{}
 		}
 		s.Services[name] = sv
 	}
+}
+
+// dockerd checks a dockerd service sv at path, whose mapping is v: it is
+// the only one (other is the one before it, if any), sbx runs its command,
+// and it lists the API's port; without a readiness check of its own it
+// gets DockerdReady.
+func (st *state) dockerd(v *yaml.Node, path string, sv *Service, other string) {
+	k, _ := lookupKey(v, "dockerd")
+	if other != "" {
+		st.errorf(k, path+".dockerd", "service %s is the sandbox's Docker daemon already: a sandbox has one", other)
+	}
+	if len(sv.Command) > 0 {
+		c, _ := lookupKey(v, "command")
+		st.errorf(c, path+".command", "a dockerd service runs %s, which sbx sets: leave command out", strings.Join(DockerdArgs, " "))
+	}
+	if !slices.Contains(sv.Ports, DockerdPort) {
+		st.errorf(k, path+".ports", "a dockerd service serves Docker's API on port %d: list it in ports", DockerdPort)
+	}
+	if sv.Ready == nil {
+		sv.Ready = &Ready{Command: slices.Clone(DockerdReady), Timeout: DefaultReadyTimeout}
+	}
+}
+
+// dockerdRuntime refuses a dockerd service the file does not run under
+// gVisor: under runc a Docker daemon needs a privileged container on the
+// host, and a hostile agent turns that into the host (docker run
+// --privileged -v /:/host). The driver checks that the runtime is gVisor's
+// (docker.Driver's runtimeProblems).
+func (st *state) dockerdRuntime(root *yaml.Node, s *Spec) {
+	name := s.Dockerd()
+	if name == "" || (s.Docker.Runtime != "" && s.Docker.Runtime != "runc") {
+		return
+	}
+	_, m := lookupKey(root, "services")
+	_, v := lookupKey(m, name)
+	k, _ := lookupKey(deref(v), "dockerd")
+	st.errorf(k, "services."+name+".dockerd", "a Docker daemon runs only under gVisor: set docker.runtime to a gVisor runtime (runsc). Under runc it would need a privileged container on the host, which the agent could turn into the host (docker run --privileged -v /:/host)")
 }
 
 // ProxyPort is the sandbox's proxy's port on its loopback.

@@ -7,8 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -313,5 +315,36 @@ secrets:
 	g := write(t, dir, "open.yaml", "version: 1\nname: open\nagent: shell\nnetwork: {policy: allow}\nsecrets:\n  K: {env: K, hosts: [api.example.com]}\n")
 	if _, err := spec.Load([]string{g}, spec.Options{Schema: compile(t), NoLocal: true}); err != nil {
 		t.Errorf("under policy allow: %v", err)
+	}
+}
+
+// TestDockerdService: a dockerd service gets the daemon's readiness check
+// unless the file gives one, and the sandbox names it.
+func TestDockerdService(t *testing.T) {
+	dir := t.TempDir()
+	doc := []byte("version: 1\nagent: shell\ndriver: docker\ndocker: {runtime: runsc}\nnetwork: {agentHosts: false}\n" +
+		"services:\n  db: {image: postgres:16, ports: [5432]}\n  docker:\n    image: docker:28-dind\n    dockerd: true\n    ports: [2375]\n")
+	res, err := spec.Parse("sandbox.yaml", dir, doc, spec.Options{Schema: compile(t), Offline: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := res.Specs[0]
+	if got := sp.Dockerd(); got != "docker" {
+		t.Errorf("Dockerd() = %q, want docker", got)
+	}
+	want := spec.Ready{Command: spec.DockerdReady, Timeout: spec.DefaultReadyTimeout}
+	if r := sp.Services["docker"].Ready; r == nil || !slices.Equal(r.Command, want.Command) || r.Timeout != want.Timeout {
+		t.Errorf("ready = %+v, want %+v", r, want)
+	}
+	if sp.Services["db"].Dockerd || sp.Services["db"].Ready != nil {
+		t.Errorf("the other service: %+v", sp.Services["db"])
+	}
+	doc = append(doc, "    ready: {command: [docker, info], timeout: 2m}\n"...)
+	res, err = spec.Parse("sandbox.yaml", dir, doc, spec.Options{Schema: compile(t), Offline: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res.Specs[0].Services["docker"].Ready; r == nil || !slices.Equal(r.Command, []string{"docker", "info"}) || r.Timeout != 2*time.Minute {
+		t.Errorf("the file's ready = %+v", r)
 	}
 }

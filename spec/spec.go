@@ -11,9 +11,11 @@ package spec
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -238,6 +240,35 @@ type Service struct {
 	// Egress gives the service the sandbox's way out: its proxy, on the
 	// service's own loopback, under the sandbox's policy.
 	Egress bool `json:"egress,omitempty"`
+	// Dockerd makes the service a Docker daemon of the agent's own: sbx
+	// runs the image's dockerd, serving its API on DockerdPort of the
+	// service's loopback, and points the sandbox's DOCKER_HOST at it.
+	Dockerd bool `json:"dockerd,omitempty"`
+}
+
+// DockerdPort is the port a dockerd service serves Docker's API on, as
+// NAME:2375 in the sandbox (Docker's port for the unencrypted API).
+const DockerdPort = 2375
+
+// DockerdArgs are what a dockerd service runs: the API on its loopback
+// alone, unencrypted (nothing but the sandbox's proxy reaches that
+// loopback), and no iptables or bridge, which a daemon under gVisor
+// cannot set up (gVisor's "Docker in gVisor" guide); its containers run
+// with --network host, in the service's own network namespace.
+var DockerdArgs = []string{"dockerd", "--host=tcp://127.0.0.1:2375", "--tls=false", "--iptables=false", "--ip6tables=false", "--bridge=none"}
+
+// DockerdReady is a dockerd service's readiness check unless the file
+// gives one: the daemon answers its API.
+var DockerdReady = []string{"docker", "--host=tcp://127.0.0.1:2375", "version"}
+
+// Dockerd is the name of the sandbox's dockerd service, "" for none.
+func (s *Spec) Dockerd() string {
+	for _, name := range slices.Sorted(maps.Keys(s.Services)) {
+		if s.Services[name].Dockerd {
+			return name
+		}
+	}
+	return ""
 }
 
 // Ready is a service's readiness check: Command, run in the service's

@@ -182,6 +182,9 @@ network:
 #     env: {POSTGRES_PASSWORD: test}
 #     ports: [5432]
 #     ready: {command: [pg_isready, -U, postgres]}
+#   # A Docker daemon of the agent's own (DOCKER_HOST=tcp://docker:2375),
+#   # only under gVisor (docker: {runtime: runsc}); pulls need egress.
+#   docker: {image: "docker:28-dind", dockerd: true, ports: [2375], egress: true}
 `)
 	loopCmd := ""
 	if agent == "shell" {

@@ -233,8 +233,9 @@ type inspect struct {
 
 // Observe inspects each declared sandbox's container and asks its proxy
 // the policy in force, and inspects its ports' forwarder, its host relay
-// and its services: five to seven Engine API requests per sandbox, and
-// one per network of its docker.networks (Configure), which must exist.
+// and its services: five to seven Engine API requests per sandbox, one
+// per network of its docker.networks (Configure), which must exist, and
+// one for the runtimes when it has a dockerd service (runtimeProblems).
 func (d *Driver) Observe(ctx context.Context, names []string) (map[string]*reconcile.Live, error) {
 	live := map[string]*reconcile.Live{}
 	for _, name := range names {
@@ -242,6 +243,11 @@ func (d *Driver) Observe(ctx context.Context, names []string) (map[string]*recon
 		if err != nil {
 			return nil, err
 		}
+		rtProblems, err := d.runtimeProblems(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		problems = append(problems, rtProblems...)
 		in, err := d.api.inspectContainer(ctx, ContainerName(name))
 		if err != nil {
 			return nil, err
@@ -841,17 +847,27 @@ func (d *Driver) sandboxContainer(sp *spec.Spec, rec *reconcile.Record, prot *pr
 	for _, k := range cliutil.SortedKeys(sp.Env) {
 		c.Env = append(c.Env, k+"="+sp.Env[k])
 	}
-	c.Env = append(c.Env, proxyEnv()...)
+	if svc := sp.Dockerd(); svc != "" {
+		if _, set := sp.Env["DOCKER_HOST"]; !set {
+			c.Env = append(c.Env, "DOCKER_HOST=tcp://"+svc+":"+strconv.Itoa(spec.DockerdPort))
+		}
+	}
+	// The services' names are the sandbox's own loopback: a client goes
+	// there directly (the docker CLI's attach, which an HTTP proxy would
+	// not carry, among them).
+	c.Env = append(c.Env, proxyEnv(serviceNames(sp.Services)...)...)
 	return c, nil
 }
 
-// proxyEnv points a container's clients at the proxy on its loopback.
-func proxyEnv() []string {
+// proxyEnv points a container's clients at the proxy on its loopback,
+// but for loopback and the names direct.
+func proxyEnv(direct ...string) []string {
 	var env []string
 	for _, kv := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"} {
 		env = append(env, kv+"="+proxyURL)
 	}
-	return append(env, "NO_PROXY=localhost,127.0.0.1,::1", "no_proxy=localhost,127.0.0.1,::1")
+	no := strings.Join(append([]string{"localhost", "127.0.0.1", "::1"}, direct...), ",")
+	return append(env, "NO_PROXY="+no, "no_proxy="+no)
 }
 
 // The safeguards every container gets (Hardening names their version;

@@ -532,6 +532,7 @@ type hostConfig struct {
 	Binds          []string      // -v SRC:DST[:ro]
 	NetworkMode    string        // --network ("default" without)
 	RestartPolicy  restartPolicy // --restart
+	CapAdd         []string      `json:",omitempty"` // --cap-add
 	CapDrop        []string      `json:",omitempty"` // --cap-drop
 	SecurityOpt    []string      `json:",omitempty"` // --security-opt
 	ReadonlyRootfs bool          // --read-only
@@ -545,6 +546,8 @@ type hostConfig struct {
 	PortBindings map[string][]portBinding `json:",omitempty"`
 	// ExtraHosts are --add-host NAME:IP.
 	ExtraHosts []string `json:",omitempty"`
+	// Tmpfs are --tmpfs PATH:OPTIONS, by path.
+	Tmpfs map[string]string `json:",omitempty"`
 }
 
 type restartPolicy struct{ Name string }

@@ -101,6 +101,19 @@ func (d *Driver) neighbours(name string) []*spec.Spec {
 	return out
 }
 
+// configured is the spec Configure was given for sandbox name, nil for
+// none.
+func (d *Driver) configured(name string) *spec.Spec {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, sp := range d.specs {
+		if sp.Name == name {
+			return sp
+		}
+	}
+	return nil
+}
+
 // declaredNetworks is what Configure learnt of a sandbox.
 func (d *Driver) declaredNetworks(name string) []string {
 	d.mu.Lock()

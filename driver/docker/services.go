@@ -1,10 +1,14 @@
 package docker
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,6 +18,7 @@ import (
 	"github.com/sbxhq/sbx/driver/cliutil"
 	"github.com/sbxhq/sbx/egress"
 	"github.com/sbxhq/sbx/internal/untrusted"
+	"github.com/sbxhq/sbx/reconcile"
 	"github.com/sbxhq/sbx/spec"
 )
 
@@ -101,10 +106,69 @@ func serviceContainer(sp *spec.Spec, svc string, img *imageInfo, binary string) 
 	// (a database it makes sort a huge table) is bounded as the sandbox
 	// is.
 	sandboxHardening(&c.HostConfig)
+	if s.Dockerd {
+		dockerdContainer(c, s)
+	}
 	pids, _, mem := limits(sp)
 	c.HostConfig.PidsLimit = &pids
 	c.HostConfig.Memory, c.HostConfig.MemorySwap = mem, mem
 	return c
+}
+
+// dockerdContainer makes c, service s's container, a Docker daemon's
+// under gVisor (which the plan checked: runtimeProblems), as gVisor's
+// "Docker in gVisor" guide runs one: dockerd with sbx's flags
+// (spec.DockerdArgs) in place of the image's entrypoint and command,
+// every capability, and /var/lib/docker on a tmpfs (gVisor takes only a
+// tmpfs as the upper layer of an overlay), with exec, where images and
+// containers live. The capabilities are gVisor's kernel's, not the
+// host's: the daemon, and every container it runs, privileged or not,
+// sees the service's own files, loopback and processes, and the tmpfs
+// counts against the service's memory limit.
+func dockerdContainer(c *containerSpec, s spec.Service) {
+	c.Entrypoint = append(serviceInit(s), spec.DockerdArgs...)
+	c.Cmd = []string{}
+	c.HostConfig.CapAdd, c.HostConfig.CapDrop = []string{"ALL"}, nil
+	c.HostConfig.Tmpfs = map[string]string{"/var/lib/docker": "rw,exec"}
+}
+
+// runtimeProblems reports a dockerd service whose sandbox's runtime is
+// not gVisor's on this daemon: the spec refuses runc by name, and here
+// the runtime the file names must be one the daemon runs with a runsc
+// binary (Engine API v1.41 GET /info: SystemInfo.Runtimes, each runtime's
+// "path" and "runtimeArgs"). Under runc, or any runtime sbx cannot tell
+// is gVisor, a Docker daemon needs a privileged container on the host.
+func (d *Driver) runtimeProblems(ctx context.Context, name string) ([]reconcile.Problem, error) {
+	sp := d.configured(name)
+	if sp == nil || sp.Dockerd() == "" {
+		return nil, nil
+	}
+	path := "services." + sp.Dockerd() + ".dockerd"
+	data, err := d.api.do(ctx, http.MethodGet, "/info", nil, nil, "")
+	if err != nil {
+		return nil, err
+	}
+	var info struct {
+		Runtimes map[string]struct {
+			Path string `json:"path"`
+		}
+	}
+	if err := json.Unmarshal(data, &info); err != nil {
+		return nil, fmt.Errorf("reading the daemon's runtimes: %v", err)
+	}
+	rt, ok := info.Runtimes[sp.Docker.Runtime]
+	switch {
+	case !ok:
+		return []reconcile.Problem{{Path: path, Message: fmt.Sprintf("this Docker daemon has no runtime %q (docker.runtime), which a Docker daemon of the agent's own needs: gVisor's runsc", sp.Docker.Runtime)}}, nil
+	case !gvisorPath(rt.Path):
+		return []reconcile.Problem{{Path: path, Message: fmt.Sprintf("docker.runtime %q runs %s, not gVisor's runsc: a Docker daemon of the agent's own runs only under gVisor (under another runtime it would need a privileged container on the host)", sp.Docker.Runtime, rt.Path)}}, nil
+	}
+	return nil, nil
+}
+
+// gvisorPath reports whether a runtime's path names gVisor's runsc.
+func gvisorPath(p string) bool {
+	return strings.HasPrefix(filepath.Base(p), "runsc")
 }
 
 // serviceInit is a service's init and its flags, up to the --.
@@ -185,7 +249,11 @@ func (d *Driver) waitReady(ctx context.Context, sp *spec.Spec, svc string) error
 			return fmt.Errorf("service %s: its container %s is gone", svc, name)
 		case !in.State.Running || in.State.Restarting || (restarts >= 0 && in.RestartCount > restarts):
 			// Its restart policy starts it again: a restart is an exit.
-			return fmt.Errorf("service %s exited before it was ready: docker logs %s says why", svc, name)
+			err := fmt.Errorf("service %s exited before it was ready: docker logs %s says why", svc, name)
+			if s.Dockerd {
+				err = fmt.Errorf("%w%s", err, d.dockerdWhy(name))
+			}
+			return err
 		}
 		restarts = in.RestartCount
 		out.Reset()
@@ -205,10 +273,33 @@ func (d *Driver) waitReady(ctx context.Context, sp *spec.Spec, svc string) error
 			if code >= 0 {
 				why = fmt.Sprintf(" (its last try exited %d: %s)", code, untrusted.Line(strings.TrimSpace(last)))
 			}
-			return fmt.Errorf("service %s was not ready within %s: %s did not succeed%s", svc, s.Ready.Timeout, strings.Join(s.Ready.Command, " "), why)
+			err := fmt.Errorf("service %s was not ready within %s: %s did not succeed%s", svc, s.Ready.Timeout, strings.Join(s.Ready.Command, " "), why)
+			if s.Dockerd {
+				err = fmt.Errorf("%w%s", err, d.dockerdWhy(name))
+			}
+			return err
 		case <-tick.C:
 		}
 	}
+}
+
+// dockerdWhy is what an apply says of a Docker daemon that did not come
+// up: the last line its container logged (dockerd's, escaped), and which
+// gVisor runs one.
+func (d *Driver) dockerdWhy(container string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var last []byte
+	d.api.logLines(ctx, container, time.Time{}, func(l []byte) {
+		if l = bytes.TrimSpace(l); len(l) > 0 {
+			last = append(last[:0], l[:min(len(l), 300)]...)
+		}
+	})
+	why := "; a Docker daemon needs gVisor of 2023 or later (Debian bookworm's runsc, of 2022, has no devices cgroup for it)"
+	if len(last) > 0 {
+		why = "; dockerd last logged: " + untrusted.Line(string(last)) + why
+	}
+	return why
 }
 
 // limitedBuffer keeps the first 300 bytes written to it: enough of a

@@ -58,7 +58,7 @@ func Capabilities() reconcile.Caps {
 			reconcile.FieldEgressMode:     reconcile.KubernetesOnlyCap("kubernetes.egress"),
 			reconcile.FieldWarmPool:       reconcile.KubernetesOnlyCap("kubernetes.warmPool"),
 			reconcile.FieldDockerNetworks: reconcile.DockerOnlyCap("docker.networks"),
-			reconcile.FieldServices:       {Mode: reconcile.Unsupported, Reason: "the docker-sandbox backend runs no containers beside the sandbox for sbx"},
+			reconcile.FieldServices:       {Mode: reconcile.Unsupported, Reason: "the docker-sandbox backend runs no containers beside the sandbox for sbx: the agent runs them in the microVM's own Docker daemon"},
 			reconcile.FieldHostPorts:      {Mode: reconcile.Unsupported, Reason: "the docker-sandbox backend has no way to a port on the host's loopback that sbx can name"},
 		}}
 }
