@@ -33,7 +33,6 @@ type Env struct {
 	Image   string // busybox template
 	WebName string // the test web server's container
 	WebIP   string // its address on Docker's default bridge
-	Runsc   bool   // the daemon has gVisor's runsc runtime
 	RunID   string
 	Workdir string // the run's scratch directory (Binary is in it), removed by Run
 
@@ -128,7 +127,6 @@ func (e *Env) setup() error {
 	if e.WebIP, err = fixture.WebServer(e.WebName, e.Image); err != nil {
 		return err
 	}
-	e.Runsc = fixture.HasRunsc()
 	return nil
 }
 
@@ -148,14 +146,20 @@ func (e *Env) Require(t testing.TB) {
 // RequireRunsc is Require for a test of gVisor's runsc runtime.
 func (e *Env) RequireRunsc(t testing.TB) {
 	t.Helper()
+	e.requireRuntime(t, "runsc")
+}
+
+// requireRuntime is Require for a test of the daemon's runtime name.
+func (e *Env) requireRuntime(t testing.TB, name string) {
+	t.Helper()
 	e.Require(t)
-	if e.Runsc {
+	if fixture.HasRuntime(name) {
 		return
 	}
 	if os.Getenv("SBX_E2E") == "1" {
-		t.Fatal("SBX_E2E=1 but the daemon has no runsc runtime (see .ci/run)")
+		t.Fatalf("SBX_E2E=1 but the daemon has no %s runtime (see .ci/run)", name)
 	}
-	t.Skip("the daemon has no runsc runtime")
+	t.Skipf("the daemon has no %s runtime", name)
 }
 
 // Uniq names a test's sandbox (or image, or network) for this run.
