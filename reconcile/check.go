@@ -36,6 +36,12 @@ type Constraints struct {
 	// cover it, as the docker driver's proxy does (on Docker's sbx, say,
 	// deny rules win over allow rules).
 	BlockedBeatsAllow string
+	// ServicesShareEgress, when set, says why every service must say
+	// egress: true: the backend runs services where they share the
+	// sandbox's own way out.
+	ServicesShareEgress string
+	// NoDockerd, when set, says why the backend runs no dockerd service.
+	NoDockerd string
 }
 
 // Problem is one thing a sandbox asks of a backend that the backend
@@ -77,6 +83,16 @@ func Check(sb *spec.Spec, caps Caps) []Problem {
 				ps = append(ps, Problem{Path: "network.allow", Message: fmt.Sprintf("%s is inside blocked range %s, and %s: list network.blockCIDRs without that range to reach %s", h, b, c.BlockedBeatsAllow, ip)})
 			}
 		}
+	}
+	if c.ServicesShareEgress != "" {
+		for _, name := range sortedKeys(sb.Services) {
+			if !sb.Services[name].Egress {
+				ps = append(ps, Problem{Path: "services." + name + ".egress", Message: "write egress: true: " + c.ServicesShareEgress})
+			}
+		}
+	}
+	if name := sb.Dockerd(); name != "" && c.NoDockerd != "" {
+		ps = append(ps, Problem{Path: "services." + name + ".dockerd", Message: c.NoDockerd})
 	}
 	if c.NoCheckpoints != "" && sb.Template.Checkpoint != "" {
 		ps = append(ps, Problem{Path: "template.checkpoint", Message: c.NoCheckpoints})

@@ -175,7 +175,8 @@ network:
 # ports: ["3000"]
 
 # Containers beside the sandbox that the agent's tests reach by name
-# (docker driver): no network of their own, no way out.
+# (docker driver: no network of their own, no way out unless egress: true;
+# kubernetes: containers of the sandbox's pod, which need egress: true).
 # services:
 #   db:
 #     image: postgres:16

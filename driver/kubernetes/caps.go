@@ -33,7 +33,10 @@ func Capabilities() reconcile.Caps {
 		Constraints: reconcile.Constraints{DNSLabelNames: MaxName,
 			// policies: ipBlock.except holds every blocked range.
 			BlockedBeatsAllow: "the kubernetes driver's NetworkPolicy keeps every blocked range closed to the egress proxy's pod (ipBlock.except)",
-			NoCheckpoints:     "the kubernetes driver has no checkpoints: a sandbox's pod is remade from its template, and its workspace lives in its volume"},
+			NoCheckpoints:     "the kubernetes driver has no checkpoints: a sandbox's pod is remade from its template, and its workspace lives in its volume",
+			// objects.go's serviceContainer.
+			ServicesShareEgress: "the kubernetes driver runs each service as a container of the sandbox's pod, which shares the pod's network: it reaches what the sandbox reaches (the egress proxy, under the sandbox's policy), and the agent reaches every port it listens on",
+			NoDockerd:           "the kubernetes driver runs no Docker daemon: it would need gVisor as the pod's runtime and every capability in it, which sbx does not give a pod"},
 		Fields: map[reconcile.Field]reconcile.Cap{
 			reconcile.FieldAgent:           replace(true),
 			reconcile.FieldTemplate:        replace(true),
@@ -60,7 +63,7 @@ func Capabilities() reconcile.Caps {
 			reconcile.FieldWarmPool:        reconcile.InPlaceCap("the SandboxWarmPool is made, resized or removed", true),
 			reconcile.FieldUser:            {Mode: reconcile.Unsupported, Reason: "the kubernetes driver runs the agent as its template's USER; set the user in the template"},
 			reconcile.FieldDockerNetworks:  {Mode: reconcile.Unsupported, Reason: "the kubernetes driver's egress proxy is a pod, which joins no Docker network"},
-			reconcile.FieldServices:        {Mode: reconcile.Unsupported, Reason: "the kubernetes driver does not run services yet: run them in the cluster (a Deployment and a Service) and allow them by name in network.allow"},
+			reconcile.FieldServices:        replace(false),
 			reconcile.FieldHostPorts:       {Mode: reconcile.Unsupported, Reason: "the kubernetes driver's egress proxy is a pod on a node, with no way to your machine's loopback: run the service in the cluster and allow it by name"},
 		}}
 }

@@ -3,9 +3,12 @@ package kubernetes
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/sbxhq/sbx/driver"
 	"github.com/sbxhq/sbx/egress"
@@ -61,6 +64,13 @@ type podSpec struct {
 	InitContainers                []container  `json:"initContainers,omitempty"`
 	Containers                    []container  `json:"containers"`
 	Volumes                       []volume     `json:"volumes,omitempty"`
+	HostAliases                   []hostAlias  `json:"hostAliases,omitempty"`
+}
+
+// hostAlias is an /etc/hosts entry of the pod's (core/v1 HostAlias).
+type hostAlias struct {
+	IP        string   `json:"ip"`
+	Hostnames []string `json:"hostnames"`
 }
 
 type podSecurity struct {
@@ -117,8 +127,16 @@ type volumeMount struct {
 }
 
 type readiness struct {
-	TCPSocket     *tcpSocket `json:"tcpSocket,omitempty"`
-	PeriodSeconds int        `json:"periodSeconds,omitempty"`
+	TCPSocket        *tcpSocket  `json:"tcpSocket,omitempty"`
+	Exec             *execAction `json:"exec,omitempty"`
+	PeriodSeconds    int         `json:"periodSeconds,omitempty"`
+	TimeoutSeconds   int         `json:"timeoutSeconds,omitempty"`
+	FailureThreshold int         `json:"failureThreshold,omitempty"`
+}
+
+// execAction is a probe's command (core/v1 ExecAction).
+type execAction struct {
+	Command []string `json:"command"`
 }
 
 type tcpSocket struct {
@@ -355,19 +373,8 @@ func humanBytes(b int64) string {
 // pod address the bridge dials): a first init container then pins the
 // pod's egress to it in the pod's own network namespace (pinContainer).
 func agentPod(sp *spec.Spec, name, image, helper, role string, workspaceVolume bool, pinTo string) podTemplate {
-	env := []envVar{}
-	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"} {
-		env = append(env, envVar{k, proxyURL})
-	}
-	env = append(env, envVar{"NO_PROXY", "localhost,127.0.0.1,::1"}, envVar{"no_proxy", "localhost,127.0.0.1,::1"})
-	keys := make([]string, 0, len(sp.Env))
-	for k := range sp.Env {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		env = append(env, envVar{k, sp.Env[k]})
-	}
+	services := slices.Sorted(maps.Keys(sp.Services))
+	env := append(podProxyEnv(services), sortedEnv(sp.Env)...)
 	limits, requests := agentResources(sp)
 	ws := sp.Workspace.Path
 	mounts := []volumeMount{
@@ -412,7 +419,63 @@ func agentPod(sp *spec.Spec, name, image, helper, role string, workspaceVolume b
 	if pinTo != "" {
 		ps.InitContainers = append([]container{pinContainer(helper, pinTo)}, ps.InitContainers...)
 	}
+	for _, svc := range services {
+		ps.Containers = append(ps.Containers, serviceContainer(sp, svc))
+	}
+	if len(services) > 0 {
+		ps.HostAliases = []hostAlias{{IP: "127.0.0.1", Hostnames: services}}
+	}
 	return podTemplate{Metadata: podMeta{Labels: labels(sp.Name, role)}, Spec: ps}
+}
+
+// podProxyEnv points a container of the sandbox's pod at the bridge to the
+// proxy on the pod's loopback, but for loopback and the services' names
+// (the pod's loopback too) direct.
+func podProxyEnv(direct []string) []envVar {
+	var env []envVar
+	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"} {
+		env = append(env, envVar{k, proxyURL})
+	}
+	no := strings.Join(append([]string{"localhost", "127.0.0.1", "::1"}, direct...), ",")
+	return append(env, envVar{"NO_PROXY", no}, envVar{"no_proxy", no})
+}
+
+// sortedEnv is env as a container's, by name.
+func sortedEnv(env map[string]string) []envVar {
+	var out []envVar
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		out = append(out, envVar{k, env[k]})
+	}
+	return out
+}
+
+// ServiceContainer is the container of service svc in the sandbox's pod.
+func ServiceContainer(svc string) string { return "svc-" + svc }
+
+// serviceContainer is service svc of sp as a container of the sandbox's
+// pod: its image, the file's command as the image's CMD (args; its
+// ENTRYPOINT stays), its env and the pod's proxy (the pod's network is
+// the sandbox's, pinned to the egress proxy: every service has egress,
+// which the plan requires the file to say, Constraints.ServicesShareEgress),
+// the agent container's safeguards and limits, and its readiness check as
+// an exec readiness probe: the pod, which apply waits for, is ready once
+// every service is. The agent reaches it as NAME, an /etc/hosts alias of
+// the pod's loopback (agentPod).
+func serviceContainer(sp *spec.Spec, svc string) container {
+	s := sp.Services[svc]
+	limits, requests := agentResources(sp)
+	c := container{
+		Name: ServiceContainer(svc), Image: s.Image, ImagePullPolicy: "IfNotPresent",
+		Args:            s.Command,
+		Env:             append(sortedEnv(s.Env), podProxyEnv(nil)...),
+		Resources:       &resources{Limits: limits, Requests: requests},
+		SecurityContext: agentSecurity(sp),
+	}
+	if s.Ready != nil {
+		c.ReadinessProbe = &readiness{Exec: &execAction{Command: s.Ready.Command}, PeriodSeconds: 1, TimeoutSeconds: 10,
+			FailureThreshold: 1}
+	}
+	return c
 }
 
 // The sandbox pod's init containers.

@@ -4,12 +4,15 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sbxhq/sbx/egress"
+	"github.com/sbxhq/sbx/reconcile"
 	"github.com/sbxhq/sbx/spec"
 )
 
@@ -134,5 +137,59 @@ func TestAgentResources(t *testing.T) {
 				t.Errorf("resourcesDesc = %q, want %q", got, tc.desc)
 			}
 		})
+	}
+}
+
+// TestAgentPodServices: each service is a container of the sandbox's pod
+// after the agent's: its image with the file's command as args (the
+// image's entrypoint kept), its env and the pod's proxy, the agent's
+// safeguards and limits, and its readiness check as an exec probe; the
+// services' names are aliases of the pod's loopback, and direct in
+// NO_PROXY. The constraints refuse a service without egress and a
+// Docker daemon, saying why.
+func TestAgentPodServices(t *testing.T) {
+	sp := &spec.Spec{Name: "sb", Workspace: spec.Workspace{Path: "/w"}, Resources: spec.Resources{Memory: 1 << 30},
+		Services: map[string]spec.Service{
+			"db":    {Image: "postgres:16", Env: map[string]string{"POSTGRES_PASSWORD": "test"}, Ports: []int{5432}, Egress: true, Ready: &spec.Ready{Command: []string{"pg_isready"}, Timeout: time.Minute}},
+			"cache": {Image: "redis:7", Command: []string{"redis-server", "--save", ""}, Ports: []int{6379}, Egress: true},
+		}}
+	pod := agentPod(sp, "sb", "busybox", "sbx-helper:1", roleAgent, true, "192.0.2.7:3128")
+	cs := pod.Spec.Containers
+	if len(cs) != 3 || cs[0].Name != AgentContainer || cs[1].Name != "svc-cache" || cs[2].Name != "svc-db" {
+		t.Fatalf("containers %+v, want the agent's, then svc-cache and svc-db", cs)
+	}
+	noProxy := envVar{"NO_PROXY", "localhost,127.0.0.1,::1,cache,db"}
+	if !slices.Contains(cs[0].Env, noProxy) {
+		t.Errorf("the agent's env %v has no %v", cs[0].Env, noProxy)
+	}
+	limits, requests := agentResources(sp)
+	want := container{Name: "svc-db", Image: "postgres:16", ImagePullPolicy: "IfNotPresent",
+		Env: append([]envVar{{"POSTGRES_PASSWORD", "test"}}, podProxyEnv(nil)...), Resources: &resources{Limits: limits, Requests: requests},
+		SecurityContext: agentSecurity(sp),
+		ReadinessProbe:  &readiness{Exec: &execAction{Command: []string{"pg_isready"}}, PeriodSeconds: 1, TimeoutSeconds: 10, FailureThreshold: 1}}
+	if d := cmp.Diff(want, cs[2]); d != "" {
+		t.Errorf("the db service's container (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff([]string{"redis-server", "--save", ""}, cs[1].Args); d != "" || cs[1].Command != nil || cs[1].ReadinessProbe != nil {
+		t.Errorf("the cache service's command %q, args (-want +got):\n%s", cs[1].Command, d)
+	}
+	if d := cmp.Diff([]hostAlias{{IP: "127.0.0.1", Hostnames: []string{"cache", "db"}}}, pod.Spec.HostAliases); d != "" {
+		t.Errorf("host aliases (-want +got):\n%s", d)
+	}
+	if pod := agentPod(&spec.Spec{Name: "sb", Workspace: spec.Workspace{Path: "/w"}}, "sb", "busybox", "h", roleAgent, true, ""); len(pod.Spec.Containers) != 1 || pod.Spec.HostAliases != nil {
+		t.Errorf("a pod without services: %+v", pod.Spec)
+	}
+
+	sp.Services["db"] = spec.Service{Image: "postgres:16", Ports: []int{5432}}
+	sp.Services["docker"] = spec.Service{Image: "docker:28-dind", Ports: []int{2375}, Egress: true, Dockerd: true}
+	var paths []string
+	for _, p := range reconcile.Check(sp, Capabilities()) {
+		paths = append(paths, p.Path)
+		if !strings.Contains(p.Message, "kubernetes driver") {
+			t.Errorf("%s: %s", p.Path, p.Message)
+		}
+	}
+	if d := cmp.Diff([]string{"services.db.egress", "services.docker.dockerd"}, paths); d != "" {
+		t.Errorf("problems (-want +got):\n%s", d)
 	}
 }

@@ -46,6 +46,8 @@ type NotReadyError struct {
 	Seen []string
 	// Warnings are the Warning events of the current objects only.
 	Warnings []string
+	// After is the time limit the wait had (waitLimit).
+	After time.Duration
 }
 
 func (e *NotReadyError) Error() string {
@@ -53,7 +55,11 @@ func (e *NotReadyError) Error() string {
 	if e.Reason != "" {
 		fmt.Fprintf(&b, "sandbox %q: %s: %s: %s", e.Sandbox, e.Object, e.Reason, e.Message)
 	} else {
-		fmt.Fprintf(&b, "sandbox %q: not Ready after %s", e.Sandbox, waitFor)
+		after := e.After
+		if after == 0 {
+			after = waitFor
+		}
+		fmt.Fprintf(&b, "sandbox %q: not Ready after %s", e.Sandbox, after)
 		for _, s := range e.Seen {
 			b.WriteString("\n  " + s)
 		}
@@ -76,7 +82,25 @@ func (d *Driver) waitDesc(p place, name string, objs ...string) string {
 		}
 	}
 	return runner.Quote(d.kubectl(p, "get", "pods", "-l", driver.LabelSandbox+"="+name, "--watch", "-o", "json", "--output-watch-events")) +
-		"  # " + also + ", until " + strings.Join(objs, " and ") + " Ready; fails on a cause that will not clear by itself, or after " + waitFor.String()
+		"  # " + also + ", until " + strings.Join(objs, " and ") + " Ready; fails on a cause that will not clear by itself, or after " + d.waitLimit(name).String()
+}
+
+// waitLimit bounds a wait for sandbox name's objects: waitFor, and the
+// longest readiness timeout of its services on top (the pod is Ready once
+// each service's check passes: serviceContainer's probe).
+func (d *Driver) waitLimit(name string) time.Duration {
+	d.mu.Lock()
+	sp := d.specs[name]
+	d.mu.Unlock()
+	var longest time.Duration
+	if sp != nil {
+		for _, s := range sp.Services {
+			if s.Ready != nil {
+				longest = max(longest, s.Ready.Timeout)
+			}
+		}
+	}
+	return waitFor + longest
 }
 
 // waitReady waits for objs ("pod/NAME", "sandboxes.agents.x-k8s.io/NAME",
@@ -113,7 +137,8 @@ func (d *Driver) waitReady(ctx context.Context, p place, name string, objs ...st
 		go func() { ended <- watchEnd{ws, d.watch(watchCtx, p, ws, updates)} }()
 	}
 	running := len(watches)
-	limit := time.NewTimer(waitFor)
+	after := d.waitLimit(name)
+	limit := time.NewTimer(after)
 	defer limit.Stop()
 	var grace <-chan time.Time
 	for {
@@ -140,7 +165,9 @@ func (d *Driver) waitReady(ctx context.Context, p place, name string, objs ...st
 		case <-grace:
 			w.s.graceOver = true
 		case <-limit.C:
-			return w.s.timedOut(w.want)
+			err := w.s.timedOut(w.want)
+			err.After = after
+			return err
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -834,7 +861,7 @@ func formatQuantity(res string, v float64) string {
 
 // timedOut is the error after the time limit: how each awaited object
 // stood, and the current objects' warnings.
-func (s *seen) timedOut(want []string) error {
+func (s *seen) timedOut(want []string) *NotReadyError {
 	var st []string
 	for _, o := range want {
 		kind, n, _ := strings.Cut(o, "/")
