@@ -29,35 +29,46 @@ func (e *Env) RequireGVisorRuntime(t testing.TB) {
 // daemon, the runtime it starts containers with, and the CLI.
 var dockerBinaries = []string{"dockerd", "containerd", "containerd-shim-runc-v2", "runc", "docker"}
 
-// DockerdImage builds, for t alone, an image shaped like docker:dind
-// (which no registry here serves): the busybox test image with this
-// machine's dockerd, containerd, runc and docker CLI in /usr/local/bin and
-// the shared libraries they load at the paths ldd names. The image is
-// removed when t ends.
+// DockerdImage is an image shaped like docker:dind (which no registry
+// here serves), built once per run and removed by Run: the busybox test
+// image with this machine's dockerd, containerd, runc and docker CLI in
+// /usr/local/bin and the shared libraries they load at the paths ldd
+// names.
 func (e *Env) DockerdImage(t testing.TB) string {
 	t.Helper()
-	dir := t.TempDir()
+	e.dockerd.Do(func() { e.dockerdImage, e.dockerdErr = e.buildDockerdImage() })
+	if e.dockerdErr != nil {
+		t.Fatal(e.dockerdErr)
+	}
+	return e.dockerdImage
+}
+
+func (e *Env) buildDockerdImage() (string, error) {
+	dir, err := os.MkdirTemp(e.Workdir, "dockerd-image-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(dir)
 	root := filepath.Join(dir, "root")
-	copyFile := func(src, dst string) {
-		t.Helper()
+	copyFile := func(src, dst string) error {
 		data, err := os.ReadFile(src)
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-			t.Fatal(err)
+			return err
 		}
-		if err := os.WriteFile(dst, data, 0o755); err != nil {
-			t.Fatal(err)
-		}
+		return os.WriteFile(dst, data, 0o755)
 	}
 	libs := map[string]bool{}
 	for _, name := range dockerBinaries {
 		p, err := exec.LookPath(name)
 		if err != nil {
-			t.Fatalf("%s is not installed (Debian's docker.io): %v", name, err)
+			return "", fmt.Errorf("%s is not installed (Debian's docker.io): %v", name, err)
 		}
-		copyFile(p, filepath.Join(root, "usr/local/bin", name))
+		if err := copyFile(p, filepath.Join(root, "usr/local/bin", name)); err != nil {
+			return "", err
+		}
 		// ldd fails for a static binary, which needs nothing.
 		out, _ := exec.Command("ldd", p).Output()
 		for _, l := range sharedLibraries(string(out)) {
@@ -65,19 +76,20 @@ func (e *Env) DockerdImage(t testing.TB) string {
 		}
 	}
 	for l := range libs {
-		copyFile(l, filepath.Join(root, l))
+		if err := copyFile(l, filepath.Join(root, l)); err != nil {
+			return "", err
+		}
 	}
 	df := fmt.Sprintf("FROM %s\nCOPY root/ /\nENV PATH=/usr/local/bin:/bin\n", e.Image)
 	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(df), 0o644); err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	image := "sbx-test-" + e.pkg + "-dockerd:" + e.RunID
 	args := append(append([]string{"build", "-q"}, fixture.Labels(e.pkg)...), "-t", image, dir)
 	if out, err := exec.Command("docker", args...).CombinedOutput(); err != nil {
-		t.Fatalf("building the daemon's image: %v: %s", err, out)
+		return "", fmt.Errorf("building the daemon's image: %v: %s", err, out)
 	}
-	t.Cleanup(func() { exec.Command("docker", "rmi", "-f", image).Run() })
-	return image
+	return image, nil
 }
 
 // sharedLibraries are the absolute paths in ldd's output: each

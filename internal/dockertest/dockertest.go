@@ -20,6 +20,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/sbxhq/sbx/driver"
@@ -39,6 +40,11 @@ type Env struct {
 	pkg    string
 	ok     bool
 	reason string
+
+	// dockerd builds DockerdImage once.
+	dockerd      sync.Once
+	dockerdImage string
+	dockerdErr   error
 }
 
 // New names a package's fixtures for this run; pkg labels them
@@ -73,6 +79,9 @@ func (e *Env) Run(m *testing.M) int {
 	err := e.setup()
 	defer func() {
 		exec.Command("docker", "rm", "-f", e.WebName).Run()
+		if e.dockerdImage != "" {
+			exec.Command("docker", "rmi", "-f", e.dockerdImage).Run()
+		}
 		exec.Command("docker", "rmi", "-f", e.Image).Run()
 		if e.Workdir != "" {
 			os.RemoveAll(e.Workdir)
