@@ -42,6 +42,9 @@ type Constraints struct {
 	ServicesShareEgress string
 	// NoDockerd, when set, says why the backend runs no dockerd service.
 	NoDockerd string
+	// MaxServiceName, when set, is the longest service name the backend
+	// takes (it names a container after it).
+	MaxServiceName int
 }
 
 // Problem is one thing a sandbox asks of a backend that the backend
@@ -88,6 +91,13 @@ func Check(sb *spec.Spec, caps Caps) []Problem {
 		for _, name := range sortedKeys(sb.Services) {
 			if !sb.Services[name].Egress {
 				ps = append(ps, Problem{Path: "services." + name + ".egress", Message: "write egress: true: " + c.ServicesShareEgress})
+			}
+		}
+	}
+	if c.MaxServiceName > 0 {
+		for _, name := range sortedKeys(sb.Services) {
+			if len(name) > c.MaxServiceName {
+				ps = append(ps, Problem{Path: "services." + name, Message: fmt.Sprintf("the %s backend names a container after each service: a service name must be at most %d characters", caps.Driver, c.MaxServiceName)})
 			}
 		}
 	}

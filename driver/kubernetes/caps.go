@@ -36,6 +36,7 @@ func Capabilities() reconcile.Caps {
 			NoCheckpoints:     "the kubernetes driver has no checkpoints: a sandbox's pod is remade from its template, and its workspace lives in its volume",
 			// objects.go's serviceContainer.
 			ServicesShareEgress: "the kubernetes driver runs each service as a container of the sandbox's pod, which shares the pod's network: it reaches what the sandbox reaches (the egress proxy, under the sandbox's policy), and the agent reaches every port it listens on",
+			MaxServiceName:      63 - len(ServiceContainer("")),
 			NoDockerd:           "the kubernetes driver runs no Docker daemon: it would need gVisor as the pod's runtime and every capability in it, which sbx does not give a pod"},
 		Fields: map[reconcile.Field]reconcile.Cap{
 			reconcile.FieldAgent:           replace(true),

@@ -182,14 +182,16 @@ func TestAgentPodServices(t *testing.T) {
 
 	sp.Services["db"] = spec.Service{Image: "postgres:16", Ports: []int{5432}}
 	sp.Services["docker"] = spec.Service{Image: "docker:28-dind", Ports: []int{2375}, Egress: true, Dockerd: true}
+	long := strings.Repeat("s", 60) // a container name of 64 characters
+	sp.Services[long] = spec.Service{Image: "redis:7", Ports: []int{6380}, Egress: true}
 	var paths []string
 	for _, p := range reconcile.Check(sp, Capabilities()) {
 		paths = append(paths, p.Path)
-		if !strings.Contains(p.Message, "kubernetes driver") {
+		if !strings.Contains(p.Message, "kubernetes") {
 			t.Errorf("%s: %s", p.Path, p.Message)
 		}
 	}
-	if d := cmp.Diff([]string{"services.db.egress", "services.docker.dockerd"}, paths); d != "" {
+	if d := cmp.Diff([]string{"services.db.egress", "services.docker.dockerd", "services." + long}, paths); d != "" {
 		t.Errorf("problems (-want +got):\n%s", d)
 	}
 }
