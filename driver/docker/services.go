@@ -284,22 +284,42 @@ func (d *Driver) waitReady(ctx context.Context, sp *spec.Spec, svc string) error
 }
 
 // dockerdWhy is what an apply says of a Docker daemon that did not come
-// up: the last line its container logged (dockerd's, escaped), and which
-// gVisor runs one.
+// up: why dockerd said it stopped (escaped), and which gVisor runs one.
 func (d *Driver) dockerdWhy(container string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var last []byte
+	var lines [][]byte
 	d.api.logLines(ctx, container, time.Time{}, func(l []byte) {
 		if l = bytes.TrimSpace(l); len(l) > 0 {
-			last = append(last[:0], l[:min(len(l), 300)]...)
+			lines = append(lines, bytes.Clone(l[:min(len(l), 300)]))
 		}
 	})
 	why := "; a Docker daemon needs gVisor of 2023 or later (Debian bookworm's runsc, of 2022, has no devices cgroup for it)"
-	if len(last) > 0 {
-		why = "; dockerd last logged: " + untrusted.Line(string(last)) + why
+	if l := dockerdFailure(lines); l != nil {
+		why = "; dockerd logged: " + untrusted.Line(string(l)) + why
 	}
 	return why
+}
+
+// dockerdFailure is the line of a daemon's log that says why it stopped:
+// the last "failed to start daemon" (dockerd 20.10 prints it bare, later
+// releases as a level=fatal entry), else the last error or fatal entry,
+// else the last line. Its restart policy may have started it again, so
+// the log's last line may be a later run's warning.
+func dockerdFailure(lines [][]byte) []byte {
+	for _, marks := range [][]string{{"failed to start daemon"}, {"level=fatal", "level=error"}} {
+		for i := len(lines) - 1; i >= 0; i-- {
+			for _, m := range marks {
+				if bytes.Contains(lines[i], []byte(m)) {
+					return lines[i]
+				}
+			}
+		}
+	}
+	if len(lines) > 0 {
+		return lines[len(lines)-1]
+	}
+	return nil
 }
 
 // limitedBuffer keeps the first 300 bytes written to it: enough of a

@@ -42,6 +42,25 @@ func TestServiceNotReady(t *testing.T) {
 	}
 }
 
+// TestDockerdOldGVisor: under a gVisor too old for Docker (Debian
+// bookworm's runsc, of 2022, which .ci/run registers as runsc), the
+// daemon cannot start; apply says why, in dockerd's words and sbx's, and
+// the failed create leaves nothing behind.
+func TestDockerdOldGVisor(t *testing.T) {
+	env.RequireRunsc(t)
+	b := newBox(t, "e2e-dockerd-old")
+	image := env.DockerdImage(t)
+	p := b.plan(b.spec("docker: {runtime: runsc}\nnetwork: {agentHosts: false}\nservices:\n  docker: {image: " + image +
+		", dockerd: true, ports: [2375], ready: {command: [docker, --host=tcp://127.0.0.1:2375, version], timeout: 30s}}\n"))
+	err := reconcile.Apply(t.Context(), b.d, p, reconcile.ApplyOptions{Records: b.store})
+	if err == nil || !strings.Contains(err.Error(), "dockerd logged: failed to start daemon: Devices cgroup isn't mounted; a Docker daemon needs gVisor of 2023 or later") {
+		t.Errorf("apply under an old gVisor: %v", err)
+	}
+	if left := dockertest.Leftovers(b.name); left != "" {
+		t.Errorf("the failed apply left %s", left)
+	}
+}
+
 // TestDockerdContainer: a dockerd service runs sbx's dockerd command under
 // its init, with every capability (gVisor's) and its store on a tmpfs,
 // and keeps the service's safeguards and limits; the sandbox gets
@@ -154,5 +173,33 @@ func TestDockerdRuntime(t *testing.T) {
 	}
 	if n := infos.Load(); n != 4 {
 		t.Errorf("%d requests for /info, want 4 (none for the sandbox without a daemon)", n)
+	}
+}
+
+// TestDockerdFailure: what an apply quotes of a daemon that stopped is why
+// it stopped, even when a restart logged more after it (lines as Debian's
+// dockerd 20.10 wrote them under bookworm's runsc).
+func TestDockerdFailure(t *testing.T) {
+	l := func(s ...string) [][]byte {
+		var out [][]byte
+		for _, x := range s {
+			out = append(out, []byte(x))
+		}
+		return out
+	}
+	warning := `time="2026-11-27T20:39:09.595614913Z" level=warning msg="Binding to an IP address, even on localhost, can also give access to scripts run in a browser. Be safe out there!" host="tcp://127.0.0.1:2375"`
+	for _, tc := range []struct {
+		lines [][]byte
+		want  string
+	}{
+		{l(warning, "failed to start daemon: Devices cgroup isn't mounted", warning), "failed to start daemon: Devices cgroup isn't mounted"},
+		{l(warning, `time="x" level=fatal msg="failed to start daemon: no space"`, warning), `time="x" level=fatal msg="failed to start daemon: no space"`},
+		{l(`time="x" level=error msg="containerd exited"`, warning), `time="x" level=error msg="containerd exited"`},
+		{l(warning), warning},
+		{nil, ""},
+	} {
+		if got := string(dockerdFailure(tc.lines)); got != tc.want {
+			t.Errorf("dockerdFailure(%q) = %q, want %q", tc.lines, got, tc.want)
+		}
 	}
 }
