@@ -64,7 +64,6 @@ const (
 	socketDir  = "/run/sbx-egress" // the shared socket volume
 	socketPath = socketDir + "/egress.sock"
 	policyPath = "/policy/policy.json" // in the egress container only
-	proxyURL   = "http://127.0.0.1:3128"
 )
 
 // Options configure the driver.
@@ -855,19 +854,8 @@ func (d *Driver) sandboxContainer(sp *spec.Spec, rec *reconcile.Record, prot *pr
 	// The services' names are the sandbox's own loopback: a client goes
 	// there directly (the docker CLI's attach, which an HTTP proxy would
 	// not carry, among them).
-	c.Env = append(c.Env, proxyEnv(serviceNames(sp.Services)...)...)
+	c.Env = append(c.Env, driver.ProxyEnv(serviceNames(sp.Services)...)...)
 	return c, nil
-}
-
-// proxyEnv points a container's clients at the proxy on its loopback,
-// but for loopback and the names direct.
-func proxyEnv(direct ...string) []string {
-	var env []string
-	for _, kv := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"} {
-		env = append(env, kv+"="+proxyURL)
-	}
-	no := strings.Join(append([]string{"localhost", "127.0.0.1", "::1"}, direct...), ",")
-	return append(env, "NO_PROXY="+no, "no_proxy="+no)
 }
 
 // The safeguards every container gets (Hardening names their version;

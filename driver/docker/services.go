@@ -100,7 +100,7 @@ func serviceContainer(sp *spec.Spec, svc string, img *imageInfo, binary string) 
 		// The sandbox's proxy, on the service's loopback (its init's
 		// bridge, over the proxy's socket mounted read-only).
 		c.HostConfig.Binds = append(c.HostConfig.Binds, volumeName(sp.Name, "sock")+":"+socketDir+":ro")
-		c.Env = append(c.Env, proxyEnv()...)
+		c.Env = append(c.Env, driver.ProxyEnv()...)
 	}
 	// The sandbox's safeguards and limits: a service the agent drives
 	// (a database it makes sort a huge table) is bounded as the sandbox

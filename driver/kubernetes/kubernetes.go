@@ -95,7 +95,6 @@ const (
 	upstreamFile = runDir + "/upstream"
 	proxyPort    = 3128
 	canaryPort   = 3129
-	proxyURL     = "http://127.0.0.1:3128"
 	proxyName    = "proxy" // the proxy pod's control container
 )
 

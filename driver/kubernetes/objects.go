@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/sbxhq/sbx/driver"
+	"github.com/sbxhq/sbx/driver/cliutil"
 	"github.com/sbxhq/sbx/egress"
 	"github.com/sbxhq/sbx/reconcile"
 	"github.com/sbxhq/sbx/spec"
@@ -428,22 +429,20 @@ func agentPod(sp *spec.Spec, name, image, helper, role string, workspaceVolume b
 	return podTemplate{Metadata: podMeta{Labels: labels(sp.Name, role)}, Spec: ps}
 }
 
-// podProxyEnv points a container of the sandbox's pod at the bridge to the
-// proxy on the pod's loopback, but for loopback and the services' names
-// (the pod's loopback too) direct.
+// podProxyEnv is driver.ProxyEnv as a container's env.
 func podProxyEnv(direct []string) []envVar {
 	var env []envVar
-	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"} {
-		env = append(env, envVar{k, proxyURL})
+	for _, kv := range driver.ProxyEnv(direct...) {
+		k, v, _ := strings.Cut(kv, "=")
+		env = append(env, envVar{k, v})
 	}
-	no := strings.Join(append([]string{"localhost", "127.0.0.1", "::1"}, direct...), ",")
-	return append(env, envVar{"NO_PROXY", no}, envVar{"no_proxy", no})
+	return env
 }
 
 // sortedEnv is env as a container's, by name.
 func sortedEnv(env map[string]string) []envVar {
 	var out []envVar
-	for _, k := range slices.Sorted(maps.Keys(env)) {
+	for _, k := range cliutil.SortedKeys(env) {
 		out = append(out, envVar{k, env[k]})
 	}
 	return out
