@@ -87,22 +87,17 @@ func Check(sb *spec.Spec, caps Caps) []Problem {
 			}
 		}
 	}
-	if c.ServicesShareEgress != "" {
-		for _, name := range sortedKeys(sb.Services) {
-			if !sb.Services[name].Egress {
-				ps = append(ps, Problem{Path: "services." + name + ".egress", Message: "write egress: true: " + c.ServicesShareEgress})
-			}
+	for _, name := range sortedKeys(sb.Services) {
+		s, path := sb.Services[name], "services."+name
+		if c.ServicesShareEgress != "" && !s.Egress {
+			ps = append(ps, Problem{Path: path + ".egress", Message: "write egress: true: " + c.ServicesShareEgress})
 		}
-	}
-	if c.MaxServiceName > 0 {
-		for _, name := range sortedKeys(sb.Services) {
-			if len(name) > c.MaxServiceName {
-				ps = append(ps, Problem{Path: "services." + name, Message: fmt.Sprintf("the %s backend names a container after each service: a service name must be at most %d characters", caps.Driver, c.MaxServiceName)})
-			}
+		if c.MaxServiceName > 0 && len(name) > c.MaxServiceName {
+			ps = append(ps, Problem{Path: path, Message: fmt.Sprintf("the %s backend names a container after each service: a service name must be at most %d characters", caps.Driver, c.MaxServiceName)})
 		}
-	}
-	if name := sb.Dockerd(); name != "" && c.NoDockerd != "" {
-		ps = append(ps, Problem{Path: "services." + name + ".dockerd", Message: c.NoDockerd})
+		if c.NoDockerd != "" && s.Dockerd {
+			ps = append(ps, Problem{Path: path + ".dockerd", Message: c.NoDockerd})
+		}
 	}
 	if c.NoCheckpoints != "" && sb.Template.Checkpoint != "" {
 		ps = append(ps, Problem{Path: "template.checkpoint", Message: c.NoCheckpoints})

@@ -17,6 +17,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -255,11 +256,13 @@ const DockerdPort = 2375
 // loopback), and no iptables or bridge, which a daemon under gVisor
 // cannot set up (gVisor's "Docker in gVisor" guide); its containers run
 // with --network host, in the service's own network namespace.
-var DockerdArgs = []string{"dockerd", "--host=tcp://127.0.0.1:2375", "--tls=false", "--iptables=false", "--ip6tables=false", "--bridge=none"}
+var DockerdArgs = []string{"dockerd", dockerdHost, "--tls=false", "--iptables=false", "--ip6tables=false", "--bridge=none"}
 
 // DockerdReady is a dockerd service's readiness check unless the file
 // gives one: the daemon answers its API.
-var DockerdReady = []string{"docker", "--host=tcp://127.0.0.1:2375", "version"}
+var DockerdReady = []string{"docker", dockerdHost, "version"}
+
+var dockerdHost = "--host=tcp://127.0.0.1:" + strconv.Itoa(DockerdPort)
 
 // Dockerd is the name of the sandbox's dockerd service, "" for none.
 func (s *Spec) Dockerd() string {

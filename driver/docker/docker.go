@@ -84,11 +84,11 @@ type Driver struct {
 	// pruneAfter is pruneAfter, but in tests.
 	pruneAfter time.Duration
 	api        *engine
-	// defaultRuntime is the daemon's DefaultRuntime, asked once
-	// (runtimeOf).
-	defaultRuntime struct {
+	// daemon is what the driver read of the daemon's GET /info, asked
+	// once (daemonInfo).
+	daemon struct {
 		sync.Mutex
-		name string
+		info *daemonInfo
 	}
 
 	mu sync.Mutex // guards networks and specs
@@ -751,27 +751,44 @@ func (d *Driver) runtimeOf(ctx context.Context, in *inspect) (string, string, er
 	return "", def, nil
 }
 
-// daemonDefaultRuntime is the daemon's DefaultRuntime (Engine API v1.41
-// GET /info, SystemInfo.DefaultRuntime), asked once per driver.
+// daemonDefaultRuntime is the daemon's DefaultRuntime.
 func (d *Driver) daemonDefaultRuntime(ctx context.Context) (string, error) {
-	d.defaultRuntime.Lock()
-	defer d.defaultRuntime.Unlock()
-	if d.defaultRuntime.name != "" {
-		return d.defaultRuntime.name, nil
-	}
-	data, err := d.api.do(ctx, http.MethodGet, "/info", nil, nil, "")
+	info, err := d.daemonInfo(ctx)
 	if err != nil {
 		return "", err
 	}
-	var info struct{ DefaultRuntime string }
+	return info.DefaultRuntime, nil
+}
+
+// daemonInfo is the part of the daemon's GET /info the driver reads
+// (Engine API v1.41 SystemInfo: DefaultRuntime, and Runtimes with each
+// runtime's "path"), asked once per driver.
+type daemonInfo struct {
+	DefaultRuntime string
+	Runtimes       map[string]struct {
+		Path string `json:"path"`
+	}
+}
+
+func (d *Driver) daemonInfo(ctx context.Context) (*daemonInfo, error) {
+	d.daemon.Lock()
+	defer d.daemon.Unlock()
+	if d.daemon.info != nil {
+		return d.daemon.info, nil
+	}
+	data, err := d.api.do(ctx, http.MethodGet, "/info", nil, nil, "")
+	if err != nil {
+		return nil, err
+	}
+	var info daemonInfo
 	if err := json.Unmarshal(data, &info); err != nil {
-		return "", fmt.Errorf("reading the daemon's default runtime: %v", err)
+		return nil, fmt.Errorf("reading the daemon's /info: %v", err)
 	}
 	if info.DefaultRuntime == "" {
 		info.DefaultRuntime = "runc" // Docker's built-in default
 	}
-	d.defaultRuntime.name = info.DefaultRuntime
-	return info.DefaultRuntime, nil
+	d.daemon.info = &info
+	return &info, nil
 }
 
 // sandboxContainer is the sandbox's container: no network but loopback,

@@ -3,11 +3,9 @@ package docker
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
-	"net/http"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -135,8 +133,7 @@ func dockerdContainer(c *containerSpec, s spec.Service) {
 // runtimeProblems reports a dockerd service whose sandbox's runtime is
 // not gVisor's on this daemon: the spec refuses runc by name, and here
 // the runtime the file names must be one the daemon runs with a runsc
-// binary (Engine API v1.41 GET /info: SystemInfo.Runtimes, each runtime's
-// "path" and "runtimeArgs"). Under runc, or any runtime sbx cannot tell
+// binary (daemonInfo's Runtimes). Under runc, or any runtime sbx cannot tell
 // is gVisor, a Docker daemon needs a privileged container on the host.
 func (d *Driver) runtimeProblems(ctx context.Context, name string) ([]reconcile.Problem, error) {
 	sp := d.configured(name)
@@ -144,17 +141,9 @@ func (d *Driver) runtimeProblems(ctx context.Context, name string) ([]reconcile.
 		return nil, nil
 	}
 	path := "services." + sp.Dockerd() + ".dockerd"
-	data, err := d.api.do(ctx, http.MethodGet, "/info", nil, nil, "")
+	info, err := d.daemonInfo(ctx)
 	if err != nil {
 		return nil, err
-	}
-	var info struct {
-		Runtimes map[string]struct {
-			Path string `json:"path"`
-		}
-	}
-	if err := json.Unmarshal(data, &info); err != nil {
-		return nil, fmt.Errorf("reading the daemon's runtimes: %v", err)
 	}
 	rt, ok := info.Runtimes[sp.Docker.Runtime]
 	switch {
@@ -232,6 +221,12 @@ func (d *Driver) waitReady(ctx context.Context, sp *spec.Spec, svc string) error
 		return nil
 	}
 	name := ServiceContainer(sp.Name, svc)
+	fail := func(err error) error {
+		if s.Dockerd {
+			return fmt.Errorf("%w%s", err, d.dockerdWhy(name))
+		}
+		return err
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.Ready.Timeout)
 	defer cancel()
 	tick := time.NewTicker(500 * time.Millisecond)
@@ -249,11 +244,7 @@ func (d *Driver) waitReady(ctx context.Context, sp *spec.Spec, svc string) error
 			return fmt.Errorf("service %s: its container %s is gone", svc, name)
 		case !in.State.Running || in.State.Restarting || (restarts >= 0 && in.RestartCount > restarts):
 			// Its restart policy starts it again: a restart is an exit.
-			err := fmt.Errorf("service %s exited before it was ready: docker logs %s says why", svc, name)
-			if s.Dockerd {
-				err = fmt.Errorf("%w%s", err, d.dockerdWhy(name))
-			}
-			return err
+			return fail(fmt.Errorf("service %s exited before it was ready: docker logs %s says why", svc, name))
 		}
 		restarts = in.RestartCount
 		out.Reset()
@@ -273,11 +264,7 @@ func (d *Driver) waitReady(ctx context.Context, sp *spec.Spec, svc string) error
 			if code >= 0 {
 				why = fmt.Sprintf(" (its last try exited %d: %s)", code, untrusted.Line(strings.TrimSpace(last)))
 			}
-			err := fmt.Errorf("service %s was not ready within %s: %s did not succeed%s", svc, s.Ready.Timeout, strings.Join(s.Ready.Command, " "), why)
-			if s.Dockerd {
-				err = fmt.Errorf("%w%s", err, d.dockerdWhy(name))
-			}
-			return err
+			return fail(fmt.Errorf("service %s was not ready within %s: %s did not succeed%s", svc, s.Ready.Timeout, strings.Join(s.Ready.Command, " "), why))
 		case <-tick.C:
 		}
 	}
@@ -285,39 +272,46 @@ func (d *Driver) waitReady(ctx context.Context, sp *spec.Spec, svc string) error
 
 // dockerdWhy is what an apply says of a Docker daemon that did not come
 // up: why dockerd said it stopped (escaped), and which gVisor runs one.
+// The log is the agent's to fill (it drives the daemon): only the lines
+// dockerdFailure may pick are kept, each cut to 300 bytes.
 func (d *Driver) dockerdWhy(container string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var lines [][]byte
-	d.api.logLines(ctx, container, time.Time{}, func(l []byte) {
-		if l = bytes.TrimSpace(l); len(l) > 0 {
-			lines = append(lines, bytes.Clone(l[:min(len(l), 300)]))
-		}
-	})
+	var f dockerdFailure
+	d.api.logLines(ctx, container, time.Time{}, f.add)
 	why := "; a Docker daemon needs gVisor of 2023 or later (Debian bookworm's runsc, of 2022, has no devices cgroup for it)"
-	if l := dockerdFailure(lines); l != nil {
+	if l := f.line(); l != nil {
 		why = "; dockerd logged: " + untrusted.Line(string(l)) + why
 	}
 	return why
 }
 
-// dockerdFailure is the line of a daemon's log that says why it stopped:
-// the last "failed to start daemon" (dockerd 20.10 prints it bare, later
-// releases as a level=fatal entry), else the last error or fatal entry,
-// else the last line. Its restart policy may have started it again, so
-// the log's last line may be a later run's warning.
-func dockerdFailure(lines [][]byte) []byte {
-	for _, marks := range [][]string{{"failed to start daemon"}, {"level=fatal", "level=error"}} {
-		for i := len(lines) - 1; i >= 0; i-- {
-			for _, m := range marks {
-				if bytes.Contains(lines[i], []byte(m)) {
-					return lines[i]
-				}
-			}
-		}
+// dockerdFailure finds the line of a daemon's log that says why it
+// stopped: the last "failed to start daemon" (dockerd 20.10 prints it
+// bare, later releases as a level=fatal entry), else the last error or
+// fatal entry, else the last line. Its restart policy may have started it
+// again, so the log's last line may be a later run's warning.
+type dockerdFailure struct{ failed, errored, last []byte }
+
+func (f *dockerdFailure) add(l []byte) {
+	if l = bytes.TrimSpace(l); len(l) == 0 {
+		return
 	}
-	if len(lines) > 0 {
-		return lines[len(lines)-1]
+	keep := func(dst *[]byte) { *dst = append((*dst)[:0], l[:min(len(l), 300)]...) }
+	switch {
+	case bytes.Contains(l, []byte("failed to start daemon")):
+		keep(&f.failed)
+	case bytes.Contains(l, []byte("level=fatal")), bytes.Contains(l, []byte("level=error")):
+		keep(&f.errored)
+	}
+	keep(&f.last)
+}
+
+func (f *dockerdFailure) line() []byte {
+	for _, l := range [][]byte{f.failed, f.errored, f.last} {
+		if l != nil {
+			return l
+		}
 	}
 	return nil
 }

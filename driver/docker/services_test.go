@@ -147,13 +147,22 @@ func TestDockerdRuntime(t *testing.T) {
 	})}
 	go srv.Serve(l)
 	defer srv.Close()
-	d := New(Options{Runner: &runner.Runner{Env: []string{"DOCKER_HOST=unix://" + sock}}})
+	newDriver := func() *Driver {
+		return New(Options{Runner: &runner.Runner{Env: []string{"DOCKER_HOST=unix://" + sock}}})
+	}
 	withDockerd := func(name, runtime string) *spec.Spec {
 		return &spec.Spec{Name: name, Docker: spec.Docker{Runtime: runtime},
 			Services: map[string]spec.Service{"docker": {Image: "docker:28-dind", Ports: []int{2375}, Dockerd: true}}}
 	}
 	plain := withDockerd("plain", "kata")
 	plain.Services["docker"] = spec.Service{Image: "docker:28-dind", Ports: []int{2375}}
+	// A sandbox without a daemon asks nothing.
+	d := newDriver()
+	d.Configure([]*spec.Spec{plain})
+	if ps, err := d.runtimeProblems(context.Background(), "plain"); err != nil || len(ps) > 0 || infos.Load() != 0 {
+		t.Errorf("a sandbox without a daemon: %v, %v, %d requests for /info", ps, err, infos.Load())
+	}
+	d = newDriver()
 	d.Configure([]*spec.Spec{withDockerd("a", "runsc"), withDockerd("b", "gvisor"), withDockerd("c", "kata"), withDockerd("d", "nosuch"), plain})
 	for name, want := range map[string]string{
 		"a": "", "b": "", "plain": "",
@@ -171,8 +180,8 @@ func TestDockerdRuntime(t *testing.T) {
 			t.Errorf("%s: %v, want %q", name, ps, want)
 		}
 	}
-	if n := infos.Load(); n != 4 {
-		t.Errorf("%d requests for /info, want 4 (none for the sandbox without a daemon)", n)
+	if n := infos.Load(); n != 1 {
+		t.Errorf("%d requests for /info, want one per driver", n)
 	}
 }
 
@@ -198,8 +207,12 @@ func TestDockerdFailure(t *testing.T) {
 		{l(warning), warning},
 		{nil, ""},
 	} {
-		if got := string(dockerdFailure(tc.lines)); got != tc.want {
-			t.Errorf("dockerdFailure(%q) = %q, want %q", tc.lines, got, tc.want)
+		var f dockerdFailure
+		for _, l := range tc.lines {
+			f.add(l)
+		}
+		if got := string(f.line()); got != tc.want {
+			t.Errorf("dockerdFailure of %q = %q, want %q", tc.lines, got, tc.want)
 		}
 	}
 }
